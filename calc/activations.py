@@ -1,0 +1,370 @@
+"""Activations: the tensors autograd saves for backward, per decoder layer, per op.
+
+Modelled on what Hugging Face transformers' eager PyTorch modules save (the default
+`implementation`), op by op, for one micro-batch on one GPU. Symbols (per GPU):
+
+    T  tokens in the micro-batch (b * s / cp)      h  hidden size (h / tp with sequence parallel)
+    a, k  query and key/value heads / tp           d  head dim     f  intermediate size / tp
+    c  compute width (2 for bf16)                  r  residual-stream width (4 under amp)
+
+Rules that decide the numbers (each checked against traced steps, see validation/):
+- An op saves only what its backward needs, and only for inputs that require grad
+  (`x * cos` saves `cos`; a frozen linear saves its weight, not its input).
+- Llama's RMSNorm upcasts to fp32: it saves its fp32 input (the residual itself under amp, a
+  copy otherwise), rsqrt of the variance and the normalised tensor (fp32 under amp, cast back
+  otherwise).
+- Under autocast every matmul casts its input separately (activation casts are not cached), so
+  q, k and v each keep their own low-precision copy of the normed input; weights are cast once
+  per forward and the copy is saved for backward (`weight_copies`).
+- SDPA's flash/memory-efficient kernels keep q, k, v, the output and the fp32 log-sum-exp;
+  the eager path keeps the fp32 softmax and its low-precision cast (a*s per token each).
+- Dropout with p > 0 keeps a one-byte mask.
+
+`implementation: megatron` uses Korthikanti et al. (2022), Table 2, generalised to GQA and
+gated MLPs (see :func:`_megatron_layer`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from .architecture import ACTIVATIONS, Architecture
+from .numerics import Numerics
+from .params import LayerParams, Linear
+from .scenario import Parallelism, Training
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """Per-GPU sizes the activation formulas use (see the module docstring for symbols)."""
+
+    tokens: int  # T
+    batch: int
+    seq: int  # s / cp, the local sequence
+    hidden: int  # h per GPU for h-sized tensors (split by tp under sequence parallelism)
+    hidden_full: int  # h (linear inputs are gathered to full h under TP)
+    heads: int  # a / tp
+    kv_heads: int  # k / tp
+    head_dim: int
+    tp: int
+
+
+def shape(arch: Architecture, t: Training, p: Parallelism) -> Shape:
+    seq = t.seq_len // p.cp
+    h = arch.hidden_size
+    return Shape(
+        tokens=t.micro_batch_size * seq,
+        batch=t.micro_batch_size,
+        seq=seq,
+        hidden=h // p.tp if p.sequence_parallel else h,
+        hidden_full=h,
+        heads=arch.num_attention_heads // p.tp,
+        kv_heads=max(1, arch.kv_heads // p.tp),
+        head_dim=arch.head_size,
+        tp=p.tp,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class LayerActivations:
+    """Memory of one decoder layer for one micro-batch."""
+
+    saved: dict[str, int]  # saved for backward, by path key ("activations/attention", ...)
+    forward_transient: int  # extra bytes alive at the layer's worst forward moment
+    backward_transient: int  # gradient buffers alive at the layer's worst backward moment
+    checkpoint_input: int  # what the layer keeps when checkpointed: its input
+
+    @property
+    def total(self) -> int:
+        return sum(self.saved.values())
+
+
+class _Saved(Counter[str]):
+    def add(self, key: str, nbytes: float) -> None:
+        self[f"activations/{key}"] += int(nbytes)
+
+
+def decoder_layer(
+    arch: Architecture, layer: LayerParams, n: Numerics, t: Training, p: Parallelism,
+    s: Shape, *, trainable_weights: bool,
+) -> LayerActivations:
+    """Activations of one decoder layer (HF transformers' modules, or Megatron's)."""
+    if t.implementation == "megatron":
+        return _megatron_layer(arch, layer, n, t, s)
+    saved = _Saved()
+    lora = t.finetuning in ("lora", "qlora")
+    targets = _lora_targets(arch, t) if lora else frozenset()
+    T, tp = s.tokens, s.tp
+    res = n.residual
+
+    # --- norms before attention and MLP (and Gemma 2's post-norms) ---------------------------
+    z_width = _norm(arch, n, saved, T * s.hidden, T)
+    z2_width = _norm(arch, n, saved, T * s.hidden, T)
+    if arch.traits.norms_per_layer == 4:  # post-attention / post-feedforward norms on outputs
+        for _ in range(2):
+            _norm_of_output(arch, n, saved, T * s.hidden, T)
+
+    linears = {lin.name: lin for lin in layer.linears}
+    attention_in = [lin for lin in layer.linears if lin.group == "attention" and lin.tp != "row"
+                    and not lin.name.startswith(("q_b", "kv_b"))]
+    mlp_in = [lin for lin in layer.linears
+              if lin.group in ("mlp", "shared_expert", "router") and lin.tp != "row"]
+
+    # --- inputs of the projections reading the normed hidden states --------------------------
+    _linear_inputs(n, saved, "attention", attention_in, T * s.hidden_full, z_width, targets,
+                   trainable_weights)
+    if not layer.moe:
+        _linear_inputs(n, saved, "mlp", mlp_in, T * s.hidden_full, z2_width, targets,
+                       trainable_weights)
+
+    # --- attention core ----------------------------------------------------------------------
+    c = n.compute
+    a, k, d = s.heads, s.kv_heads, s.head_dim
+    if arch.is_mla:
+        _mla(arch, n, saved, s, targets, trainable_weights)
+    elif arch.traits.qk_norm:
+        for heads in (a, k):  # per-head RMSNorm on q and k: fp32 input copy + rsqrt + output
+            saved.add("attention", T * heads * d * 4 + T * heads * 4)
+            saved.add("attention", T * heads * d * (4 if n.autocast else c))
+    q_width = c  # SDPA (lower-precision op under autocast) sees low-precision q, k, v
+    ad = a * d
+    if t.attention == "flash" or t.activation_checkpointing == "selective":
+        saved.add("attention", T * (a + 2 * k) * d * q_width)  # q, k, v kept by the kernel
+        saved.add("attention", T * ad * c)  # output, shared with o_proj's input
+        saved.add("attention", T * a * 4)  # log-sum-exp, fp32
+    else:
+        rep = 1 if k == a else 2  # repeat_kv materialises expanded k and v when GQA
+        saved.add("attention", T * (ad + (ad if rep == 2 else k * d) * 2) * c)
+        saved.add("attention", T * ad * c)  # attention output transposed for o_proj
+        probs = s.batch * a * s.seq * s.seq
+        saved.add("attention_scores", probs * (4 + c))  # fp32 softmax + its cast
+        if arch.attention_dropout:
+            saved.add("dropout", probs)
+    o_proj = linears.get("o_proj")
+    if o_proj is not None:
+        _lora_extra(n, saved, "attention", o_proj, T * ad, targets)
+
+    # --- MLP ---------------------------------------------------------------------------------
+    if layer.moe:
+        _moe(arch, layer, n, saved, s, z2_width, targets, trainable_weights)
+    else:
+        mlp = [lin for lin in layer.linears if lin.group == "mlp"]
+        f = mlp[-1].in_features // tp
+        _mlp_core(arch, n, saved, "mlp", T, f)
+        _lora_extra(n, saved, "mlp", mlp[-1], T * f, targets)
+
+    # --- residual dropout --------------------------------------------------------------------
+    if arch.resid_pdrop:
+        saved.add("dropout", 2 * T * s.hidden)  # bool masks after attention and after MLP
+
+    # --- weight copies autocast makes and autograd keeps ---------------------------------------
+    if n.autocast and t.finetuning != "qlora":
+        saved.add("weight_copies", _linear_weights_local(layer, p) * c)
+
+    # --- transients --------------------------------------------------------------------------
+    f_local = max(lin.in_features for lin in layer.linears if lin.tp == "row") // tp
+    grad_h = T * s.hidden * max(res, c)
+    backward_transient = 3 * T * f_local * c + 2 * grad_h
+    forward_transient = T * s.hidden_full * 4 + T * s.hidden * res
+    if t.attention == "eager" and t.activation_checkpointing != "selective":
+        probs = s.batch * a * s.seq * s.seq
+        forward_transient = max(forward_transient, probs * 8)
+        backward_transient = max(backward_transient, probs * (8 + c) + 2 * grad_h)
+    return LayerActivations(
+        saved=dict(saved),
+        forward_transient=forward_transient,
+        backward_transient=backward_transient,
+        checkpoint_input=T * s.hidden * res,
+    )
+
+
+def _norm(arch: Architecture, n: Numerics, saved: _Saved, elems: int, tokens: int) -> int:
+    """Save what one pre-norm keeps; return the width of its output."""
+    res = n.residual
+    kind = arch.traits.norm_upcast
+    if kind == "native":  # nn.LayerNorm; autocast runs it in fp32
+        saved.add("residual", elems * res)  # its input is the residual itself
+        saved.add("norms", tokens * 8)  # mean and rstd, fp32
+        return 4 if n.autocast else res
+    # RMSNorm with an fp32 upcast (Llama-style and Gemma-style).
+    if res == 4:
+        saved.add("residual", elems * 4)  # the fp32 residual is the upcast input
+    else:
+        saved.add("norms", elems * 4)  # fp32 copy of the low-precision residual
+    saved.add("norms", tokens * 4)  # rsqrt(variance)
+    if kind == "gemma" or res == 4:
+        saved.add("norms", elems * 4)  # normalised tensor, fp32, kept by the weight multiply
+    else:
+        saved.add("norms", elems * res)  # normalised tensor cast back, kept by the multiply
+    return res if kind == "gemma" else (4 if res == 4 else n.compute)
+
+
+def _norm_of_output(arch: Architecture, n: Numerics, saved: _Saved, elems: int,
+                    tokens: int) -> None:
+    """Gemma 2/3 post-norms read a sublayer output (low precision), not the residual."""
+    c = n.compute
+    saved.add("norms", elems * 4 + tokens * 4 + elems * 4)  # fp32 copy, rsqrt, normalised
+    del c
+
+
+def _linear_inputs(
+    n: Numerics, saved: _Saved, key: str, consumers: list[Linear], elems: int, z_width: int,
+    targets: frozenset[str], trainable: bool,
+) -> None:
+    """Inputs of the projections that read one normed tensor."""
+    if not consumers:
+        return
+    cast = n.autocast and z_width != n.compute
+    readers = [lin for lin in consumers if trainable or lin.name in targets]
+    if trainable:
+        if cast:
+            saved.add(key, len(readers) * elems * n.linear_input)  # one cast per matmul
+        else:
+            saved.add(key, elems * (n.linear_input if n.linear_input < z_width else z_width))
+    for lin in consumers:
+        if lin.name in targets:
+            _lora_adapter_input(n, saved, key, elems, z_width)
+
+
+def _lora_targets(arch: Architecture, t: Training) -> frozenset[str]:
+    attention = {"q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj"}
+    if t.lora_targets == "attention":
+        return frozenset(attention)
+    return frozenset(attention | {"gate_proj", "up_proj", "down_proj", "gate_up_proj", "fc_in",
+                                  "fc_out"})
+
+
+def _lora_adapter_input(n: Numerics, saved: _Saved, key: str, elems: int, x_width: int) -> None:
+    """peft casts x to the (fp32) adapter dtype, lora_A keeps it (autocast: its own cast)."""
+    width = n.compute if n.autocast else 4
+    saved.add(f"{key}", elems * width)
+
+
+def _lora_extra(n: Numerics, saved: _Saved, key: str, lin: Linear, elems: int,
+                targets: frozenset[str]) -> None:
+    """A row-parallel projection's LoRA: its input is otherwise kept only for weight grads."""
+    if lin.name in targets:
+        _lora_adapter_input(n, saved, key, elems, n.compute)
+
+
+def _mlp_core(arch: Architecture, n: Numerics, saved: _Saved, key: str, tokens: int,
+              f: int) -> None:
+    c = n.compute
+    act = ACTIVATIONS[arch.hidden_act]
+    if arch.traits.mlp == "gated":
+        # gate output (kept by the activation), activation output and up output (kept by
+        # the product), the product (kept by down_proj)
+        saved.add(key, 4 * tokens * f * c)
+    elif act == "native":
+        saved.add(key, 2 * tokens * f * c)  # fc output (kept by GELU), GELU output
+    elif n.autocast:
+        # GPT-2's gelu_new in Python ops: pow runs in fp32 under autocast
+        saved.add(key, tokens * f * (4 + 4 + c + 4 + c))
+    else:
+        saved.add(key, tokens * f * 5 * c)
+
+
+def _moe(arch: Architecture, layer: LayerParams, n: Numerics, saved: _Saved, s: Shape,
+         z_width: int, targets: frozenset[str], trainable: bool) -> None:
+    """Routed experts: each token visits top-k experts (Mixtral-style dispatch)."""
+    c, T = n.compute, s.tokens
+    e = arch.num_local_experts
+    saved.add("mlp", T * s.hidden_full * (n.linear_input if n.autocast else z_width))  # router in
+    saved.add("mlp", T * e * 4)  # softmax of router logits, fp32
+    routed = T * arch.num_experts_per_tok
+    f = arch.expert_intermediate_size // s.tp
+    saved.add("mlp", routed * s.hidden_full * c * 2)  # gathered expert inputs, expert outputs
+    _mlp_core(arch, n, saved, "mlp", routed, f)
+    if arch.shared_expert_intermediate_size:
+        shared = [lin for lin in layer.linears if lin.group == "shared_expert" and lin.tp != "row"]
+        _linear_inputs(n, saved, "mlp", shared, T * s.hidden_full, z_width, targets, trainable)
+        _mlp_core(arch, n, saved, "mlp", T, arch.shared_expert_intermediate_size // s.tp)
+
+
+def _mla(arch: Architecture, n: Numerics, saved: _Saved, s: Shape, targets: frozenset[str],
+         trainable: bool) -> None:
+    """DeepSeek's multi-head latent attention: the low-rank paths add their own inputs."""
+    T, c = s.tokens, n.compute
+    assert arch.kv_lora_rank and arch.qk_nope_head_dim and arch.qk_rope_head_dim
+    for rank in (arch.q_lora_rank, arch.kv_lora_rank):
+        if rank:
+            saved.add("attention", T * rank * (4 + 4 + c))  # latent norm (fp32) + b_proj input
+    # q, k, v of the heads differ in width from head_dim: account for them here
+    qk = arch.qk_nope_head_dim + arch.qk_rope_head_dim
+    v = arch.v_head_dim or arch.qk_nope_head_dim
+    saved.add("attention", T * s.heads * (2 * qk + v - 3 * s.head_dim) * c)
+
+
+def _linear_weights_local(layer: LayerParams, p: Parallelism) -> int:
+    total = 0
+    for lin in layer.linears:
+        w = lin.weight_count
+        if lin.tp != "none":
+            w //= p.tp
+        if lin.group == "experts":
+            w //= p.ep
+        total += w
+    return total
+
+
+def _megatron_layer(arch: Architecture, layer: LayerParams, n: Numerics, t: Training,
+                    s: Shape) -> LayerActivations:
+    """Korthikanti et al. (2022), "Reducing Activation Recomputation in Large Transformer
+    Models", Table 2, per layer in bytes with 16-bit activations:
+
+    .. math:: sbh\\left(34 + 5\\frac{as}{h}\\right) \\;\\text{(no parallelism)},\\quad
+              sbh\\left(10 + \\frac{24}{t} + 5\\frac{as}{ht}\\right) \\;\\text{(TP)},\\quad
+              \\frac{sbh}{t}\\left(34 + 5\\frac{as}{h}\\right) \\;\\text{(TP + SP)}
+
+    generalised: the 24 sbh of attention and MLP internals are rebuilt from q/k/v widths and the
+    MLP intermediate (8 sbh for Q/K/V with MHA, 16 sbh for a 4h GeLU MLP), flash attention drops
+    the 5as/h score terms (keeping the fp32 log-sum-exp), and masks exist only with dropout.
+    """
+    T, h, tp = s.tokens, s.hidden_full, s.tp
+    hs = s.hidden  # h-sized tensors split by tp only with sequence parallelism
+    a, k, d = s.heads, s.kv_heads, s.head_dim
+    f = max(lin.in_features for lin in layer.linears if lin.tp == "row" and lin.group != "attention")
+    f //= tp
+    gated = arch.traits.mlp == "gated"
+    drop = 1 if arch.resid_pdrop or arch.attention_dropout else 0
+    saved = _Saved()
+    saved.add("norms", 2 * 2 * T * hs)  # two LayerNorm inputs
+    saved.add("attention", 2 * T * hs)  # QKV input
+    saved.add("attention", 2 * T * (a + 2 * k) * d)  # Q, K, V
+    saved.add("attention", 2 * T * a * d)  # attention output = projection input
+    if t.attention == "eager" and t.activation_checkpointing != "selective":
+        probs = s.batch * a * s.seq * s.seq
+        saved.add("attention_scores", probs * (2 + 2 * drop + drop))  # softmax, dropout out, mask
+    else:
+        saved.add("attention", 4 * T * a)  # log-sum-exp
+    saved.add("mlp", 2 * T * hs)  # fc1 input
+    saved.add("mlp", (3 * 2 * T * f) if gated else (2 * 2 * T * f))  # fc1 out(s), fc2 input
+    saved.add("dropout", drop * 2 * T * hs)
+    del h, n
+    return LayerActivations(
+        saved=dict(saved), forward_transient=0, backward_transient=3 * 2 * T * f,
+        checkpoint_input=2 * T * hs,
+    )
+
+
+def head_activations(arch: Architecture, n: Numerics, t: Training, p: Parallelism,
+                     s: Shape) -> dict[str, int]:
+    """The final norm and the lm_head's saved input (and its autocast weight copy)."""
+    saved = _Saved()
+    z_width = _norm(arch, n, saved, s.tokens * s.hidden, s.tokens)
+    saved = _Saved({k.replace("activations/residual", "activations/head").replace(
+        "activations/norms", "activations/head"): v for k, v in saved.items()})
+    if t.loss == "chunked":
+        return dict(saved)  # the fused kernel keeps gradients instead (see logits.py)
+    if t.finetuning == "full":
+        width = n.linear_input if n.autocast else min(z_width, n.linear_input)
+        saved.add("head", s.tokens * s.hidden_full * width)
+    if n.autocast and t.implementation == "hf":
+        saved.add("weight_copies", -(-arch.vocab_size // p.tp) * arch.hidden_size * n.compute)
+    return dict(saved)
+
+
+def embedding_activations(arch: Architecture, s: Shape) -> dict[str, int]:
+    """Embedding dropout keeps a one-byte mask (GPT-2's embd_pdrop)."""
+    return {"activations/dropout": s.tokens * s.hidden} if arch.embd_pdrop else {}

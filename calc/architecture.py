@@ -1,0 +1,373 @@
+"""Model architecture: Hugging Face `config.json` field names, read per `model_type`.
+
+An :class:`Architecture` is the canonical, validated description the estimator works from.
+It is built three ways: from a preset (whose file embeds the published `config.json`), from a
+pasted `config.json` (:func:`from_hf_config`, unknown keys ignored) or from an explicit dict of
+the same field names (strict: unknown keys are an error).
+
+What differs between families is not the field names but the module structure behind them
+(norm kind, MLP kind, biases, fused projections, extra norms). :class:`Traits` holds those
+structural facts, looked up from `model_type` once, so formulas never branch on family names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+ModelType = Literal[
+    "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3", "gpt2",
+    "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3",
+]
+SUPPORTED_MODEL_TYPES: tuple[str, ...] = ModelType.__args__  # type: ignore[attr-defined]
+
+# Guards against typos that would silently produce absurd numbers (e.g. vocab 1e12).
+_MAX_DIM = 1 << 20
+_MAX_VOCAB = 1 << 24
+
+
+class Architecture(BaseModel):
+    """A decoder-only transformer, in Hugging Face `config.json` vocabulary."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model_type: ModelType = "llama"
+    hidden_size: int = Field(gt=0, le=_MAX_DIM)
+    num_hidden_layers: int = Field(gt=0, le=4096)
+    num_attention_heads: int = Field(gt=0, le=4096)
+    num_key_value_heads: int | None = Field(default=None, gt=0, le=4096)
+    head_dim: int | None = Field(default=None, gt=0, le=4096)
+    intermediate_size: int = Field(gt=0, le=_MAX_DIM)
+    vocab_size: int = Field(gt=0, le=_MAX_VOCAB)
+    max_position_embeddings: int = Field(default=4096, gt=0, le=1 << 24)
+    tie_word_embeddings: bool = False
+    hidden_act: str = "silu"
+    attention_bias: bool = False
+    mlp_bias: bool = False
+    attention_dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
+    resid_pdrop: float = Field(default=0.0, ge=0.0, lt=1.0)
+    embd_pdrop: float = Field(default=0.0, ge=0.0, lt=1.0)
+    final_logit_softcapping: float | None = Field(default=None, gt=0)
+    # Mixture of experts (Mixtral, Qwen MoE, DeepSeek-V3 names mapped onto these).
+    num_local_experts: int = Field(default=0, ge=0, le=4096)
+    num_experts_per_tok: int = Field(default=0, ge=0, le=4096)
+    moe_intermediate_size: int | None = Field(default=None, gt=0, le=_MAX_DIM)
+    shared_expert_intermediate_size: int = Field(default=0, ge=0, le=_MAX_DIM)
+    first_k_dense_replace: int = Field(default=0, ge=0)
+    decoder_sparse_step: int = Field(default=1, ge=1)
+    mlp_only_layers: tuple[int, ...] = ()
+    # Multi-head latent attention (DeepSeek-V2/V3).
+    q_lora_rank: int | None = Field(default=None, gt=0, le=_MAX_DIM)
+    kv_lora_rank: int | None = Field(default=None, gt=0, le=_MAX_DIM)
+    qk_nope_head_dim: int | None = Field(default=None, gt=0, le=4096)
+    qk_rope_head_dim: int | None = Field(default=None, gt=0, le=4096)
+    v_head_dim: int | None = Field(default=None, gt=0, le=4096)
+
+    @field_validator("hidden_act")
+    @classmethod
+    def _known_activation(cls, v: str) -> str:
+        if v not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {v!r}; known: {', '.join(sorted(ACTIVATIONS))}")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Architecture:
+        a, k = self.num_attention_heads, self.kv_heads
+        if self.is_mla:
+            missing = [
+                n for n in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+                if getattr(self, n) is None
+            ]
+            if missing:
+                raise ValueError(f"multi-head latent attention needs {', '.join(missing)}")
+        elif self.head_dim is None and self.hidden_size % a:
+            raise ValueError(
+                f"hidden_size ({self.hidden_size}) must be divisible by num_attention_heads ({a}) "
+                "unless head_dim is given"
+            )
+        if a % k:
+            raise ValueError(
+                f"num_attention_heads ({a}) must be divisible by num_key_value_heads ({k})"
+            )
+        if self.num_local_experts:
+            if not 0 < self.num_experts_per_tok <= self.num_local_experts:
+                raise ValueError(
+                    "num_experts_per_tok must be between 1 and num_local_experts "
+                    f"({self.num_local_experts}) for a mixture-of-experts model"
+                )
+        elif self.num_experts_per_tok:
+            raise ValueError("num_experts_per_tok is set but num_local_experts is 0")
+        if self.first_k_dense_replace > self.num_hidden_layers:
+            raise ValueError("first_k_dense_replace cannot exceed num_hidden_layers")
+        bad = [i for i in self.mlp_only_layers if not 0 <= i < self.num_hidden_layers]
+        if bad:
+            raise ValueError(f"mlp_only_layers has layer indices out of range: {bad}")
+        return self
+
+    # Derived quantities: computed, never stored.
+    @property
+    def kv_heads(self) -> int:
+        return self.num_key_value_heads or self.num_attention_heads
+
+    @property
+    def head_size(self) -> int:
+        """Per-head dimension of queries and keys (`head_dim`, else hidden / heads)."""
+        if self.head_dim is not None:
+            return self.head_dim
+        return self.hidden_size // self.num_attention_heads
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank is not None
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_local_experts > 0
+
+    @property
+    def expert_intermediate_size(self) -> int:
+        return self.moe_intermediate_size or self.intermediate_size
+
+    def is_moe_layer(self, i: int) -> bool:
+        """Whether decoder layer `i` has routed experts (HF's per-family rules, unified)."""
+        if not self.is_moe or i < self.first_k_dense_replace or i in self.mlp_only_layers:
+            return False
+        return (i + 1) % self.decoder_sparse_step == 0
+
+    @property
+    def moe_layer_count(self) -> int:
+        return sum(self.is_moe_layer(i) for i in range(self.num_hidden_layers))
+
+    @property
+    def traits(self) -> Traits:
+        return TRAITS[self.model_type]
+
+
+@dataclass(frozen=True, slots=True)
+class Traits:
+    """Module structure of a family, as its Hugging Face modeling file builds it."""
+
+    norm: Literal["rms", "layer"]  # LayerNorm carries a bias
+    norm_upcast: Literal["llama", "gemma", "native"]  # how the norm handles dtypes (see activations)
+    norms_per_layer: int  # 2, or 4 for Gemma 2/3's sandwich norms
+    qk_norm: bool  # per-head RMSNorm on q and k (Qwen3, Gemma 3)
+    mlp: Literal["gated", "plain"]
+    fused_qkv: bool  # one projection for q, k, v (Phi-3, GPT-2)
+    fused_gate_up: bool  # one projection for gate and up (Phi-3)
+    qkv_bias: bool | None  # None: follow `attention_bias`
+    o_bias: bool | None
+    mlp_bias: bool | None  # None: follow `mlp_bias`
+    learned_positions: bool  # GPT-2's wpe table
+    embed_scale: bool  # Gemma multiplies embeddings by sqrt(hidden)
+    shared_expert_gate: bool  # Qwen2-MoE gates its shared expert
+
+
+_LLAMA = Traits(
+    norm="rms", norm_upcast="llama", norms_per_layer=2, qk_norm=False, mlp="gated",
+    fused_qkv=False, fused_gate_up=False, qkv_bias=None, o_bias=None, mlp_bias=None,
+    learned_positions=False, embed_scale=False, shared_expert_gate=False,
+)
+def _with(base: Traits, **changes: Any) -> Traits:
+    fields = {name: getattr(base, name) for name in Traits.__slots__}
+    fields.update(changes)
+    return Traits(**fields)
+
+
+TRAITS: dict[str, Traits] = {
+    "llama": _LLAMA,
+    "mistral": _LLAMA,
+    "mixtral": _LLAMA,
+    "deepseek_v3": _LLAMA,
+    "qwen2": _with(_LLAMA, qkv_bias=True, o_bias=False, mlp_bias=False),
+    "qwen2_moe": _with(_LLAMA, qkv_bias=True, o_bias=False, mlp_bias=False, shared_expert_gate=True),
+    "qwen3": _with(_LLAMA, qk_norm=True, mlp_bias=False),
+    "qwen3_moe": _with(_LLAMA, qk_norm=True, mlp_bias=False),
+    "gemma": _with(_LLAMA, norm_upcast="gemma", embed_scale=True, mlp_bias=False),
+    "gemma2": _with(_LLAMA, norm_upcast="gemma", norms_per_layer=4, embed_scale=True, mlp_bias=False),
+    "gemma3_text": _with(
+        _LLAMA, norm_upcast="gemma", norms_per_layer=4, qk_norm=True, embed_scale=True,
+        mlp_bias=False,
+    ),
+    "phi3": _with(_LLAMA, fused_qkv=True, fused_gate_up=True, qkv_bias=False, o_bias=False,
+                  mlp_bias=False),
+    "gpt2": Traits(
+        norm="layer", norm_upcast="native", norms_per_layer=2, qk_norm=False, mlp="plain",
+        fused_qkv=True, fused_gate_up=False, qkv_bias=True, o_bias=True, mlp_bias=True,
+        learned_positions=True, embed_scale=False, shared_expert_gate=False,
+    ),
+}
+
+# Activation functions HF configs name, mapped to how their autograd saves (see activations.py).
+ACTIVATIONS: dict[str, Literal["native", "gelu_new"]] = {
+    "silu": "native", "swish": "native", "gelu": "native", "relu": "native",
+    "gelu_pytorch_tanh": "native", "gelu_fast": "gelu_new", "gelu_new": "gelu_new",
+    "gelu_python": "native",
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading a pasted config.json
+# ---------------------------------------------------------------------------------------------
+
+class ConfigError(ValueError):
+    """A `config.json` that cannot be read; `field` names the offending key."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def from_hf_config(config: dict[str, Any]) -> tuple[Architecture, list[str]]:
+    """Read a Hugging Face `config.json` (unknown keys ignored) into an :class:`Architecture`.
+
+    Returns the architecture and notes for the report (e.g. an unsupported `model_type` read as
+    llama-like). Raises :class:`ConfigError` naming the key when a required field is missing or
+    malformed.
+    """
+    if not isinstance(config, dict):
+        raise ConfigError("hf_config", "must be a JSON object (the contents of config.json)")
+    notes: list[str] = []
+    cfg = config
+    model_type = cfg.get("model_type")
+    if model_type not in SUPPORTED_MODEL_TYPES and isinstance(cfg.get("text_config"), dict):
+        cfg = cfg["text_config"]  # multimodal wrappers (e.g. Gemma 3) nest the language model
+        notes.append(f"read the text_config of model_type {model_type!r}")
+        model_type = cfg.get("model_type", model_type)
+    if model_type == "gemma3":
+        model_type = "gemma3_text"
+    if model_type not in SUPPORTED_MODEL_TYPES:
+        notes.append(
+            f"model_type {model_type!r} is not one the estimator knows; read as llama-like "
+            "(RMSNorm, gated MLP, no biases unless attention_bias/mlp_bias say so)"
+        )
+        model_type = "llama"
+    reader = _READERS.get(model_type, _read_llama)
+    fields = reader(cfg)
+    fields["model_type"] = model_type
+    try:
+        arch = Architecture.model_validate(fields)
+    except ValidationError as exc:  # re-raise naming the config.json key
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"]) or "hf_config"
+        raise ConfigError(f"hf_config.{loc}", err["msg"]) from None
+    return arch, notes
+
+
+def _require(cfg: dict[str, Any], *names: str) -> Any:
+    for name in names:
+        if cfg.get(name) is not None:
+            return cfg[name]
+    raise ConfigError(f"hf_config.{names[0]}", "is required")
+
+
+def _common(cfg: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "hidden_size": _require(cfg, "hidden_size"),
+        "num_hidden_layers": _require(cfg, "num_hidden_layers"),
+        "num_attention_heads": _require(cfg, "num_attention_heads"),
+        "intermediate_size": _require(cfg, "intermediate_size"),
+        "vocab_size": _require(cfg, "vocab_size"),
+    }
+    optional = (
+        "num_key_value_heads", "head_dim", "max_position_embeddings", "tie_word_embeddings",
+        "attention_bias", "mlp_bias", "attention_dropout", "final_logit_softcapping",
+    )
+    for name in optional:
+        if cfg.get(name) is not None:
+            out[name] = cfg[name]
+    act = cfg.get("hidden_act") or cfg.get("hidden_activation")
+    if act is not None:
+        out["hidden_act"] = act
+    return out
+
+
+def _read_llama(cfg: dict[str, Any]) -> dict[str, Any]:
+    return _common(cfg)
+
+
+def _read_gemma(cfg: dict[str, Any]) -> dict[str, Any]:
+    out = _common(cfg)
+    out.setdefault("tie_word_embeddings", True)  # GemmaConfig's default
+    act = cfg.get("hidden_activation") or cfg.get("hidden_act")
+    if act:
+        out["hidden_act"] = act
+    return out
+
+
+def _read_phi3(cfg: dict[str, Any]) -> dict[str, Any]:
+    out = _common(cfg)
+    for name in ("resid_pdrop", "embd_pdrop"):
+        if cfg.get(name) is not None:
+            out[name] = cfg[name]
+    return out
+
+
+def _read_gpt2(cfg: dict[str, Any]) -> dict[str, Any]:
+    h = _require(cfg, "n_embd", "hidden_size")
+    inner = cfg.get("n_inner")
+    out: dict[str, Any] = {
+        "hidden_size": h,
+        "num_hidden_layers": _require(cfg, "n_layer", "num_hidden_layers"),
+        "num_attention_heads": _require(cfg, "n_head", "num_attention_heads"),
+        "intermediate_size": inner if inner is not None else 4 * h,
+        "vocab_size": _require(cfg, "vocab_size"),
+        "max_position_embeddings": cfg.get("n_positions") or cfg.get("n_ctx") or 1024,
+        "tie_word_embeddings": cfg.get("tie_word_embeddings", True),
+        "hidden_act": cfg.get("activation_function", "gelu_new"),
+        "attention_dropout": cfg.get("attn_pdrop", 0.1),
+        "resid_pdrop": cfg.get("resid_pdrop", 0.1),
+        "embd_pdrop": cfg.get("embd_pdrop", 0.1),
+    }
+    return out
+
+
+def _read_mixtral(cfg: dict[str, Any]) -> dict[str, Any]:
+    out = _common(cfg)
+    out["num_local_experts"] = _require(cfg, "num_local_experts")
+    out["num_experts_per_tok"] = _require(cfg, "num_experts_per_tok")
+    return out
+
+
+def _read_qwen_moe(cfg: dict[str, Any]) -> dict[str, Any]:
+    out = _common(cfg)
+    out["num_local_experts"] = _require(cfg, "num_experts")
+    out["num_experts_per_tok"] = _require(cfg, "num_experts_per_tok")
+    out["moe_intermediate_size"] = _require(cfg, "moe_intermediate_size")
+    if cfg.get("shared_expert_intermediate_size"):
+        out["shared_expert_intermediate_size"] = cfg["shared_expert_intermediate_size"]
+    out["decoder_sparse_step"] = cfg.get("decoder_sparse_step", 1) or 1
+    out["mlp_only_layers"] = tuple(cfg.get("mlp_only_layers") or ())
+    return out
+
+
+def _read_deepseek_v3(cfg: dict[str, Any]) -> dict[str, Any]:
+    out = _common(cfg)
+    out["num_local_experts"] = _require(cfg, "n_routed_experts")
+    out["num_experts_per_tok"] = _require(cfg, "num_experts_per_tok")
+    moe_f = _require(cfg, "moe_intermediate_size")
+    out["moe_intermediate_size"] = moe_f
+    out["shared_expert_intermediate_size"] = moe_f * int(cfg.get("n_shared_experts") or 0)
+    out["first_k_dense_replace"] = cfg.get("first_k_dense_replace", 0) or 0
+    out["decoder_sparse_step"] = cfg.get("moe_layer_freq", 1) or 1
+    for name in ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
+                 "v_head_dim"):
+        if cfg.get(name) is not None:
+            out[name] = cfg[name]
+    out.pop("head_dim", None)  # DeepSeek's head_dim is the rope part; MLA fields describe heads
+    return out
+
+
+_READERS = {
+    "gemma": _read_gemma,
+    "gemma2": _read_gemma,
+    "gemma3_text": _read_gemma,
+    "phi3": _read_phi3,
+    "gpt2": _read_gpt2,
+    "mixtral": _read_mixtral,
+    "qwen2_moe": _read_qwen_moe,
+    "qwen3_moe": _read_qwen_moe,
+    "deepseek_v3": _read_deepseek_v3,
+}

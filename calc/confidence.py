@@ -1,0 +1,56 @@
+"""How far an estimate is backed by the validation set (`validation/`).
+
+`validated` means the committed traced cases cover this model family and every feature the
+scenario uses; otherwise `extrapolated`, listing what is not covered. The coverage below is
+checked against `validation/cases.json` by `tests/test_validation.py`, so it cannot drift.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .scenario import Resolved
+
+VALIDATED_FAMILIES = frozenset({"llama", "mistral", "qwen2", "qwen3", "gemma2", "phi3", "gpt2"})
+VALIDATED_FEATURES: dict[str, frozenset[Any]] = {
+    "training.precision": frozenset({"bf16", "fp32"}),
+    "training.mixed_precision": frozenset({"pure", "amp", "master"}),
+    "training.optimizer": frozenset({"adamw", "sgd", "sgd_momentum", "adafactor"}),
+    "training.activation_checkpointing": frozenset({"none", "full"}),
+    "training.attention": frozenset({"flash", "eager"}),
+    "training.loss": frozenset({"standard"}),
+    "training.finetuning": frozenset({"full", "lora"}),
+    "training.implementation": frozenset({"hf"}),
+    "parallelism.tp": frozenset({1}),
+    "parallelism.pp": frozenset({1}),
+    "parallelism.cp": frozenset({1}),
+    "parallelism.ep": frozenset({1}),
+    "parallelism.zero": frozenset({0, 3}),
+    "parallelism.offload_optimizer": frozenset({False}),
+    "parallelism.offload_params": frozenset({False}),
+    "parallelism.sequence_parallel": frozenset({False}),
+}
+
+
+def confidence(r: Resolved) -> dict[str, Any]:
+    missing: list[str] = []
+    family = r.arch.model_type
+    if family not in VALIDATED_FAMILIES:
+        missing.append(f"model family {family!r} has no traced case")
+    values = {
+        "training": r.scenario.training.model_dump(),
+        "parallelism": r.scenario.parallelism.model_dump(),
+    }
+    for path, allowed in VALIDATED_FEATURES.items():
+        group, name = path.split(".")
+        value = values[group][name]
+        if value not in allowed:
+            missing.append(f"{path} = {value!r} is not in the traced cases")
+    p = r.scenario.parallelism
+    if p.zero in (1, 2) or (p.zero == 3 and r.scenario.training.mixed_precision != "amp"):
+        missing.append("only FSDP2 (zero 3 with amp) is traced among the sharded setups")
+    return {
+        "level": "extrapolated" if missing else "validated",
+        "missing": missing,
+        "basis": "traced PyTorch training steps (validation/), CPU fake tensors",
+    }

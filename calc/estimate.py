@@ -1,0 +1,285 @@
+"""The estimate: per-GPU memory phase by phase, and the peak as their maximum.
+
+One training step as Hugging Face Trainer runs it, the step `validation/trace.py` traces: for
+each of the `gradient_accumulation_steps` micro-batches a forward (the loss computed inside the
+model), the outputs dropped, a backward; then `optimizer.step()` and
+`zero_grad(set_to_none=True)`. Memory is that of a steady-state step (the second), when the
+optimizer states already exist and the gradients start empty.
+
+- forward: states, gradients of earlier micro-batches, every layer's saved activations, and
+  the logits and loss buffers at their widest (or the last layer's transients, if wider);
+- backward: the worst of its start (the cross-entropy gradient at full width), its first and
+  last layer (activations freed while gradients appear) and the embedding's gradient at the end;
+- optimizer_step: states, all gradients and the optimizer's temporaries.
+With pipeline parallelism the first stage keeps min(pp, micro-batches) micro-batches in flight
+(1F1B) and the last stage holds the head; both are estimated and the larger one reported.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._version import __version__
+from .activations import (
+    LayerActivations,
+    Shape,
+    decoder_layer,
+    embedding_activations,
+    head_activations,
+    shape,
+)
+from .activations import _lora_targets as lora_targets
+from .architecture import Architecture
+from .confidence import confidence
+from .logits import logits_memory
+from .numerics import numerics
+from .overhead import overhead
+from .params import count_params
+from .scenario import Parallelism, Resolved, Scenario, parse_scenario, resolve
+from .states import Stage, local_params, model_states, stages
+
+PHASES = ("forward", "backward", "optimizer_step")
+COMPONENTS = ("parameters", "gradients", "optimizer_states", "activations", "logits",
+              "temporaries")
+
+
+@dataclass(frozen=True, slots=True)
+class Phase:
+    """Memory at the worst moment of one phase, by path key (`activations/attention` ...)."""
+
+    name: str
+    breakdown: dict[str, int]
+
+    @property
+    def peak_bytes(self) -> int:
+        return sum(self.breakdown.values())
+
+    @property
+    def components(self) -> dict[str, int]:
+        out = dict.fromkeys(COMPONENTS, 0)
+        for key, value in self.breakdown.items():
+            out[key.split("/", 1)[0]] += value
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class StageEstimate:
+    stage: Stage
+    phases: dict[str, Phase]
+    host: dict[str, int]
+
+    @property
+    def peak(self) -> Phase:
+        return max(self.phases.values(), key=lambda ph: ph.peak_bytes)
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """The report. `as_dict()` is the JSON contract of `calc estimate --json`."""
+
+    scenario: Scenario
+    resolved: Resolved
+    stage: StageEstimate
+    stage_count: int
+    overhead: dict[str, int]
+    param_count: int
+    trainable_param_count: int
+    confidence: dict[str, Any]
+    warnings: tuple[dict[str, str], ...] = field(default=())
+
+    @property
+    def peak_bytes(self) -> int:
+        return self.stage.peak.peak_bytes
+
+    @property
+    def peak_phase(self) -> str:
+        return self.stage.peak.name
+
+    @property
+    def reserved_bytes(self) -> int:
+        return self.peak_bytes + self.overhead["overhead/allocator"]
+
+    @property
+    def device_bytes(self) -> int:
+        return self.peak_bytes + sum(self.overhead.values())
+
+    @property
+    def host_bytes(self) -> int:
+        return sum(self.stage.host.values())
+
+    @property
+    def usable_bytes(self) -> int:
+        return self.resolved.gpu.usable_bytes
+
+    @property
+    def utilization(self) -> float:
+        return self.device_bytes / self.usable_bytes
+
+    @property
+    def fits(self) -> bool:
+        return self.device_bytes <= self.usable_bytes
+
+    def as_dict(self) -> dict[str, Any]:
+        peak = self.stage.peak
+        stage = self.stage.stage
+        return {
+            "calc_version": __version__,
+            "scenario": self.scenario.model_dump(mode="json"),
+            "gpu": self.resolved.gpu.id,
+            "peak_bytes": self.peak_bytes,
+            "reserved_bytes": self.reserved_bytes,
+            "device_bytes": self.device_bytes,
+            "usable_bytes": self.usable_bytes,
+            "utilization": round(self.utilization, 6),
+            "fits": self.fits,
+            "peak_phase": peak.name,
+            "peak_rank": {
+                "pipeline_stage": stage.index,
+                "pipeline_stages": self.stage_count,
+                "why": "first stage: most micro-batches in flight" if stage.embedding and
+                self.stage_count > 1 else ("last stage: holds the head and the loss"
+                                           if self.stage_count > 1 else "all ranks are alike"),
+            },
+            "components": peak.components,
+            "breakdown": dict(sorted(peak.breakdown.items())),
+            "phases": {
+                name: {"peak_bytes": ph.peak_bytes, "components": ph.components}
+                for name, ph in self.stage.phases.items()
+            },
+            "overhead": self.overhead,
+            "host_bytes": self.host_bytes,
+            "host_breakdown": self.stage.host,
+            "param_count": self.param_count,
+            "trainable_param_count": self.trainable_param_count,
+            "warnings": list(self.warnings),
+            "confidence": self.confidence,
+        }
+
+
+def estimate(scenario: Scenario | dict[str, Any] | str) -> Estimate:
+    """Estimate per-GPU training memory for a scenario (a :class:`Scenario`, dict or JSON)."""
+    resolved = resolve(parse_scenario(scenario))
+    arch, t, p = resolved.arch, resolved.training, resolved.parallelism
+    per_stage = [_stage(resolved, st) for st in stages(arch, p)]
+    worst = max(per_stage, key=lambda e: e.peak.peak_bytes)
+    counts = count_params(arch)
+    trainable = counts.total
+    if t.finetuning != "full":
+        whole = Stage(0, counts.dense_layers, counts.moe_layers, embedding=True, head=True)
+        trainable = local_params(arch, t, Parallelism(), whole, lora_targets(arch, t)).trainable
+    return Estimate(
+        scenario=resolved.scenario,
+        resolved=resolved,
+        stage=worst,
+        stage_count=p.pp,
+        overhead=overhead(worst.peak.peak_bytes, p),
+        param_count=counts.total,
+        trainable_param_count=trainable,
+        confidence=confidence(resolved),
+        warnings=tuple(w.as_dict() for w in resolved.warnings),
+    )
+
+
+def _stage(r: Resolved, stage: Stage) -> StageEstimate:
+    arch, t, p = r.arch, r.training, r.parallelism
+    n = numerics(t, p)
+    s = shape(arch, t, p)
+    lora = t.finetuning != "full"
+    targets = lora_targets(arch, t) if lora else frozenset()
+    local = local_params(arch, t, p, stage, targets)
+    ms = model_states(local, n, t, p, arch)
+    counts = count_params(arch)
+
+    kinds: list[tuple[LayerActivations, int]] = []
+    for layer, count in ((counts.dense_layer, stage.dense_layers),
+                         (counts.moe_layer, stage.moe_layers)):
+        if layer is not None and count:
+            act = decoder_layer(arch, layer, n, t, p, s, trainable_weights=not lora)
+            kinds.append((act, count))
+    layer_count = stage.dense_layers + stage.moe_layers
+    ckpt = 0
+    if t.activation_checkpointing == "full":
+        ckpt = min(t.recompute_layers or layer_count, layer_count)
+    in_flight = min(p.pp - stage.index, t.gradient_accumulation_steps) if p.pp > 1 else 1
+
+    # Saved activations of one micro-batch: checkpointed layers keep only their inputs.
+    saved: Counter[str] = Counter()
+    remaining = ckpt
+    biggest = kinds[0][0]
+    for act, count in kinds:
+        stored = min(remaining, count)
+        remaining -= stored
+        saved["activations/checkpointed_inputs"] += stored * act.checkpoint_input
+        for key, value in act.saved.items():
+            saved[key] += (count - stored) * value
+        if act.total > biggest.total:
+            biggest = act
+    if ckpt and n.autocast:  # autocast's weight cache lives for the whole forward
+        cache = sum(count * act.saved.get("activations/weight_copies", 0) for act, count in kinds)
+        forward_cache = cache - saved["activations/weight_copies"]
+    else:
+        forward_cache = 0
+    if stage.embedding:
+        saved.update(embedding_activations(arch, s))
+    if stage.head:
+        saved.update(head_activations(arch, n, t, p, s))
+    saved_all = Counter({k: v * in_flight for k, v in saved.items()})
+
+    base = Counter({**ms.parameters, **ms.optimizer_states})
+    grads = Counter(ms.gradients)
+    if ms.grad_bucket and p.zero == 0:
+        base["gradients/ddp_buckets"] = ms.grad_bucket
+    gathered = Counter()
+    if ms.gathered_layer:
+        gathered["temporaries/gathered_params"] = ms.gathered_layer
+    if ms.root_gathered:
+        gathered["temporaries/gathered_root"] = ms.root_gathered
+    earlier_grads = grads if t.gradient_accumulation_steps > 1 else Counter()
+    logits = logits_memory(arch, n, t, p, s.tokens) if stage.head else None
+    recompute = biggest.total if ckpt else 0
+
+    def phase(name: str, *parts: Counter[str] | dict[str, int]) -> Phase:
+        total: Counter[str] = Counter()
+        for part in parts:
+            total.update(part)
+        return Phase(name, {k: v for k, v in total.items() if v})
+
+    # forward: at the loss, or at the last layer's widest moment
+    fwd_common = (base, earlier_grads, gathered, saved_all,
+                  {"activations/weight_copies": forward_cache})
+    at_loss = phase("forward", *fwd_common,
+                    {"logits/loss": logits.forward_peak} if logits else {})
+    at_layer = phase("forward", *fwd_common,
+                     {"temporaries/layer_forward": biggest.forward_transient + recompute})
+    forward = max(at_loss, at_layer, key=lambda ph: ph.peak_bytes)
+
+    # backward
+    bw_gathered = gathered + Counter({"temporaries/gathered_grads": ms.gathered_grads}) \
+        if ms.gathered_grads else gathered
+    bucket = {"temporaries/grad_buckets": ms.grad_bucket} if ms.grad_bucket and p.zero else {}
+    candidates = []
+    if logits:
+        candidates.append(phase("backward", base, earlier_grads, bw_gathered, saved_all,
+                                {"logits/loss": logits.backward_peak - logits.saved}))
+    layer_tmp = {"temporaries/layer_backward": biggest.backward_transient + recompute}
+    candidates.append(phase("backward", base, earlier_grads, bw_gathered, saved_all, layer_tmp,
+                            bucket))
+    others_in_flight = Counter({k: v * (in_flight - 1) for k, v in saved.items()})
+    candidates.append(phase("backward", base, grads, bw_gathered, others_in_flight,
+                            {"activations/last_layer": biggest.total if not ckpt else
+                             biggest.checkpoint_input}, layer_tmp, bucket))
+    end_tmp = local.root if (stage.embedding and arch.tie_word_embeddings and not lora) else 0
+    candidates.append(phase("backward", base, grads, gathered, others_in_flight,
+                            {"temporaries/embedding_grad": end_tmp * n.grad},
+                            bucket))
+    backward = max(candidates, key=lambda ph: ph.peak_bytes)
+
+    step = phase("optimizer_step", base, grads, bucket,
+                 {"temporaries/optimizer_step": ms.step_temporary})
+    return StageEstimate(stage, {"forward": forward, "backward": backward,
+                                 "optimizer_step": step}, ms.host)
+
+
+__all__ = ["COMPONENTS", "PHASES", "Architecture", "Estimate", "Phase", "Shape", "estimate"]

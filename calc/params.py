@@ -1,0 +1,204 @@
+"""Parameter counts, exactly as the Hugging Face implementation instantiates them.
+
+A decoder layer is described as its list of linear projections (:class:`Linear`, with shapes)
+plus small vectors (norms, biases). The same description drives everything that depends on
+which weights exist: the count, LoRA adapter sizes, tensor-parallel splits, QLoRA quantisation
+and the bf16 weight copies autocast makes for each matmul.
+
+Checked against `sum(p.numel() for p in model.parameters())` of the transformers model built on
+the meta device (`validation/param_counts.py`); e.g. Llama-3-8B: 8,030,261,248.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal
+
+from .architecture import Architecture
+
+Group = Literal["attention", "mlp", "experts", "shared_expert", "router"]
+TPSplit = Literal["column", "row", "none"]
+
+
+@dataclass(frozen=True, slots=True)
+class Linear:
+    """One `nn.Linear` (or `Conv1D`), `copies` times (routed experts)."""
+
+    name: str
+    in_features: int
+    out_features: int
+    bias: bool
+    group: Group
+    tp: TPSplit  # Megatron split: column splits outputs, row splits inputs
+    copies: int = 1
+
+    @property
+    def weight_count(self) -> int:
+        return self.in_features * self.out_features * self.copies
+
+    @property
+    def bias_count(self) -> int:
+        return self.out_features * self.copies if self.bias else 0
+
+
+@dataclass(frozen=True, slots=True)
+class LayerParams:
+    """The parameters of one decoder layer."""
+
+    linears: tuple[Linear, ...]
+    norm_count: int  # norm weights (and LayerNorm biases), q/k norms
+    moe: bool
+
+    @property
+    def linear_weight_count(self) -> int:
+        return sum(lin.weight_count for lin in self.linears)
+
+    @property
+    def bias_count(self) -> int:
+        return sum(lin.bias_count for lin in self.linears)
+
+    @property
+    def count(self) -> int:
+        return self.linear_weight_count + self.bias_count + self.norm_count
+
+    def group_count(self, *groups: Group) -> int:
+        return sum(lin.weight_count + lin.bias_count for lin in self.linears if lin.group in groups)
+
+
+@dataclass(frozen=True, slots=True)
+class ParamCounts:
+    """Whole-model parameter counts; `layers` is one entry per decoder layer kind."""
+
+    embedding: int  # token embedding (+ GPT-2's learned positions)
+    lm_head: int  # 0 when tied to the embedding
+    final_norm: int
+    dense_layer: LayerParams
+    moe_layer: LayerParams | None
+    dense_layers: int
+    moe_layers: int
+    experts_per_token: int  # top-k routing
+    experts: int
+
+    @property
+    def layers_total(self) -> int:
+        moe = self.moe_layer.count * self.moe_layers if self.moe_layer else 0
+        return self.dense_layer.count * self.dense_layers + moe
+
+    @property
+    def total(self) -> int:
+        return self.embedding + self.lm_head + self.final_norm + self.layers_total
+
+    @property
+    def active(self) -> int:
+        """Parameters one token passes through (routed experts counted top-k, not all)."""
+        if not self.moe_layer:
+            return self.total
+        routed = self.moe_layer.group_count("experts")
+        inactive = routed - routed // self.experts * self.experts_per_token
+        return self.total - self.moe_layers * inactive
+
+
+def _norm_size(arch: Architecture) -> int:
+    """Parameters of one norm over `hidden_size` (LayerNorm also has a bias)."""
+    return arch.hidden_size * (2 if arch.traits.norm == "layer" else 1)
+
+
+def _attention(arch: Architecture) -> tuple[list[Linear], int]:
+    t = arch.traits
+    h, a, k, d = arch.hidden_size, arch.num_attention_heads, arch.kv_heads, arch.head_size
+    qkv_bias = arch.attention_bias if t.qkv_bias is None else t.qkv_bias
+    o_bias = arch.attention_bias if t.o_bias is None else t.o_bias
+    if arch.is_mla:
+        assert arch.kv_lora_rank and arch.qk_nope_head_dim and arch.qk_rope_head_dim
+        assert arch.v_head_dim
+        qk = arch.qk_nope_head_dim + arch.qk_rope_head_dim
+        linears: list[Linear] = []
+        norms = arch.kv_lora_rank
+        if arch.q_lora_rank:
+            linears += [
+                Linear("q_a_proj", h, arch.q_lora_rank, qkv_bias, "attention", "none"),
+                Linear("q_b_proj", arch.q_lora_rank, a * qk, False, "attention", "column"),
+            ]
+            norms += arch.q_lora_rank
+        else:
+            linears.append(Linear("q_proj", h, a * qk, False, "attention", "column"))
+        linears += [
+            Linear("kv_a_proj_with_mqa", h, arch.kv_lora_rank + arch.qk_rope_head_dim, qkv_bias,
+                   "attention", "none"),
+            Linear("kv_b_proj", arch.kv_lora_rank, a * (arch.qk_nope_head_dim + arch.v_head_dim),
+                   False, "attention", "column"),
+            Linear("o_proj", a * arch.v_head_dim, h, o_bias, "attention", "row"),
+        ]
+        return linears, norms
+    if t.fused_qkv:
+        linears = [Linear("qkv_proj", h, (a + 2 * k) * d, qkv_bias, "attention", "column")]
+    else:
+        linears = [
+            Linear("q_proj", h, a * d, qkv_bias, "attention", "column"),
+            Linear("k_proj", h, k * d, qkv_bias, "attention", "column"),
+            Linear("v_proj", h, k * d, qkv_bias, "attention", "column"),
+        ]
+    linears.append(Linear("o_proj", a * d, h, o_bias, "attention", "row"))
+    return linears, (2 * d if t.qk_norm else 0)
+
+
+def _mlp(arch: Architecture, f: int, group: Group, copies: int = 1) -> list[Linear]:
+    t = arch.traits
+    h = arch.hidden_size
+    bias = arch.mlp_bias if t.mlp_bias is None else t.mlp_bias
+    if t.mlp == "plain":
+        return [
+            Linear("fc_in", h, f, bias, group, "column", copies),
+            Linear("fc_out", f, h, bias, group, "row", copies),
+        ]
+    if t.fused_gate_up:
+        return [
+            Linear("gate_up_proj", h, 2 * f, bias, group, "column", copies),
+            Linear("down_proj", f, h, bias, group, "row", copies),
+        ]
+    return [
+        Linear("gate_proj", h, f, bias, group, "column", copies),
+        Linear("up_proj", h, f, bias, group, "column", copies),
+        Linear("down_proj", f, h, bias, group, "row", copies),
+    ]
+
+
+def layer_params(arch: Architecture, moe: bool) -> LayerParams:
+    """Parameters of one decoder layer, dense (`moe=False`) or with routed experts."""
+    attention, attn_norms = _attention(arch)
+    linears = list(attention)
+    if moe:
+        e = arch.num_local_experts
+        linears.append(Linear("router", arch.hidden_size, e, False, "router", "none"))
+        linears += _mlp(arch, arch.expert_intermediate_size, "experts", copies=e)
+        if arch.shared_expert_intermediate_size:
+            linears += _mlp(arch, arch.shared_expert_intermediate_size, "shared_expert")
+            if arch.traits.shared_expert_gate:
+                linears.append(Linear("shared_expert_gate", arch.hidden_size, 1, False, "router",
+                                      "none"))
+    else:
+        linears += _mlp(arch, arch.intermediate_size, "mlp")
+    norms = arch.traits.norms_per_layer * _norm_size(arch) + attn_norms
+    return LayerParams(linears=tuple(linears), norm_count=norms, moe=moe)
+
+
+@lru_cache(maxsize=256)
+def count_params(arch: Architecture) -> ParamCounts:
+    """Exact parameter counts of `arch` (cached: architectures are frozen and hashable)."""
+    h, v = arch.hidden_size, arch.vocab_size
+    embedding = v * h
+    if arch.traits.learned_positions:
+        embedding += arch.max_position_embeddings * h
+    moe_layers = arch.moe_layer_count
+    return ParamCounts(
+        embedding=embedding,
+        lm_head=0 if arch.tie_word_embeddings else v * h,
+        final_norm=_norm_size(arch),
+        dense_layer=layer_params(arch, moe=False),
+        moe_layer=layer_params(arch, moe=True) if moe_layers else None,
+        dense_layers=arch.num_hidden_layers - moe_layers,
+        moe_layers=moe_layers,
+        experts_per_token=arch.num_experts_per_tok,
+        experts=arch.num_local_experts,
+    )

@@ -1,0 +1,337 @@
+"""The scenario: the public input contract (model, training, parallelism, GPU).
+
+Field names are stable and documented; `schema_version` lets saved scenarios and share links
+survive later changes (older versions are migrated, newer ones rejected with a clear message).
+
+Validation happens in two layers. The pydantic models check each field on its own (types,
+ranges, enumerations). :func:`resolve` then checks the combination against the architecture and
+the GPU (TP must divide the heads, PP cannot exceed the layers, bf16 needs Ampere...). Impossible
+settings raise :class:`ScenarioError` naming the field; pointless ones (ZeRO with one data-parallel
+rank) become warnings in the report.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .architecture import Architecture, ConfigError, from_hf_config
+from .presets import GpuPreset, ModelPreset, UnknownPreset, resolve_gpu, resolve_model
+
+SCHEMA_VERSION = 1
+
+Precision = Literal["fp32", "bf16", "fp16", "fp8"]
+MixedPrecision = Literal["pure", "amp", "master"]
+Optimizer = Literal["adamw", "adam", "sgd", "sgd_momentum", "adafactor", "lion", "adamw_8bit"]
+OptimizerImpl = Literal["fused", "foreach", "for_loop"]
+Checkpointing = Literal["none", "selective", "full"]
+Attention = Literal["flash", "eager"]
+Loss = Literal["standard", "chunked"]
+Finetuning = Literal["full", "lora", "qlora"]
+LoraTargets = Literal["all_linear", "attention"]
+Implementation = Literal["hf", "megatron"]
+
+_BIG = 1 << 22  # a bound on counts that catches typos without limiting real runs
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Training(_Strict):
+    """How the model is trained. Every field has a default."""
+
+    micro_batch_size: int = Field(default=1, ge=1, le=_BIG, description="sequences per GPU per micro-batch")
+    seq_len: int = Field(default=4096, ge=1, le=1 << 24, description="tokens per sequence")
+    gradient_accumulation_steps: int = Field(default=1, ge=1, le=_BIG)
+    precision: Precision = "bf16"
+    mixed_precision: MixedPrecision = "amp"
+    optimizer: Optimizer = "adamw"
+    optimizer_impl: OptimizerImpl = "fused"
+    activation_checkpointing: Checkpointing = "none"
+    recompute_layers: int | None = Field(
+        default=None, ge=1, description="with full checkpointing: only the first N layers of each stage"
+    )
+    attention: Attention = "flash"
+    loss: Loss = "standard"
+    finetuning: Finetuning = "full"
+    lora_rank: int = Field(default=16, ge=1, le=1 << 16)
+    lora_targets: LoraTargets = "all_linear"
+    lora_dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
+    implementation: Implementation = Field(
+        default="hf",
+        description="whose kernels: Hugging Face transformers (eager PyTorch) or Megatron-LM",
+    )
+
+
+class Parallelism(_Strict):
+    """How the job is split across GPUs. World size is dp x tp x pp x cp."""
+
+    dp: int = Field(default=1, ge=1, le=1 << 20)
+    tp: int = Field(default=1, ge=1, le=4096)
+    pp: int = Field(default=1, ge=1, le=4096)
+    cp: int = Field(default=1, ge=1, le=4096)
+    ep: int = Field(default=1, ge=1, le=4096)
+    zero: int = Field(default=0, ge=0, le=3)
+    sequence_parallel: bool = False
+    offload_optimizer: bool = False
+    offload_params: bool = False
+
+    @property
+    def world_size(self) -> int:
+        return self.dp * self.tp * self.pp * self.cp
+
+    @property
+    def shard_group(self) -> int:
+        """Ranks that ZeRO/FSDP shard over: data parallel times context parallel."""
+        return self.dp * self.cp
+
+
+class HFConfigSource(_Strict):
+    """A pasted Hugging Face `config.json` (unknown keys inside it are ignored)."""
+
+    hf_config: dict[str, Any]
+
+
+def _pick_model_kind(value: Any) -> Any:
+    if isinstance(value, str | HFConfigSource | Architecture):
+        return value
+    if isinstance(value, dict):
+        if "hf_config" in value:
+            return HFConfigSource.model_validate(value)
+        return Architecture.model_validate(value)
+    raise ValueError(
+        "must be a preset id (string), {\"hf_config\": {...}} or an architecture object"
+    )
+
+
+ModelSpec = Annotated[str | HFConfigSource | Architecture, Field(union_mode="left_to_right")]
+
+
+class Scenario(_Strict):
+    """One training configuration to estimate."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    model: ModelSpec
+    training: Training = Training()
+    parallelism: Parallelism = Parallelism()
+    gpu: str = "h100-sxm-80gb"
+
+    _pick_model = field_validator("model", mode="before")(_pick_model_kind)
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors and warnings
+# ---------------------------------------------------------------------------------------------
+
+class ScenarioError(ValueError):
+    """Bad input: `field` is the dotted path (`training.seq_len`), `message` the rule broken."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class EstimateWarning:
+    """A setting that is allowed but does nothing, or a caveat about the estimate."""
+
+    code: str
+    field: str
+    message: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"code": self.code, "field": self.field, "message": self.message}
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing and migration
+# ---------------------------------------------------------------------------------------------
+
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+"""`MIGRATIONS[n]` turns a version-n scenario dict into version n+1. None exist yet."""
+
+
+def migrate(data: dict[str, Any]) -> dict[str, Any]:
+    version = data.get("schema_version", SCHEMA_VERSION)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise ScenarioError("schema_version", f"must be a positive integer, got {version!r}")
+    if version > SCHEMA_VERSION:
+        raise ScenarioError(
+            "schema_version",
+            f"{version} is newer than this calc understands ({SCHEMA_VERSION}); upgrade calc",
+        )
+    while version < SCHEMA_VERSION:
+        data = MIGRATIONS[version](data)
+        version += 1
+    return {**data, "schema_version": SCHEMA_VERSION}
+
+
+def parse_scenario(data: dict[str, Any] | str | bytes | Scenario) -> Scenario:
+    """Validate a scenario from a dict or JSON text; raise :class:`ScenarioError` on bad input."""
+    if isinstance(data, Scenario):
+        return data
+    if isinstance(data, str | bytes):
+        try:
+            data = json.loads(data)
+        except json.JSONDecodeError as exc:
+            raise ScenarioError("scenario", f"is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(data, dict):
+        raise ScenarioError("scenario", "must be a JSON object")
+    data = migrate(data)
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise _scenario_error(exc) from None
+
+
+def _scenario_error(exc: ValidationError) -> ScenarioError:
+    err = exc.errors(include_url=False)[0]
+    loc = [str(p) for p in err["loc"]]
+    # Drop pydantic's union-branch labels ("str", "Architecture", "function-before[...]").
+    loc = [p for p in loc if not (p[:1].isupper() or p.startswith(("function-", "str")))]
+    message = err["msg"]
+    if err["type"] == "extra_forbidden":
+        message = "is not a known field"
+    elif err["type"] == "missing":
+        message = "is required"
+    message = message.removeprefix("Value error, ")
+    return ScenarioError(".".join(loc) or "scenario", message)
+
+
+# ---------------------------------------------------------------------------------------------
+# Resolution: presets, architecture, cross-field rules
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """A scenario with its architecture and GPU looked up and its combination checked."""
+
+    scenario: Scenario
+    arch: Architecture
+    gpu: GpuPreset
+    preset: ModelPreset | None
+    warnings: tuple[EstimateWarning, ...] = field(default=())
+
+    @property
+    def training(self) -> Training:
+        return self.scenario.training
+
+    @property
+    def parallelism(self) -> Parallelism:
+        return self.scenario.parallelism
+
+
+_GPU_DTYPE_NAME = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "fp32": "fp32"}
+
+
+def resolve(scenario: Scenario) -> Resolved:
+    """Look up presets and check the combination; raise :class:`ScenarioError` if impossible."""
+    warnings: list[EstimateWarning] = []
+    preset: ModelPreset | None = None
+    spec = scenario.model
+    try:
+        if isinstance(spec, str):
+            preset = resolve_model(spec)
+            arch = preset.architecture()
+        elif isinstance(spec, HFConfigSource):
+            arch, notes = from_hf_config(spec.hf_config)
+            warnings += [EstimateWarning("hf_config_read", "model.hf_config", n) for n in notes]
+        else:
+            arch = spec
+    except UnknownPreset as exc:
+        raise ScenarioError("model", str(exc)) from None
+    except ConfigError as exc:
+        raise ScenarioError(f"model.{exc.field}", exc.message) from None
+    try:
+        gpu = resolve_gpu(scenario.gpu)
+    except UnknownPreset as exc:
+        raise ScenarioError("gpu", str(exc)) from None
+    warnings += _check(scenario, arch, gpu)
+    return Resolved(scenario, arch, gpu, preset, tuple(warnings))
+
+
+def _check(s: Scenario, arch: Architecture, gpu: GpuPreset) -> list[EstimateWarning]:
+    t, p = s.training, s.parallelism
+    out: list[EstimateWarning] = []
+
+    def fail(field: str, message: str) -> None:
+        raise ScenarioError(field, message)
+
+    def warn(code: str, field: str, message: str) -> None:
+        out.append(EstimateWarning(code, field, message))
+
+    # Hardware: a dtype the chip cannot compute in is impossible, not slow.
+    if t.precision not in gpu.dtypes:
+        fail("training.precision", f"{gpu.name} does not support {t.precision} "
+             f"(supported: {', '.join(gpu.dtypes)})")
+    # Parallel splits must divide what they split.
+    heads, kv = arch.num_attention_heads, arch.kv_heads
+    if heads % p.tp:
+        fail("parallelism.tp", f"tp ({p.tp}) must divide num_attention_heads ({heads})")
+    if not arch.is_mla and kv % p.tp:
+        fail("parallelism.tp", f"tp ({p.tp}) must divide num_key_value_heads ({kv})")
+    if p.pp > arch.num_hidden_layers:
+        fail("parallelism.pp", f"pp ({p.pp}) cannot exceed num_hidden_layers "
+             f"({arch.num_hidden_layers})")
+    if t.seq_len % p.cp:
+        fail("training.seq_len", f"seq_len ({t.seq_len}) must be divisible by cp ({p.cp})")
+    if p.sequence_parallel and t.seq_len % (p.tp * p.cp):
+        fail("training.seq_len", f"with sequence_parallel, seq_len ({t.seq_len}) must be "
+             f"divisible by tp x cp ({p.tp * p.cp})")
+    if p.ep > 1:
+        if not arch.is_moe:
+            warn("ep_without_experts", "parallelism.ep", "ep > 1 does nothing for a dense model")
+        elif arch.num_local_experts % p.ep:
+            fail("parallelism.ep", f"ep ({p.ep}) must divide the number of experts "
+                 f"({arch.num_local_experts})")
+        if p.shard_group % p.ep:
+            fail("parallelism.ep", f"ep ({p.ep}) must divide dp x cp ({p.shard_group}): experts "
+                 "are split within the data-parallel group")
+    # Checkpointing.
+    if t.recompute_layers is not None:
+        if t.activation_checkpointing != "full":
+            fail("training.recompute_layers", "needs activation_checkpointing = full")
+        per_stage = -(-arch.num_hidden_layers // p.pp)
+        if t.recompute_layers > per_stage:
+            fail("training.recompute_layers", f"({t.recompute_layers}) exceeds the layers per "
+                 f"pipeline stage ({per_stage})")
+    # Sequence length beyond what the model can index.
+    if t.seq_len > arch.max_position_embeddings:
+        if arch.traits.learned_positions:
+            fail("training.seq_len", f"({t.seq_len}) exceeds max_position_embeddings "
+                 f"({arch.max_position_embeddings}), the size of the learned position table")
+        warn("seq_len_beyond_positions", "training.seq_len",
+             f"seq_len {t.seq_len} exceeds max_position_embeddings "
+             f"({arch.max_position_embeddings}); memory is estimated, quality is not")
+    # Sharding and offload.
+    if p.zero and p.shard_group == 1:
+        warn("zero_without_dp", "parallelism.zero",
+             "ZeRO shards over dp x cp, which is 1: nothing is sharded")
+    if p.offload_optimizer and p.zero == 0:
+        fail("parallelism.offload_optimizer", "needs zero >= 1 (ZeRO-Offload of the sharded "
+             "optimizer)")
+    if p.offload_params and p.zero < 3:
+        warn("offload_params_below_zero3", "parallelism.offload_params",
+             "parameter offload needs ZeRO-3; ignored")
+    if p.sequence_parallel and p.tp == 1:
+        warn("sequence_parallel_without_tp", "parallelism.sequence_parallel",
+             "sequence parallelism splits over tp, which is 1: nothing changes")
+    if p.tp > 1 and t.implementation == "hf":
+        warn("tp_implementation", "parallelism.tp",
+             "tensor parallelism is modelled Megatron-style (column/row parallel linears)")
+    # Precision modes that collapse.
+    if t.precision == "fp32" and t.mixed_precision != "pure":
+        warn("mixed_precision_fp32", "training.mixed_precision",
+             "with precision fp32 there is nothing to mix: computed as pure fp32")
+    if t.finetuning == "full" and t.lora_dropout:
+        warn("lora_field_unused", "training.lora_dropout", "ignored without LoRA")
+    if t.optimizer in ("adafactor", "lion", "adamw_8bit") and "optimizer_impl" in t.model_fields_set:
+        warn("optimizer_impl_unused", "training.optimizer_impl",
+             f"{t.optimizer} has one implementation; optimizer_impl is ignored")
+    return out
