@@ -1,0 +1,19 @@
+"""calc: per-GPU memory of LLM training, phase by phase, validated against traced steps.
+
+    >>> from calc import estimate
+    >>> report = estimate({"model": "llama-3-8b", "training": {"seq_len": 2048}})
+    >>> report.peak_phase in ("forward", "backward", "optimizer_step")
+    True
+"""
+
+from ._version import __version__
+from .architecture import Architecture, from_hf_config
+from .estimate import COMPONENTS, PHASES, Estimate, Phase, estimate
+from .presets import GpuPreset, ModelPreset, gpus, models
+from .scenario import Parallelism, Scenario, ScenarioError, Training, parse_scenario
+
+__all__ = [
+    "COMPONENTS", "PHASES", "Architecture", "Estimate", "GpuPreset", "ModelPreset",
+    "Parallelism", "Phase", "Scenario", "ScenarioError", "Training", "__version__", "estimate",
+    "from_hf_config", "gpus", "models", "parse_scenario",
+]

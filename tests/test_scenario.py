@@ -1,0 +1,96 @@
+"""Bad input gets an error naming the field and the rule; pointless input gets a warning."""
+
+import json
+
+import pytest
+
+from calc import estimate
+from calc.scenario import ScenarioError, parse_scenario
+
+BASE = {"model": "llama-3-8b"}
+
+
+def _with(**groups):
+    data = json.loads(json.dumps(BASE))
+    for group, values in groups.items():
+        if isinstance(values, dict) and group in ("training", "parallelism"):
+            data.setdefault(group, {}).update(values)
+        else:
+            data[group] = values
+    return data
+
+
+@pytest.mark.parametrize(("scenario", "field", "rule"), [
+    (_with(training={"micro_batch_size": 0}), "training.micro_batch_size", "greater than"),
+    (_with(training={"seq_len": -5}), "training.seq_len", "greater than"),
+    (_with(training={"precision": "int3"}), "training.precision", "Input should be"),
+    (_with(parallelism={"tp": 3}), "parallelism.tp", "must divide num_attention_heads"),
+    (_with(parallelism={"tp": 16}), "parallelism.tp", "must divide num_key_value_heads"),
+    (_with(parallelism={"pp": 64}), "parallelism.pp", "cannot exceed num_hidden_layers"),
+    (_with(model="llama-9b"), "model", "unknown model preset"),
+    (_with(gpu="tpu-v5"), "gpu", "unknown gpu preset"),
+    (_with(gpu="v100-32gb"), "training.precision", "does not support bf16"),
+    (_with(gpu="a100-80gb", training={"precision": "fp8"}), "training.precision",
+     "does not support fp8"),
+    (_with(training={"recompute_layers": 4}), "training.recompute_layers", "needs"),
+    (_with(model={"hidden_size": 100, "num_hidden_layers": 2, "num_attention_heads": 3,
+                  "intermediate_size": 10, "vocab_size": 10}), "model",
+     "must be divisible by num_attention_heads"),
+    (_with(model={"hidden_size": 64}), "model.num_hidden_layers", "is required"),
+    (_with(model={"hf_config": {"model_type": "llama"}}), "model.hf_config.hidden_size",
+     "is required"),
+    (_with(model={"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+                  "intermediate_size": 10, "vocab_size": 10, "colour": "red"}),
+     "model.colour", "not a known field"),
+    (_with(training={"seq_len": 2048}, model="gpt2"), "training.seq_len",
+     "exceeds max_position_embeddings"),
+    (_with(extra=1), "extra", "not a known field"),
+    (_with(schema_version=2), "schema_version", "newer"),
+    (_with(parallelism={"offload_optimizer": True}), "parallelism.offload_optimizer", "zero"),
+    (_with(model="mixtral-8x7b", parallelism={"ep": 3, "dp": 3}), "parallelism.ep",
+     "must divide the number of experts"),
+])
+def test_bad_input_names_field_and_rule(scenario, field, rule) -> None:
+    with pytest.raises(ScenarioError) as info:
+        estimate(scenario)
+    assert info.value.field == field
+    assert rule in info.value.message
+
+
+@pytest.mark.parametrize(("scenario", "code"), [
+    (_with(parallelism={"zero": 2}), "zero_without_dp"),
+    (_with(parallelism={"sequence_parallel": True}), "sequence_parallel_without_tp"),
+    (_with(parallelism={"offload_params": True, "zero": 2, "dp": 2}),
+     "offload_params_below_zero3"),
+    (_with(parallelism={"ep": 2, "dp": 2}), "ep_without_experts"),
+])
+def test_pointless_settings_warn(scenario, code) -> None:
+    report = estimate(scenario).as_dict()
+    assert code in [w["code"] for w in report["warnings"]]
+
+
+def test_defaults_are_the_documented_ones() -> None:
+    s = parse_scenario({"model": "gpt2"})
+    assert s.model_dump(mode="json") == {
+        "schema_version": 1, "model": "gpt2", "gpu": "h100-sxm-80gb",
+        "training": {
+            "micro_batch_size": 1, "seq_len": 4096, "gradient_accumulation_steps": 1,
+            "precision": "bf16", "mixed_precision": "amp", "optimizer": "adamw",
+            "optimizer_impl": "fused", "activation_checkpointing": "none",
+            "recompute_layers": None, "attention": "flash", "loss": "standard",
+            "finetuning": "full", "lora_rank": 16, "lora_targets": "all_linear",
+            "lora_dropout": 0.0, "implementation": "hf"},
+        "parallelism": {"dp": 1, "tp": 1, "pp": 1, "cp": 1, "ep": 1, "zero": 0,
+                        "sequence_parallel": False, "offload_optimizer": False,
+                        "offload_params": False},
+    }
+
+
+def test_invalid_json_text_is_a_clear_error() -> None:
+    with pytest.raises(ScenarioError, match="not valid JSON"):
+        parse_scenario("{model: ")
+
+
+def test_aliases_resolve_case_insensitively() -> None:
+    assert estimate({"model": "Meta-Llama/Meta-Llama-3-8B", "gpu": "H100"}).as_dict()["gpu"] == \
+        "h100-sxm-80gb"
