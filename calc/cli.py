@@ -16,6 +16,7 @@ import json
 import sys
 import types
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
 from ._version import __version__
@@ -52,7 +53,7 @@ def _scenario_from(args: argparse.Namespace) -> dict[str, Any]:
     data: dict[str, Any] = {}
     if args.scenario:
         try:
-            text = sys.stdin.read() if args.scenario == "-" else open(args.scenario).read()
+            text = sys.stdin.read() if args.scenario == "-" else Path(args.scenario).read_text()
         except OSError as exc:
             raise ScenarioError("scenario", f"cannot read {args.scenario}: {exc.strerror}") from None
         try:

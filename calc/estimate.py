@@ -17,7 +17,6 @@ With pipeline parallelism the first stage keeps min(pp, micro-batches) micro-bat
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -205,46 +204,46 @@ def _stage(r: Resolved, stage: Stage) -> StageEstimate:
     in_flight = min(p.pp - stage.index, t.gradient_accumulation_steps) if p.pp > 1 else 1
 
     # Saved activations of one micro-batch: checkpointed layers keep only their inputs.
-    saved: Counter[str] = Counter()
+    saved: dict[str, int] = {}
     remaining = ckpt
     biggest = kinds[0][0]
     for act, count in kinds:
         stored = min(remaining, count)
         remaining -= stored
-        saved["activations/checkpointed_inputs"] += stored * act.checkpoint_input
+        key = "activations/checkpointed_inputs"
+        saved[key] = saved.get(key, 0) + stored * act.checkpoint_input
         for key, value in act.saved.items():
-            saved[key] += (count - stored) * value
+            saved[key] = saved.get(key, 0) + (count - stored) * value
         if act.total > biggest.total:
             biggest = act
     if ckpt and n.autocast:  # autocast's weight cache lives for the whole forward
         cache = sum(count * act.saved.get("activations/weight_copies", 0) for act, count in kinds)
-        forward_cache = cache - saved["activations/weight_copies"]
+        forward_cache = cache - saved.get("activations/weight_copies", 0)
     else:
         forward_cache = 0
     if stage.embedding:
         saved.update(embedding_activations(arch, s))
     if stage.head:
         saved.update(head_activations(arch, n, t, p, s))
-    saved_all = Counter({k: v * in_flight for k, v in saved.items()})
+    saved_all = {k: v * in_flight for k, v in saved.items()}
 
-    base = Counter({**ms.parameters, **ms.optimizer_states})
-    grads = Counter(ms.gradients)
+    base = {**ms.parameters, **ms.optimizer_states}
+    grads = ms.gradients
     if ms.grad_bucket and p.zero == 0:
         base["gradients/ddp_buckets"] = ms.grad_bucket
-    gathered = Counter()
-    if ms.gathered_layer:
-        gathered["temporaries/gathered_params"] = ms.gathered_layer
-    if ms.root_gathered:
-        gathered["temporaries/gathered_root"] = ms.root_gathered
-    earlier_grads = grads if t.gradient_accumulation_steps > 1 else Counter()
+    gathered = {"temporaries/gathered_params": ms.gathered_layer,
+                "temporaries/gathered_root": ms.root_gathered}
+    earlier_grads = grads if t.gradient_accumulation_steps > 1 else {}
     logits = logits_memory(arch, n, t, p, s.tokens) if stage.head else None
     recompute = biggest.total if ckpt else 0
 
-    def phase(name: str, *parts: Counter[str] | dict[str, int]) -> Phase:
-        total: Counter[str] = Counter()
+    def phase(name: str, *parts: dict[str, int]) -> Phase:
+        total: dict[str, int] = {}
         for part in parts:
-            total.update(part)
-        return Phase(name, {k: v for k, v in total.items() if v})
+            for key, value in part.items():
+                if value:
+                    total[key] = total.get(key, 0) + value
+        return Phase(name, total)
 
     # forward: at the loss, or at the last layer's widest moment
     fwd_common = (base, earlier_grads, gathered, saved_all,
@@ -256,8 +255,7 @@ def _stage(r: Resolved, stage: Stage) -> StageEstimate:
     forward = max(at_loss, at_layer, key=lambda ph: ph.peak_bytes)
 
     # backward
-    bw_gathered = gathered + Counter({"temporaries/gathered_grads": ms.gathered_grads}) \
-        if ms.gathered_grads else gathered
+    bw_gathered = {**gathered, "temporaries/gathered_grads": ms.gathered_grads}
     bucket = {"temporaries/grad_buckets": ms.grad_bucket} if ms.grad_bucket and p.zero else {}
     candidates = []
     if logits:
@@ -266,7 +264,7 @@ def _stage(r: Resolved, stage: Stage) -> StageEstimate:
     layer_tmp = {"temporaries/layer_backward": biggest.backward_transient + recompute}
     candidates.append(phase("backward", base, earlier_grads, bw_gathered, saved_all, layer_tmp,
                             bucket))
-    others_in_flight = Counter({k: v * (in_flight - 1) for k, v in saved.items()})
+    others_in_flight = {k: v * (in_flight - 1) for k, v in saved.items()}
     candidates.append(phase("backward", base, grads, bw_gathered, others_in_flight,
                             {"activations/last_layer": biggest.total if not ckpt else
                              biggest.checkpoint_input}, layer_tmp, bucket))

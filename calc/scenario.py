@@ -115,7 +115,7 @@ ModelSpec = Annotated[str | HFConfigSource | Architecture, Field(union_mode="lef
 class Scenario(_Strict):
     """One training configuration to estimate."""
 
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[1] = 1
     model: ModelSpec
     training: Training = Training()
     parallelism: Parallelism = Parallelism()

@@ -14,6 +14,7 @@ and the head to the last; expert parallelism divides the routed experts by ep.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .architecture import Architecture
 from .numerics import Numerics
@@ -34,7 +35,12 @@ class Stage:
 
 def stages(arch: Architecture, p: Parallelism) -> list[Stage]:
     """The first and last pipeline stages (the two that can hold the most), or the only one."""
-    L, pp = arch.num_hidden_layers, p.pp
+    return _stages(arch, p.pp)
+
+
+@lru_cache(maxsize=1024)
+def _stages(arch: Architecture, pp: int) -> list[Stage]:
+    L = arch.num_hidden_layers
     per = [L // pp + (1 if i < L % pp else 0) for i in range(pp)]
     picks = sorted({0, pp - 1})
     out = []
@@ -240,10 +246,9 @@ def model_states(local: LocalParams, n: Numerics, t: Training, p: Parallelism,
         gathered_grads = local.per_layer * (n.gathered_weight + n.grad)  # grads + reduce cast
         root = local.root * n.gathered_weight if n.fsdp_mixed else 0
     if N > 1 and p.dp > 1:
-        if zero == 0:
-            bucket = trainable * n.grad  # DDP's flat buckets (gradient_as_bucket_view=False)
-        else:
-            bucket = arch.hidden_size ** 2 * n.grad  # HF "auto": reduce_bucket_size = h*h
+        # DDP's flat buckets copy every gradient (gradient_as_bucket_view=False); DeepSpeed's
+        # reduce bucket is reduce_bucket_size elements, h*h under HF's "auto" config.
+        bucket = (trainable if zero == 0 else arch.hidden_size**2) * n.grad
     return ModelStates(params, gradients, states, host, step_tmp, gathered, gathered_grads,
                        root, bucket)
 

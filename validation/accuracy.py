@@ -1,0 +1,121 @@
+"""Accuracy: calc's prediction vs the traced peak (and the other tools' formulas), and vs
+published GPU measurements. Reads only committed files, so it needs no torch.
+
+    python validation/accuracy.py [--split dev|test|all] [--json OUT]
+
+Develop against `--split dev`; score `test` when a change is done, so the figure reported is
+not tuned to the cases it is reported on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+from calc import ScenarioError, estimate
+from calc.baselines import BASELINES
+from calc.scenario import parse_scenario, resolve
+
+HERE = Path(__file__).resolve().parent
+GiB = 1024**3
+# Which report figure a published measurement is compared with, like with like.
+METRIC_FIELD = {"max_memory_allocated": "peak_bytes", "max_memory_reserved": "reserved_bytes",
+                "nvidia_smi": "device_bytes"}
+
+
+def load(name: str) -> Any:
+    return json.loads((HERE / name).read_text())
+
+
+def traced_rows(split: str = "all") -> list[dict[str, Any]]:
+    cases = load("cases.json")
+    traced = load("results/traced.json")["cases"]
+    rows = []
+    for case in cases:
+        if split != "all" and case["split"] != split:
+            continue
+        result = traced.get(case["id"])
+        if not result or "peak_bytes" not in result:
+            continue
+        report = estimate(case["scenario"])
+        resolved = resolve(parse_scenario(case["scenario"]))
+        actual = result["peak_bytes"]
+        row = {
+            "id": case["id"], "split": case["split"], "traced": actual,
+            "predicted": report.peak_bytes,
+            "error": report.peak_bytes / actual - 1,
+            "traced_phase": result.get("peak_phase"), "predicted_phase": report.peak_phase,
+        }
+        for b in BASELINES:
+            row[b.name] = b.predict(resolved) / actual - 1
+        rows.append(row)
+    return rows
+
+
+def published_rows() -> list[dict[str, Any]]:
+    rows = []
+    for entry in load("published.json"):
+        field = METRIC_FIELD.get(entry["metric"])
+        row: dict[str, Any] = {"id": entry["id"], "metric": entry["metric"],
+                               "published": entry["value_bytes"],
+                               "not_expressible": entry.get("settings_not_expressible", [])}
+        try:
+            report = estimate(entry["scenario"]).as_dict()
+        except ScenarioError as exc:
+            row["excluded"] = f"scenario rejected: {exc}"
+            rows.append(row)
+            continue
+        if field is None:
+            row["excluded"] = f"metric {entry['metric']!r} is not comparable with one figure"
+        elif row["not_expressible"]:
+            row["excluded"] = "uses settings the scenario cannot express: " + \
+                ", ".join(row["not_expressible"])
+        row["predicted"] = report[field or "peak_bytes"]
+        row["error"] = row["predicted"] / entry["value_bytes"] - 1
+        rows.append(row)
+    return rows
+
+
+def summary(rows: list[dict[str, Any]], key: str = "error") -> dict[str, float]:
+    errors = [abs(r[key]) for r in rows]
+    if not errors:
+        return {"cases": 0}
+    return {"cases": len(errors), "median_abs_error": statistics.median(errors),
+            "max_abs_error": max(errors)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--split", default="dev", choices=["dev", "test", "all"])
+    parser.add_argument("--json", help="write the rows and summaries to this file")
+    args = parser.parse_args(argv)
+    rows = traced_rows(args.split)
+    print(f"{'case':<52}{'traced GiB':>11}{'calc':>8}{'korth.':>8}{'megatron':>9}{'eleuther':>9}"
+          f"  phase (traced/calc)")
+    for r in rows:
+        print(f"{r['id']:<52}{r['traced'] / GiB:>11.2f}{r['error']:>+8.1%}{r['korthikanti']:>+8.1%}"
+              f"{r['megatron']:>+9.1%}{r['eleuther']:>+9.1%}  {r['traced_phase']}/{r['predicted_phase']}")
+    out: dict[str, Any] = {"split": args.split, "traced": rows, "summary": {}}
+    for key in ("error", *(b.name for b in BASELINES)):
+        s = summary(rows, key)
+        out["summary"][key] = s
+        if s["cases"]:
+            print(f"{key:>12}: median |error| {s['median_abs_error']:.1%}, "
+                  f"worst {s['max_abs_error']:.1%} over {s['cases']} cases")
+    pub = published_rows()
+    kept = [r for r in pub if "excluded" not in r]
+    out["published"] = pub
+    print(f"\npublished measurements: {len(kept)} comparable, {len(pub) - len(kept)} excluded")
+    for r in kept:
+        print(f"  {r['id']:<60}{r['metric']:<22}{r['error']:>+8.1%}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
