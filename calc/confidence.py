@@ -37,13 +37,9 @@ def confidence(r: Resolved) -> dict[str, Any]:
     family = r.arch.model_type
     if family not in VALIDATED_FAMILIES:
         missing.append(f"model family {family!r} has no traced case")
-    values = {
-        "training": r.scenario.training.model_dump(),
-        "parallelism": r.scenario.parallelism.model_dump(),
-    }
     for path, allowed in VALIDATED_FEATURES.items():
         group, name = path.split(".")
-        value = values[group][name]
+        value = getattr(getattr(r.scenario, group), name)
         if value not in allowed:
             missing.append(f"{path} = {value!r} is not in the traced cases")
     p = r.scenario.parallelism

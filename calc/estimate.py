@@ -221,10 +221,12 @@ def _stage(r: Resolved, stage: Stage) -> StageEstimate:
         forward_cache = cache - saved.get("activations/weight_copies", 0)
     else:
         forward_cache = 0
-    if stage.embedding:
-        saved.update(embedding_activations(arch, s))
+    extra = {**embedding_activations(arch, s)} if stage.embedding else {}
     if stage.head:
-        saved.update(head_activations(arch, n, t, p, s))
+        for key, value in head_activations(arch, n, t, p, s).items():
+            extra[key] = extra.get(key, 0) + value
+    for key, value in extra.items():
+        saved[key] = saved.get(key, 0) + value
     saved_all = {k: v * in_flight for k, v in saved.items()}
 
     base = {**ms.parameters, **ms.optimizer_states}
@@ -235,49 +237,50 @@ def _stage(r: Resolved, stage: Stage) -> StageEstimate:
                 "temporaries/gathered_root": ms.root_gathered}
     earlier_grads = grads if t.gradient_accumulation_steps > 1 else {}
     logits = logits_memory(arch, n, t, p, s.tokens) if stage.head else None
-    recompute = biggest.total if ckpt else 0
+    # Recomputing a checkpointed layer rebuilds its activations; the residual it saves is the
+    # checkpoint's own input, already counted, where the norms keep the residual itself.
+    shared_input = biggest.checkpoint_input if biggest.saved.get("activations/residual") else 0
+    recompute = biggest.total - shared_input if ckpt else 0
 
-    def phase(name: str, *parts: dict[str, int]) -> Phase:
-        total: dict[str, int] = {}
-        for part in parts:
-            for key, value in part.items():
-                if value:
-                    total[key] = total.get(key, 0) + value
-        return Phase(name, total)
-
+    # Each phase: candidate moments, scored by their totals; only the worst one is itemised.
     # forward: at the loss, or at the last layer's widest moment
-    fwd_common = (base, earlier_grads, gathered, saved_all,
-                  {"activations/weight_copies": forward_cache})
-    at_loss = phase("forward", *fwd_common,
-                    {"logits/loss": logits.forward_peak} if logits else {})
-    at_layer = phase("forward", *fwd_common,
-                     {"temporaries/layer_forward": biggest.forward_transient + recompute})
-    forward = max(at_loss, at_layer, key=lambda ph: ph.peak_bytes)
-
-    # backward
+    fwd = (base, earlier_grads, gathered, saved_all, {"activations/weight_copies": forward_cache})
+    forward = _worst("forward", [
+        (*fwd, {"logits/loss": logits.forward_peak} if logits else {}),
+        (*fwd, {"temporaries/layer_forward": biggest.forward_transient + recompute}),
+    ])
+    # backward: at the loss gradient, at the first and the last layer, at the embedding
     bw_gathered = {**gathered, "temporaries/gathered_grads": ms.gathered_grads}
     bucket = {"temporaries/grad_buckets": ms.grad_bucket} if ms.grad_bucket and p.zero else {}
-    candidates = []
-    if logits:
-        candidates.append(phase("backward", base, earlier_grads, bw_gathered, saved_all,
-                                {"logits/loss": logits.backward_peak - logits.saved}))
     layer_tmp = {"temporaries/layer_backward": biggest.backward_transient + recompute}
-    candidates.append(phase("backward", base, earlier_grads, bw_gathered, saved_all, layer_tmp,
-                            bucket))
     others_in_flight = {k: v * (in_flight - 1) for k, v in saved.items()}
-    candidates.append(phase("backward", base, grads, bw_gathered, others_in_flight,
-                            {"activations/last_layer": biggest.total if not ckpt else
-                             biggest.checkpoint_input}, layer_tmp, bucket))
+    last_layer = {"activations/last_layer": biggest.checkpoint_input if ckpt else biggest.total}
     end_tmp = local.root if (stage.embedding and arch.tie_word_embeddings and not lora) else 0
-    candidates.append(phase("backward", base, grads, gathered, others_in_flight,
-                            {"temporaries/embedding_grad": end_tmp * n.grad},
-                            bucket))
-    backward = max(candidates, key=lambda ph: ph.peak_bytes)
-
-    step = phase("optimizer_step", base, grads, bucket,
-                 {"temporaries/optimizer_step": ms.step_temporary})
+    candidates = [
+        (base, earlier_grads, bw_gathered, saved_all, layer_tmp, bucket),
+        (base, grads, bw_gathered, others_in_flight, last_layer, layer_tmp, bucket),
+        (base, grads, gathered, others_in_flight, {"temporaries/embedding_grad": end_tmp * n.grad},
+         bucket),
+    ]
+    if logits:
+        candidates.append((base, earlier_grads, bw_gathered, saved_all,
+                           {"logits/loss": logits.backward_peak}))
+    backward = _worst("backward", candidates)
+    step = _worst("optimizer_step", [
+        (base, grads, bucket, {"temporaries/optimizer_step": ms.step_temporary})])
     return StageEstimate(stage, {"forward": forward, "backward": backward,
                                  "optimizer_step": step}, ms.host)
+
+
+def _worst(name: str, candidates: list[tuple[dict[str, int], ...]]) -> Phase:
+    """The candidate moment with the most bytes, itemised by path key."""
+    worst = max(candidates, key=lambda parts: sum(sum(part.values()) for part in parts))
+    merged: dict[str, int] = {}
+    for part in worst:
+        for key, value in part.items():
+            if value:
+                merged[key] = merged.get(key, 0) + value
+    return Phase(name, merged)
 
 
 __all__ = ["COMPONENTS", "PHASES", "Architecture", "Estimate", "Phase", "Shape", "estimate"]

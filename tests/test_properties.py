@@ -109,9 +109,14 @@ def test_model_states_do_not_grow_with_zero_stage(scenario) -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(base)
-def test_checkpointing_never_increases_the_peak(scenario) -> None:
-    """Full activation checkpointing frees saved activations; it never raises the peak."""
+def test_checkpointing_raises_the_peak_by_at_most_one_layer_input(scenario) -> None:
+    """Full checkpointing frees saved activations. It can cost one layer input more, when the
+    peak is at the end of backward and the recomputed layer does not save its input itself
+    (pure bf16: the norm keeps an fp32 copy), but never more than that."""
     def peak(mode: str) -> int:
         return estimate({**scenario, "training": {**scenario["training"],
                                                   "activation_checkpointing": mode}}).peak_bytes
-    assert peak("full") <= peak("none")
+    sc = estimate(scenario)
+    t = sc.scenario.training
+    layer_input = t.micro_batch_size * t.seq_len * sc.resolved.arch.hidden_size * 4
+    assert peak("full") <= peak("none") + layer_input
