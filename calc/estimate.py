@@ -255,7 +255,12 @@ def _stage(r: Resolved, stage: Stage) -> StageEstimate:
     layer_tmp = {"temporaries/layer_backward": biggest.backward_transient + recompute}
     others_in_flight = {k: v * (in_flight - 1) for k, v in saved.items()}
     last_layer = {"activations/last_layer": biggest.checkpoint_input if ckpt else biggest.total}
-    end_tmp = local.root if (stage.embedding and arch.tie_word_embeddings and not lora) else 0
+    # Tied embeddings: the head's weight gradient waits in the shared leaf's input buffer for
+    # the whole backward; when the embedding's gradient arrives the two are summed out of
+    # place, so three vocabulary-sized gradients coexist before AccumulateGrad takes the sum
+    # (traced: llama-3.2-1b, 3 x V h x 4 bytes of temporaries at the end of backward).
+    tied = stage.embedding and stage.head and arch.tie_word_embeddings and not lora
+    end_tmp = 2 * (counts.embedding // p.tp) if tied else 0
     candidates = [
         (base, earlier_grads, bw_gathered, saved_all, layer_tmp, bucket),
         (base, grads, bw_gathered, others_in_flight, last_layer, layer_tmp, bucket),
@@ -274,7 +279,18 @@ def _stage(r: Resolved, stage: Stage) -> StageEstimate:
 
 def _worst(name: str, candidates: list[tuple[dict[str, int], ...]]) -> Phase:
     """The candidate moment with the most bytes, itemised by path key."""
-    worst = max(candidates, key=lambda parts: sum(sum(part.values()) for part in parts))
+    sums: dict[int, int] = {}  # parts are shared between candidates: sum each once
+
+    def total(parts: tuple[dict[str, int], ...]) -> int:
+        out = 0
+        for part in parts:
+            key = id(part)
+            if key not in sums:
+                sums[key] = sum(part.values())
+            out += sums[key]
+        return out
+
+    worst = max(candidates, key=total)
     merged: dict[str, int] = {}
     for part in worst:
         for key, value in part.items():
