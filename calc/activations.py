@@ -124,9 +124,10 @@ def decoder_layer(
     if arch.is_mla:
         _mla(arch, n, saved, s, targets, trainable_weights)
     elif arch.traits.qk_norm:
-        for heads in (a, k):  # per-head RMSNorm on q and k: fp32 input copy + rsqrt + output
-            saved.add("attention", T * heads * d * 4 + T * heads * 4)
-            saved.add("attention", T * heads * d * (4 if n.autocast else c))
+        for heads in (a, k):
+            # per-head RMSNorm of the (low-precision) projection output: fp32 copy of its
+            # input, rsqrt, and the normalised tensor cast back to the input's dtype
+            saved.add("attention", T * heads * d * (4 + c) + T * heads * 4)
     q_width = c  # SDPA (lower-precision op under autocast) sees low-precision q, k, v
     ad = a * d
     if t.attention == "flash" or t.activation_checkpointing == "selective":

@@ -272,7 +272,7 @@ def _stage(r: Resolved, stage: Stage) -> StageEstimate:
                            {"logits/loss": logits.backward_peak}))
     backward = _worst("backward", candidates)
     step = _worst("optimizer_step", [
-        (base, grads, bucket, {"temporaries/optimizer_step": ms.step_temporary})])
+        (base, ms.step_gradients, bucket, {"temporaries/optimizer_step": ms.step_temporary})])
     return StageEstimate(stage, {"forward": forward, "backward": backward,
                                  "optimizer_step": step}, ms.host)
 

@@ -184,6 +184,7 @@ class ModelStates:
     gradients: dict[str, int]
     optimizer_states: dict[str, int]
     host: dict[str, int]  # offloaded to CPU memory
+    step_gradients: dict[str, int]  # gradients as the optimizer step sees them
     step_temporary: int  # extra bytes alive inside optimizer.step()
     gathered_layer: int  # FSDP/ZeRO-3: one layer's parameters gathered for compute
     gathered_grads: int  # FSDP/ZeRO-3: one layer's unsharded gradients during backward
@@ -249,8 +250,14 @@ def model_states(local: LocalParams, n: Numerics, t: Training, p: Parallelism,
         # DDP's flat buckets copy every gradient (gradient_as_bucket_view=False); DeepSpeed's
         # reduce bucket is reduce_bucket_size elements, h*h under HF's "auto" config.
         bucket = (trainable if zero == 0 else arch.hidden_size**2) * n.grad
-    return ModelStates(params, gradients, states, host, step_tmp, gathered, gathered_grads,
-                       root, bucket)
+    # With master weights the step works on fp32 gradients: DeepSpeed's bf16 optimizer and
+    # Megatron's main_grad keep them in fp32; the harness converts each gradient to fp32 and
+    # frees the low-precision one, so at the step's peak all gradients are fp32.
+    step_grads = gradients
+    if n.master and not lora:
+        step_grads = {"gradients/fp32_for_step": shard(trainable, 2) * n.master}
+    return ModelStates(params, gradients, states, host, step_grads, step_tmp, gathered,
+                       gathered_grads, root, bucket)
 
 
 def _optimizer_states(t: Training, count: int, width: int, local: LocalParams) -> dict[str, int]:
@@ -276,16 +283,15 @@ def _step_temporary(t: Training, n: Numerics, count: int, largest: int, state_wi
                     grad_width: int) -> int:
     """Peak extra memory inside optimizer.step() (torch.optim implementations)."""
     o, impl = t.optimizer, t.optimizer_impl
-    master_cast = largest * 4 if n.master else 0  # per-tensor fp32 copy of the gradient
     if o in ("adamw", "adam"):
         if impl == "foreach":
-            return count * state_width + master_cast  # _foreach_sqrt(exp_avg_sq): a full copy
+            return count * state_width  # _foreach_sqrt(exp_avg_sq): a full copy
         if impl == "for_loop":
-            return 2 * largest * state_width + master_cast  # sqrt, then the division
-        return master_cast
+            return 2 * largest * state_width  # sqrt, then the division
+        return 0
     if o == "adafactor":
         upcast = 2 * largest * 4 if state_width == 4 and grad_width < 4 else 0
         return 2 * largest * 4 + upcast
     if o == "lion":
         return 2 * largest * state_width
-    return master_cast
+    return 0
