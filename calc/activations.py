@@ -99,8 +99,8 @@ def decoder_layer(
     res = n.residual
 
     # --- norms before attention and MLP (and Gemma 2's post-norms) ---------------------------
-    z_width = _norm(arch, n, saved, T * s.hidden, T)
-    z2_width = _norm(arch, n, saved, T * s.hidden, T)
+    z_width = _norm(arch, n, saved, T * s.hidden, T, trainable_weights)
+    z2_width = _norm(arch, n, saved, T * s.hidden, T, trainable_weights)
     if arch.traits.norms_per_layer == 4:  # post-attention / post-feedforward norms on outputs
         for _ in range(2):
             _norm_of_output(arch, n, saved, T * s.hidden, T)
@@ -137,14 +137,15 @@ def decoder_layer(
     else:
         rep = 1 if k == a else 2  # repeat_kv materialises expanded k and v when GQA
         saved.add("attention", T * (ad + (ad if rep == 2 else k * d) * 2) * c)
-        saved.add("attention", T * ad * c)  # attention output transposed for o_proj
+        if trainable_weights:
+            saved.add("attention", T * ad * c)  # attention output transposed for o_proj
         probs = s.batch * a * s.seq * s.seq
         saved.add("attention_scores", probs * (4 + c))  # fp32 softmax + its cast
         if arch.attention_dropout:
             saved.add("dropout", probs)
     o_proj = linears.get("o_proj")
-    if o_proj is not None:
-        _lora_extra(n, saved, "attention", o_proj, T * ad, targets)
+    if o_proj is not None and o_proj.name in targets:
+        _lora_adapter_input(n, saved, "attention", T * ad, c)
 
     # --- MLP ---------------------------------------------------------------------------------
     if layer.moe:
@@ -152,12 +153,27 @@ def decoder_layer(
     else:
         mlp = [lin for lin in layer.linears if lin.group == "mlp"]
         f = mlp[-1].in_features // tp
-        _mlp_core(arch, n, saved, "mlp", T, f)
-        _lora_extra(n, saved, "mlp", mlp[-1], T * f, targets)
+        # the down projection's input is kept by the projection (full training), by its
+        # LoRA adapter (its own copy in pure mode), or by nobody (no adapter on it)
+        kept = "full" if trainable_weights else ("adapter" if mlp[-1].name in targets else "none")
+        _mlp_core(arch, n, saved, "mlp", T, f, down_input=kept == "full")
+        if kept == "adapter":
+            _lora_adapter_input(n, saved, "mlp", T * f, c)
 
     # --- residual dropout --------------------------------------------------------------------
     if arch.resid_pdrop:
         saved.add("dropout", 2 * T * s.hidden)  # bool masks after attention and after MLP
+
+    # --- LoRA: lora_A's output kept by lora_B (adapter dtype fp32, or autocast's cast) -------
+    if targets:
+        adapters = [lin for lin in layer.linears if lin.name in targets]
+        r_width = c if n.autocast else 4
+        saved.add("lora", T * t.lora_rank * len(adapters) * r_width)
+        if n.autocast:  # cached low-precision copies of the trainable adapter weights
+            saved.add("weight_copies", c * sum(
+                t.lora_rank * (lin.in_features // (tp if lin.tp == "row" else 1)
+                               + lin.out_features // (tp if lin.tp == "column" else 1))
+                for lin in adapters))
 
     # --- weight copies autocast makes and autograd keeps ---------------------------------------
     if n.autocast and t.finetuning != "qlora":
@@ -180,8 +196,10 @@ def decoder_layer(
     )
 
 
-def _norm(arch: Architecture, n: Numerics, saved: _Saved, elems: int, tokens: int) -> int:
-    """Save what one pre-norm keeps; return the width of its output."""
+def _norm(arch: Architecture, n: Numerics, saved: _Saved, elems: int, tokens: int,
+          trainable: bool = True) -> int:
+    """Save what one pre-norm keeps; return the width of its output. A frozen norm weight
+    (LoRA) needs no normalised tensor: `weight * y` keeps `y` only for the weight's gradient."""
     res = n.residual
     kind = arch.traits.norm_upcast
     if kind == "native":  # nn.LayerNorm; autocast runs it in fp32
@@ -194,7 +212,9 @@ def _norm(arch: Architecture, n: Numerics, saved: _Saved, elems: int, tokens: in
     else:
         saved.add("norms", elems * 4)  # fp32 copy of the low-precision residual
     saved.add("norms", tokens * 4)  # rsqrt(variance)
-    if kind == "gemma" or res == 4:
+    if not trainable:
+        pass
+    elif kind == "gemma" or res == 4:
         saved.add("norms", elems * 4)  # normalised tensor, fp32, kept by the weight multiply
     else:
         saved.add("norms", elems * res)  # normalised tensor cast back, kept by the multiply
@@ -237,26 +257,24 @@ def _lora_targets(arch: Architecture, t: Training) -> frozenset[str]:
 
 
 def _lora_adapter_input(n: Numerics, saved: _Saved, key: str, elems: int, x_width: int) -> None:
-    """peft casts x to the (fp32) adapter dtype, lora_A keeps it (autocast: its own cast)."""
-    width = n.compute if n.autocast else 4
-    saved.add(f"{key}", elems * width)
+    """What one LoRA adapter keeps of its input: always its own copy. peft casts x to the
+    adapter dtype (fp32, `autocast_adapter_dtype`), so lora_A keeps that fp32 copy; under
+    autocast lora_A casts it back down and keeps the low-precision cast instead (traced: on
+    o_proj this copy sits beside SDPA's saved output). Only in pure fp32 is x itself kept."""
+    del x_width  # the copy is made whatever the input's width
+    saved.add(key, elems * (n.compute if n.autocast else 4))
 
 
-def _lora_extra(n: Numerics, saved: _Saved, key: str, lin: Linear, elems: int,
-                targets: frozenset[str]) -> None:
-    """A row-parallel projection's LoRA: its input is otherwise kept only for weight grads."""
-    if lin.name in targets:
-        _lora_adapter_input(n, saved, key, elems, n.compute)
 
 
 def _mlp_core(arch: Architecture, n: Numerics, saved: _Saved, key: str, tokens: int,
-              f: int) -> None:
+              f: int, down_input: bool = True) -> None:
     c = n.compute
     act = ACTIVATIONS[arch.hidden_act]
     if arch.traits.mlp == "gated":
         # gate output (kept by the activation), activation output and up output (kept by
-        # the product), the product (kept by down_proj)
-        saved.add(key, 4 * tokens * f * c)
+        # the product), the product (kept by down_proj when it has a weight gradient)
+        saved.add(key, (4 if down_input else 3) * tokens * f * c)
     elif act == "native":
         saved.add(key, 2 * tokens * f * c)  # fc output (kept by GELU), GELU output
     elif n.autocast:
@@ -353,7 +371,7 @@ def head_activations(arch: Architecture, n: Numerics, t: Training, p: Parallelis
                      s: Shape) -> dict[str, int]:
     """The final norm and the lm_head's saved input (and its autocast weight copy)."""
     saved = _Saved()
-    z_width = _norm(arch, n, saved, s.tokens * s.hidden, s.tokens)
+    z_width = _norm(arch, n, saved, s.tokens * s.hidden, s.tokens, t.finetuning == "full")
     saved = _Saved({k.replace("activations/residual", "activations/head").replace(
         "activations/norms", "activations/head"): v for k, v in saved.items()})
     if t.loss == "chunked":
