@@ -130,10 +130,19 @@ def decoder_layer(
             saved.add("attention", T * heads * d * (4 + c) + T * heads * 4)
     q_width = c  # SDPA (lower-precision op under autocast) sees low-precision q, k, v
     ad = a * d
+    rotary = arch.traits.rotary
     if t.attention == "flash" or t.activation_checkpointing == "selective":
         saved.add("attention", T * (a + 2 * k) * d * q_width)  # q, k, v kept by the kernel
+        if arch.traits.fused_qkv and rotary != "none":
+            # v is a view of the fused projection's output, so all of it stays alive beside
+            # the rotated q and k
+            saved.add("attention", T * (a + k) * d * c)
         saved.add("attention", T * ad * c)  # output, shared with o_proj's input
         saved.add("attention", T * a * 4)  # log-sum-exp, fp32
+        if rotary == "cat" and trainable_weights:
+            # rotary by torch.cat leaves q laid out (b, a, s, d): the kernel's output follows,
+            # and transpose(1, 2).contiguous() copies it for o_proj
+            saved.add("attention", T * ad * c)
     else:
         rep = 1 if k == a else 2  # repeat_kv materialises expanded k and v when GQA
         saved.add("attention", T * (ad + (ad if rep == 2 else k * d) * 2) * c)

@@ -162,6 +162,7 @@ class Traits:
     learned_positions: bool  # GPT-2's wpe table
     embed_scale: bool  # Gemma multiplies embeddings by sqrt(hidden)
     shared_expert_gate: bool  # Qwen2-MoE gates its shared expert
+    rotary: Literal["add", "cat", "none"] = "add"  # how q, k are rotated (see activations)
 
 
 _LLAMA = Traits(
@@ -191,11 +192,11 @@ TRAITS: dict[str, Traits] = {
         mlp_bias=False,
     ),
     "phi3": _with(_LLAMA, fused_qkv=True, fused_gate_up=True, qkv_bias=False, o_bias=False,
-                  mlp_bias=False),
+                  mlp_bias=False, rotary="cat"),
     "gpt2": Traits(
         norm="layer", norm_upcast="native", norms_per_layer=2, qk_norm=False, mlp="plain",
         fused_qkv=True, fused_gate_up=False, qkv_bias=True, o_bias=True, mlp_bias=True,
-        learned_positions=True, embed_scale=False, shared_expert_gate=False,
+        learned_positions=True, embed_scale=False, shared_expert_gate=False, rotary="none",
     ),
 }
 

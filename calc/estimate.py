@@ -261,11 +261,20 @@ def _stage(r: Resolved, stage: Stage) -> StageEstimate:
     # (traced: llama-3.2-1b, 3 x V h x 4 bytes of temporaries at the end of backward).
     tied = stage.embedding and stage.head and arch.tie_word_embeddings and not lora
     end_tmp = 2 * (counts.embedding // p.tp) if tied else 0
+    # At the first layer's backward an untied embedding has no gradient yet; it appears last,
+    # while the gradient of its output (T h at residual width) is still alive.
+    untied_embedding = stage.embedding and not arch.tie_word_embeddings and not lora
+    before_embedding = grads
+    if untied_embedding and t.gradient_accumulation_steps == 1:
+        embedding_grad = -(-(counts.embedding // p.tp) // (p.shard_group if p.zero >= 2 else 1))
+        before_embedding = {**grads, "gradients/weights": grads["gradients/weights"]
+                            - embedding_grad * n.grad}
+    incoming = {"temporaries/embedding_grad": end_tmp * n.grad
+                + s.tokens * s.hidden * max(n.residual, n.compute)}
     candidates = [
         (base, earlier_grads, bw_gathered, saved_all, layer_tmp, bucket),
-        (base, grads, bw_gathered, others_in_flight, last_layer, layer_tmp, bucket),
-        (base, grads, gathered, others_in_flight, {"temporaries/embedding_grad": end_tmp * n.grad},
-         bucket),
+        (base, before_embedding, bw_gathered, others_in_flight, last_layer, layer_tmp, bucket),
+        (base, grads, gathered, others_in_flight, incoming, bucket),
     ]
     if logits:
         candidates.append((base, earlier_grads, bw_gathered, saved_all,
