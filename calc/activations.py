@@ -112,11 +112,12 @@ def decoder_layer(
               if lin.group in ("mlp", "shared_expert", "router") and lin.tp != "row"]
 
     # --- inputs of the projections reading the normed hidden states --------------------------
+    drop = t.lora_dropout if lora else 0.0
     _linear_inputs(n, saved, "attention", attention_in, T * s.hidden_full, z_width, targets,
-                   trainable_weights)
+                   trainable_weights, drop)
     if not layer.moe:
         _linear_inputs(n, saved, "mlp", mlp_in, T * s.hidden_full, z2_width, targets,
-                       trainable_weights)
+                       trainable_weights, drop)
 
     # --- attention core ----------------------------------------------------------------------
     c = n.compute
@@ -150,11 +151,13 @@ def decoder_layer(
             saved.add("attention", T * ad * c)  # attention output transposed for o_proj
         probs = s.batch * a * s.seq * s.seq
         saved.add("attention_scores", probs * (4 + c))  # fp32 softmax + its cast
+        if arch.attn_logit_softcapping:
+            saved.add("attention_scores", probs * c)  # Gemma 2: tanh(scores / cap) keeps its output
         if arch.attention_dropout:
             saved.add("dropout", probs)
     o_proj = linears.get("o_proj")
     if o_proj is not None and o_proj.name in targets:
-        _lora_adapter_input(n, saved, "attention", T * ad, c)
+        _lora_adapter_input(n, saved, "attention", T * ad, c, drop)
 
     # --- MLP ---------------------------------------------------------------------------------
     if layer.moe:
@@ -167,7 +170,7 @@ def decoder_layer(
         kept = "full" if trainable_weights else ("adapter" if mlp[-1].name in targets else "none")
         _mlp_core(arch, n, saved, "mlp", T, f, down_input=kept == "full")
         if kept == "adapter":
-            _lora_adapter_input(n, saved, "mlp", T * f, c)
+            _lora_adapter_input(n, saved, "mlp", T * f, c, drop)
 
     # --- residual dropout --------------------------------------------------------------------
     if arch.resid_pdrop:
@@ -195,14 +198,31 @@ def decoder_layer(
     forward_transient = T * s.hidden_full * 4 + T * s.hidden * res
     if t.attention == "eager" and t.activation_checkpointing != "selective":
         probs = s.batch * a * s.seq * s.seq
-        forward_transient = max(forward_transient, probs * 8)
-        backward_transient = max(backward_transient, probs * (8 + c) + 2 * grad_h)
+        # forward, at the softmax: its input (scores plus the mask, in the mask's dtype) and
+        # its fp32 output coexist; afterwards the output and its cast stay saved
+        forward_transient = max(forward_transient, probs * max(0, mask_width(n) - c))
+        # backward, at the softmax's backward: the low-precision copy of the probabilities is
+        # already released, the fp32 gradient of the output and of the input are alive
+        # (traced: llama-3.1-8b-4L_b1_s8192_amp_eager)
+        backward_transient = max(backward_transient, probs * (8 - c))
     return LayerActivations(
         saved=dict(saved),
         forward_transient=forward_transient,
         backward_transient=backward_transient,
         checkpoint_input=T * s.hidden * res,
     )
+
+
+def mask_width(n: Numerics) -> int:
+    """HF builds the additive 4-D mask in the embeddings' dtype: fp32 under autocast."""
+    return n.residual
+
+
+def eager_mask(t: Training, n: Numerics, s: Shape) -> int:
+    """The (b, 1, s, s) additive causal mask of the eager path, alive for the whole forward."""
+    if t.attention != "eager" or t.implementation != "hf":
+        return 0
+    return s.batch * s.seq * s.seq * mask_width(n)
 
 
 def _norm(arch: Architecture, n: Numerics, saved: _Saved, elems: int, tokens: int,
@@ -240,7 +260,7 @@ def _norm_of_output(arch: Architecture, n: Numerics, saved: _Saved, elems: int,
 
 def _linear_inputs(
     n: Numerics, saved: _Saved, key: str, consumers: list[Linear], elems: int, z_width: int,
-    targets: frozenset[str], trainable: bool,
+    targets: frozenset[str], trainable: bool, dropout: float = 0.0,
 ) -> None:
     """Inputs of the projections that read one normed tensor."""
     if not consumers:
@@ -254,7 +274,7 @@ def _linear_inputs(
             saved.add(key, elems * (n.linear_input if n.linear_input < z_width else z_width))
     for lin in consumers:
         if lin.name in targets:
-            _lora_adapter_input(n, saved, key, elems, z_width)
+            _lora_adapter_input(n, saved, key, elems, z_width, dropout)
 
 
 def _lora_targets(arch: Architecture, t: Training) -> frozenset[str]:
@@ -265,13 +285,16 @@ def _lora_targets(arch: Architecture, t: Training) -> frozenset[str]:
                                   "fc_out"})
 
 
-def _lora_adapter_input(n: Numerics, saved: _Saved, key: str, elems: int, x_width: int) -> None:
+def _lora_adapter_input(n: Numerics, saved: _Saved, key: str, elems: int, x_width: int,
+                        dropout: float = 0.0) -> None:
     """What one LoRA adapter keeps of its input: always its own copy. peft casts x to the
     adapter dtype (fp32, `autocast_adapter_dtype`), so lora_A keeps that fp32 copy; under
     autocast lora_A casts it back down and keeps the low-precision cast instead (traced: on
     o_proj this copy sits beside SDPA's saved output). Only in pure fp32 is x itself kept."""
     del x_width  # the copy is made whatever the input's width
     saved.add(key, elems * (n.compute if n.autocast else 4))
+    if dropout:
+        saved.add("dropout", elems)  # lora_dropout keeps a one-byte mask of the input
 
 
 

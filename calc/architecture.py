@@ -50,6 +50,7 @@ class Architecture(BaseModel):
     resid_pdrop: float = Field(default=0.0, ge=0.0, lt=1.0)
     embd_pdrop: float = Field(default=0.0, ge=0.0, lt=1.0)
     final_logit_softcapping: float | None = Field(default=None, gt=0)
+    attn_logit_softcapping: float | None = Field(default=None, gt=0)
     # Mixture of experts (Mixtral, Qwen MoE, DeepSeek-V3 names mapped onto these).
     num_local_experts: int = Field(default=0, ge=0, le=4096)
     num_experts_per_tok: int = Field(default=0, ge=0, le=4096)
@@ -275,6 +276,7 @@ def _common(cfg: dict[str, Any]) -> dict[str, Any]:
     optional = (
         "num_key_value_heads", "head_dim", "max_position_embeddings", "tie_word_embeddings",
         "attention_bias", "mlp_bias", "attention_dropout", "final_logit_softcapping",
+        "attn_logit_softcapping",
     )
     for name in optional:
         if cfg.get(name) is not None:

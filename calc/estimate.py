@@ -25,6 +25,7 @@ from .activations import (
     LayerActivations,
     Shape,
     decoder_layer,
+    eager_mask,
     embedding_activations,
     head_activations,
     shape,
@@ -244,7 +245,10 @@ def _stage(r: Resolved, stage: Stage) -> StageEstimate:
 
     # Each phase: candidate moments, scored by their totals; only the worst one is itemised.
     # forward: at the loss, or at the last layer's widest moment
-    fwd = (base, earlier_grads, gathered, saved_all, {"activations/weight_copies": forward_cache})
+    fwd = (base, earlier_grads, gathered, saved_all, {
+        "activations/weight_copies": forward_cache,
+        "activations/attention_mask": eager_mask(t, n, s) if stage.embedding or p.pp == 1 else 0,
+    })
     forward = _worst("forward", [
         (*fwd, {"logits/loss": logits.forward_peak} if logits else {}),
         (*fwd, {"temporaries/layer_forward": biggest.forward_transient + recompute}),

@@ -46,7 +46,7 @@ def logits_memory(arch: Architecture, n: Numerics, t: Training, p: Parallelism,
     upcast = 0 if c == 4 else 4
     softcap = T * V * c if arch.final_logit_softcapping else 0
     return LogitsMemory(
-        forward_peak=T * V * (c + upcast + 4) + 2 * softcap,
+        forward_peak=T * V * (c + upcast + 4) + softcap,
         saved=T * V * 4 + softcap,
         backward_peak=T * V * 12 + softcap,
     )

@@ -243,7 +243,7 @@ def model_states(local: LocalParams, n: Numerics, t: Training, p: Parallelism,
 
     gathered = gathered_grads = root = bucket = 0
     if zero == 3:
-        gathered = 2 * local.per_layer * n.gathered_weight  # current layer + one prefetched
+        gathered = local.per_layer * n.gathered_weight  # one layer's all-gather output
         gathered_grads = local.per_layer * (n.gathered_weight + n.grad)  # grads + reduce cast
         root = local.root * n.gathered_weight if n.fsdp_mixed else 0
     if N > 1 and p.dp > 1:
