@@ -275,13 +275,22 @@ def _stage(r: Resolved, stage: Stage) -> StageEstimate:
                             - embedding_grad * n.grad}
     incoming = {"temporaries/embedding_grad": end_tmp * n.grad
                 + s.tokens * s.hidden * max(n.residual, n.compute)}
+    end: tuple[dict[str, int], ...] = (base, grads, gathered, others_in_flight, incoming, bucket)
+    if ms.gathered_layer and local.root:
+        # FSDP2's last post-backward is the root's: its parameters are resharded, its
+        # unsharded gradients and the reduce-scatter input (in the reduce dtype) coexist
+        # (traced: llama-3.1-8b fsdp8, exact)
+        root_shard = -(-local.root // p.shard_group) * n.grad
+        end = (base, {**grads, "gradients/weights": grads["gradients/weights"] - root_shard},
+               others_in_flight, incoming,
+               {"temporaries/root_reduce_scatter": local.root * (n.gathered_weight + n.grad)})
     candidates = [
         (base, earlier_grads, bw_gathered, saved_all, layer_tmp, bucket),
         (base, before_embedding, bw_gathered, others_in_flight, last_layer, layer_tmp, bucket),
-        (base, grads, gathered, others_in_flight, incoming, bucket),
+        end,
     ]
-    if logits:
-        candidates.append((base, earlier_grads, bw_gathered, saved_all,
+    if logits:  # no layer has gradients yet: only the prefetched layer is gathered
+        candidates.append((base, earlier_grads, gathered, saved_all,
                            {"logits/loss": logits.backward_peak}))
     backward = _worst("backward", candidates)
     step = _worst("optimizer_step", [

@@ -245,7 +245,7 @@ def model_states(local: LocalParams, n: Numerics, t: Training, p: Parallelism,
     if zero == 3:
         gathered = local.per_layer * n.gathered_weight  # one layer's all-gather output
         gathered_grads = local.per_layer * (n.gathered_weight + n.grad)  # grads + reduce cast
-        root = local.root * n.gathered_weight if n.fsdp_mixed else 0
+        root = local.root * n.gathered_weight  # FSDP2 never reshards the root after forward
     if N > 1 and p.dp > 1:
         # DDP's flat buckets copy every gradient (gradient_as_bucket_view=False); DeepSpeed's
         # reduce bucket is reduce_bucket_size elements, h*h under HF's "auto" config.
