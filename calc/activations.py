@@ -278,6 +278,8 @@ def _linear_inputs(
 
 
 def _lora_targets(arch: Architecture, t: Training) -> frozenset[str]:
+    if t.lora_targets == "query_value":  # peft's default for Llama-family (fused: qkv_proj)
+        return frozenset({"q_proj", "v_proj", "qkv_proj"})
     attention = {"q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj"}
     if t.lora_targets == "attention":
         return frozenset(attention)

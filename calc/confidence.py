@@ -20,6 +20,7 @@ VALIDATED_FEATURES: dict[str, frozenset[Any]] = {
     "training.attention": frozenset({"flash", "eager"}),
     "training.loss": frozenset({"standard"}),
     "training.finetuning": frozenset({"full", "lora"}),
+    "training.lora_targets": frozenset({"all_linear", "attention"}),
     "training.implementation": frozenset({"hf"}),
     "parallelism.tp": frozenset({1}),
     "parallelism.pp": frozenset({1}),

@@ -32,7 +32,7 @@ Checkpointing = Literal["none", "selective", "full"]
 Attention = Literal["flash", "eager"]
 Loss = Literal["standard", "chunked"]
 Finetuning = Literal["full", "lora", "qlora"]
-LoraTargets = Literal["all_linear", "attention"]
+LoraTargets = Literal["all_linear", "attention", "query_value"]  # query_value: peft's Llama default
 Implementation = Literal["hf", "megatron"]
 
 _BIG = 1 << 22  # a bound on counts that catches typos without limiting real runs

@@ -56,6 +56,31 @@ def traced_rows(split: str = "all") -> list[dict[str, Any]]:
     return rows
 
 
+# Why a published measurement is not compared (each exclusion is explained, none is silent).
+EXCLUDED_FLAGS = {
+    "seq_len_is_upper_bound_only": "the effective sequence length is unknown: unpacked samples "
+    "are padded per batch to their longest, far below the configured maximum",
+    "seq_len_unknown": "the sequence length is not stated by the source",
+}
+
+
+def exclusion(entry: dict[str, Any]) -> str | None:
+    """The reason a published entry is not compared, or None when it is kept."""
+    if entry["metric"] not in METRIC_FIELD:
+        return f"metric {entry['metric']!r}: the source does not say which statistic it reports"
+    if entry.get("settings_not_expressible"):
+        return "uses settings the scenario cannot express: " + \
+            ", ".join(entry["settings_not_expressible"])
+    for flag in entry.get("flags") or ():
+        if flag in EXCLUDED_FLAGS:
+            return EXCLUDED_FLAGS[flag]
+    training = entry["scenario"].get("training", {})
+    if training.get("activation_checkpointing") == "selective":
+        return ("torchtitan's selective checkpointing is a per-op policy (it saves matmul "
+                "outputs), not the attention-core recomputation `selective` models")
+    return None
+
+
 def published_rows() -> list[dict[str, Any]]:
     rows = []
     for entry in load("published.json"):
@@ -69,11 +94,9 @@ def published_rows() -> list[dict[str, Any]]:
             row["excluded"] = f"scenario rejected: {exc}"
             rows.append(row)
             continue
-        if field is None:
-            row["excluded"] = f"metric {entry['metric']!r} is not comparable with one figure"
-        elif row["not_expressible"]:
-            row["excluded"] = "uses settings the scenario cannot express: " + \
-                ", ".join(row["not_expressible"])
+        reason = exclusion(entry)
+        if reason:
+            row["excluded"] = reason
         row["predicted"] = report[field or "peak_bytes"]
         row["error"] = row["predicted"] / entry["value_bytes"] - 1
         rows.append(row)
@@ -92,7 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--split", default="dev", choices=["dev", "test", "all"])
     parser.add_argument("--json", help="write the rows and summaries to this file")
+    parser.add_argument("--write", action="store_true",
+                        help="write validation/results/accuracy.json (all splits)")
     args = parser.parse_args(argv)
+    if args.write:
+        args.split, args.json = "all", str(HERE / "results" / "accuracy.json")
     rows = traced_rows(args.split)
     print(f"{'case':<52}{'traced GiB':>11}{'calc':>8}{'korth.':>8}{'megatron':>9}{'eleuther':>9}"
           f"  phase (traced/calc)")
@@ -112,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\npublished measurements: {len(kept)} comparable, {len(pub) - len(kept)} excluded")
     for r in kept:
         print(f"  {r['id']:<60}{r['metric']:<22}{r['error']:>+8.1%}")
+    out["summary"]["published"] = summary(kept)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
     return 0
