@@ -26,7 +26,6 @@ gated MLPs (see :func:`_megatron_layer`).
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 
 from .architecture import ACTIVATIONS, Architecture
@@ -74,15 +73,21 @@ class LayerActivations:
     forward_transient: int  # extra bytes alive at the layer's worst forward moment
     backward_transient: int  # gradient buffers alive at the layer's worst backward moment
     checkpoint_input: int  # what the layer keeps when checkpointed: its input
+    total: int = 0  # sum of `saved`, derived in __post_init__
 
-    @property
-    def total(self) -> int:
-        return sum(self.saved.values())
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "total", sum(self.saved.values()))
 
 
-class _Saved(Counter[str]):
+class _Saved(dict[str, int]):
+    """Bytes by breakdown key; `add("mlp", n)` accumulates under "activations/mlp"."""
+
     def add(self, key: str, nbytes: float) -> None:
-        self[f"activations/{key}"] += int(nbytes)
+        path = _PATHS.get(key) or _PATHS.setdefault(key, "activations/" + key)
+        self[path] = self.get(path, 0) + int(nbytes)
+
+
+_PATHS: dict[str, str] = {}
 
 
 def decoder_layer(
@@ -105,11 +110,8 @@ def decoder_layer(
         for _ in range(2):
             _norm_of_output(arch, n, saved, T * s.hidden, T)
 
-    linears = {lin.name: lin for lin in layer.linears}
-    attention_in = [lin for lin in layer.linears if lin.group == "attention" and lin.tp != "row"
-                    and not lin.name.startswith(("q_b", "kv_b"))]
-    mlp_in = [lin for lin in layer.linears
-              if lin.group in ("mlp", "shared_expert", "router") and lin.tp != "row"]
+    linears = dict(layer.by_name)
+    attention_in, mlp_in = layer.attention_inputs, layer.mlp_inputs
 
     # --- inputs of the projections reading the normed hidden states --------------------------
     drop = t.lora_dropout if lora else 0.0
@@ -192,7 +194,7 @@ def decoder_layer(
         saved.add("weight_copies", _linear_weights_local(layer, p) * c)
 
     # --- transients --------------------------------------------------------------------------
-    f_local = max(lin.in_features for lin in layer.linears if lin.tp == "row") // tp
+    f_local = layer.widest_row_input // tp
     grad_h = T * s.hidden * max(res, c)
     backward_transient = 3 * T * f_local * c + 2 * grad_h
     forward_transient = T * s.hidden_full * 4 + T * s.hidden * res
@@ -259,7 +261,7 @@ def _norm_of_output(arch: Architecture, n: Numerics, saved: _Saved, elems: int,
 
 
 def _linear_inputs(
-    n: Numerics, saved: _Saved, key: str, consumers: list[Linear], elems: int, z_width: int,
+    n: Numerics, saved: _Saved, key: str, consumers: tuple[Linear, ...], elems: int, z_width: int,
     targets: frozenset[str], trainable: bool, dropout: float = 0.0,
 ) -> None:
     """Inputs of the projections that read one normed tensor."""
@@ -330,7 +332,8 @@ def _moe(arch: Architecture, layer: LayerParams, n: Numerics, saved: _Saved, s: 
     saved.add("mlp", routed * s.hidden_full * c * 2)  # gathered expert inputs, expert outputs
     _mlp_core(arch, n, saved, "mlp", routed, f)
     if arch.shared_expert_intermediate_size:
-        shared = [lin for lin in layer.linears if lin.group == "shared_expert" and lin.tp != "row"]
+        shared = tuple(lin for lin in layer.linears
+                       if lin.group == "shared_expert" and lin.tp != "row")
         _linear_inputs(n, saved, "mlp", shared, T * s.hidden_full, z_width, targets, trainable)
         _mlp_core(arch, n, saved, "mlp", T, arch.shared_expert_intermediate_size // s.tp)
 
@@ -404,10 +407,9 @@ def _megatron_layer(arch: Architecture, layer: LayerParams, n: Numerics, t: Trai
 def head_activations(arch: Architecture, n: Numerics, t: Training, p: Parallelism,
                      s: Shape) -> dict[str, int]:
     """The final norm and the lm_head's saved input (and its autocast weight copy)."""
-    saved = _Saved()
-    z_width = _norm(arch, n, saved, s.tokens * s.hidden, s.tokens, t.finetuning == "full")
-    saved = _Saved({k.replace("activations/residual", "activations/head").replace(
-        "activations/norms", "activations/head"): v for k, v in saved.items()})
+    norm = _Saved()
+    z_width = _norm(arch, n, norm, s.tokens * s.hidden, s.tokens, t.finetuning == "full")
+    saved = _Saved({"activations/head": sum(norm.values())})
     if t.loss == "chunked":
         return dict(saved)  # the fused kernel keeps gradients instead (see logits.py)
     if t.finetuning == "full":

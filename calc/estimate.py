@@ -45,16 +45,28 @@ COMPONENTS = ("parameters", "gradients", "optimizer_states", "activations", "log
               "temporaries")
 
 
-@dataclass(frozen=True, slots=True)
 class Phase:
-    """Memory at the worst moment of one phase, by path key (`activations/attention` ...)."""
+    """Memory at the worst moment of one phase. The itemised `breakdown` (by path key,
+    `activations/attention` ...) is merged from the moment's parts on first use only."""
 
-    name: str
-    breakdown: dict[str, int]
+    __slots__ = ("_breakdown", "_parts", "name", "peak_bytes")
+
+    def __init__(self, name: str, parts: tuple[dict[str, int], ...], peak_bytes: int) -> None:
+        self.name = name
+        self.peak_bytes = peak_bytes
+        self._parts = parts
+        self._breakdown: dict[str, int] | None = None
 
     @property
-    def peak_bytes(self) -> int:
-        return sum(self.breakdown.values())
+    def breakdown(self) -> dict[str, int]:
+        if self._breakdown is None:
+            merged: dict[str, int] = {}
+            for part in self._parts:
+                for key, value in part.items():
+                    if value:
+                        merged[key] = merged.get(key, 0) + value
+            self._breakdown = merged
+        return self._breakdown
 
     @property
     def components(self) -> dict[str, int]:
@@ -86,8 +98,11 @@ class Estimate:
     overhead: dict[str, int]
     param_count: int
     trainable_param_count: int
-    confidence: dict[str, Any]
     warnings: tuple[dict[str, str], ...] = field(default=())
+
+    @property
+    def confidence(self) -> dict[str, Any]:
+        return confidence(self.resolved)
 
     @property
     def peak_bytes(self) -> int:
@@ -177,7 +192,6 @@ def estimate(scenario: Scenario | dict[str, Any] | str) -> Estimate:
         overhead=overhead(worst.peak.peak_bytes, p),
         param_count=counts.total,
         trainable_param_count=trainable,
-        confidence=confidence(resolved),
         warnings=tuple(w.as_dict() for w in resolved.warnings),
     )
 
@@ -300,25 +314,21 @@ def _stage(r: Resolved, stage: Stage) -> StageEstimate:
 
 
 def _worst(name: str, candidates: list[tuple[dict[str, int], ...]]) -> Phase:
-    """The candidate moment with the most bytes, itemised by path key."""
-    sums: dict[int, int] = {}  # parts are shared between candidates: sum each once
-
-    def total(parts: tuple[dict[str, int], ...]) -> int:
-        out = 0
+    """The candidate moment with the most bytes (parts shared between candidates are summed
+    once)."""
+    sums: dict[int, int] = {}
+    best, worst = -1, candidates[0]
+    for parts in candidates:
+        total = 0
         for part in parts:
-            key = id(part)
-            if key not in sums:
-                sums[key] = sum(part.values())
-            out += sums[key]
-        return out
-
-    worst = max(candidates, key=total)
-    merged: dict[str, int] = {}
-    for part in worst:
-        for key, value in part.items():
-            if value:
-                merged[key] = merged.get(key, 0) + value
-    return Phase(name, merged)
+            ident = id(part)
+            value = sums.get(ident)
+            if value is None:
+                value = sums[ident] = sum(part.values())
+            total += value
+        if total > best:
+            best, worst = total, parts
+    return Phase(name, worst, best)
 
 
 __all__ = ["COMPONENTS", "PHASES", "Architecture", "Estimate", "Phase", "Shape", "estimate"]

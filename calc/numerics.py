@@ -17,6 +17,7 @@ Every memory term asks this module for byte widths instead of branching on modes
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .scenario import Parallelism, Training
 
@@ -38,16 +39,21 @@ class Numerics:
 
 
 def numerics(t: Training, p: Parallelism) -> Numerics:
-    low = 2 if t.precision in ("bf16", "fp16", "fp8") else 4
-    linear_in = 1 if t.precision == "fp8" else low
-    if t.precision == "fp32":
+    return _numerics(t.precision, t.mixed_precision, p.zero == 3)
+
+
+@lru_cache(maxsize=64)
+def _numerics(precision: str, mixed_precision: str, fsdp: bool) -> Numerics:
+    low = 2 if precision in ("bf16", "fp16", "fp8") else 4
+    linear_in = 1 if precision == "fp8" else low
+    if precision == "fp32":
         return Numerics(4, 4, 4, 4, 4, 4, 4, 0, autocast=False, fsdp_mixed=False)
-    if t.mixed_precision == "pure":
+    if mixed_precision == "pure":
         return Numerics(low, linear_in, low, low, low, low, low, 0, autocast=False,
                         fsdp_mixed=False)
-    if t.mixed_precision == "master":
+    if mixed_precision == "master":
         return Numerics(low, linear_in, low, low, low, low, 4, 4, autocast=False,
                         fsdp_mixed=False)
-    if p.zero == 3:  # FSDP2 with a low-precision param_dtype: compute as pure, store fp32
+    if fsdp:  # FSDP2 with a low-precision param_dtype: compute as pure, store fp32
         return Numerics(low, linear_in, low, 4, low, 4, 4, 0, autocast=False, fsdp_mixed=True)
     return Numerics(low, linear_in, 4, 4, low, 4, 4, 0, autocast=True, fsdp_mixed=False)

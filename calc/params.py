@@ -49,14 +49,30 @@ class LayerParams:
     linears: tuple[Linear, ...]
     norm_count: int  # norm weights (and LayerNorm biases), q/k norms
     moe: bool
+    # Derived once in __post_init__ (the activation model asks for these on every estimate).
+    linear_weight_count: int = 0
+    bias_count: int = 0
+    attention_inputs: tuple[Linear, ...] = ()  # projections reading the attention norm's output
+    mlp_inputs: tuple[Linear, ...] = ()  # projections reading the MLP norm's output
+    by_name: tuple[tuple[str, Linear], ...] = ()
+    widest_row_input: int = 0  # the MLP intermediate (or expert intermediate)
 
-    @property
-    def linear_weight_count(self) -> int:
-        return sum(lin.weight_count for lin in self.linears)
-
-    @property
-    def bias_count(self) -> int:
-        return sum(lin.bias_count for lin in self.linears)
+    def __post_init__(self) -> None:
+        linears = self.linears
+        derived = {
+            "linear_weight_count": sum(lin.weight_count for lin in linears),
+            "bias_count": sum(lin.bias_count for lin in linears),
+            "attention_inputs": tuple(
+                lin for lin in linears if lin.group == "attention" and lin.tp != "row"
+                and not lin.name.startswith(("q_b", "kv_b"))),
+            "mlp_inputs": tuple(
+                lin for lin in linears
+                if lin.group in ("mlp", "shared_expert", "router") and lin.tp != "row"),
+            "by_name": tuple((lin.name, lin) for lin in linears),
+            "widest_row_input": max(lin.in_features for lin in linears if lin.tp == "row"),
+        }
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)
 
     @property
     def count(self) -> int:

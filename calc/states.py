@@ -66,38 +66,37 @@ class LocalParams:
     factored: int  # Adafactor's second moment: rows + cols per trainable matrix, vectors whole
 
 
-def _split(lin: Linear, p: Parallelism) -> tuple[int, int]:
+def _split(lin: Linear, tp: int, ep: int) -> tuple[int, int]:
     w, b = lin.weight_count, lin.bias_count
     if lin.tp != "none":
-        w //= p.tp
+        w //= tp
         if lin.tp == "column":
-            b //= p.tp
+            b //= tp
     if lin.group == "experts":
-        w //= p.ep
-        b //= p.ep
+        w //= ep
+        b //= ep
     return w, b
-
-
-def _lora_size(lin: Linear, t: Training, p: Parallelism, targets: frozenset[str]) -> int:
-    if lin.name not in targets or lin.group in ("router",):
-        return 0
-    r = t.lora_rank
-    inp = lin.in_features // (p.tp if lin.tp == "row" else 1)
-    out = lin.out_features // (p.tp if lin.tp == "column" else 1)
-    return r * (inp + out) * (lin.copies // (p.ep if lin.group == "experts" else 1))
 
 
 def local_params(arch: Architecture, t: Training, p: Parallelism, stage: Stage,
                  targets: frozenset[str]) -> LocalParams:
+    """Parameters one GPU of `stage` holds. Independent of batch and sequence, so memoised
+    (a batch or sequence search re-estimates the same model many times)."""
+    return _local_params(arch, t.finetuning, t.lora_rank, p.tp, p.ep, stage, targets)
+
+
+@lru_cache(maxsize=4096)
+def _local_params(arch: Architecture, finetuning: str, lora_rank: int, tp: int, ep: int,
+                  stage: Stage, targets: frozenset[str]) -> LocalParams:
     counts: ParamCounts = count_params(arch)
-    lora = t.finetuning in ("lora", "qlora")
+    lora = finetuning in ("lora", "qlora")
     total = trainable = experts = linear_w = adapters = factored = 0
     largest = 0
     per_layer = 0
     for layer, n in ((counts.dense_layer, stage.dense_layers), (counts.moe_layer, stage.moe_layers)):
         if layer is None or n == 0:
             continue
-        lt, le, lw, la, big, fac = _layer_local(layer, t, p, targets)
+        lt, le, lw, la, big, fac = _layer_local(layer, lora, lora_rank, tp, ep, targets)
         total += n * lt
         experts += n * le
         linear_w += n * lw
@@ -107,7 +106,7 @@ def local_params(arch: Architecture, t: Training, p: Parallelism, stage: Stage,
         per_layer = max(per_layer, lt + la)
     root = 0
     h = arch.hidden_size
-    vocab_part = counts.embedding // p.tp
+    vocab_part = counts.embedding // tp
     vocab_rows = vocab_part // h
     root_matrices = 0
     if stage.embedding:
@@ -116,7 +115,7 @@ def local_params(arch: Architecture, t: Training, p: Parallelism, stage: Stage,
     if stage.head:
         root += counts.final_norm
         if counts.lm_head:
-            root += counts.lm_head // p.tp
+            root += counts.lm_head // tp
             root_matrices += 1
         elif not stage.embedding:
             root += vocab_part  # tied weights: the last stage keeps its own copy
@@ -134,27 +133,26 @@ def local_params(arch: Architecture, t: Training, p: Parallelism, stage: Stage,
     return LocalParams(total, trainable, experts, largest, per_layer, linear_w, root, factored)
 
 
-def _layer_local(layer: LayerParams, t: Training, p: Parallelism,
+def _layer_local(layer: LayerParams, lora: bool, rank: int, tp: int, ep: int,
                  targets: frozenset[str]) -> tuple[int, int, int, int, int, int]:
     """(params, expert params, linear weights, LoRA params, largest tensor, Adafactor factors)
     of one decoder layer on one GPU."""
     total = experts = linear = adapters = largest = factored = 0
-    lora = t.finetuning != "full"
     for lin in layer.linears:
-        w, b = _split(lin, p)
+        w, b = _split(lin, tp, ep)
         total += w + b
         linear += w
-        copies = lin.copies // (p.ep if lin.group == "experts" else 1)
-        rows = lin.out_features // (p.tp if lin.tp == "column" else 1)
-        cols = lin.in_features // (p.tp if lin.tp == "row" else 1)
+        copies = lin.copies // (ep if lin.group == "experts" else 1)
+        rows = lin.out_features // (tp if lin.tp == "column" else 1)
+        cols = lin.in_features // (tp if lin.tp == "row" else 1)
         if lin.group == "experts":
             experts += w + b
         if lora:
-            size = _lora_size(lin, t, p, targets)
+            size = rank * (rows + cols) * copies if lin.name in targets else 0
             adapters += size
             if size:
-                largest = max(largest, t.lora_rank * max(rows, cols))
-                factored += copies * (2 * t.lora_rank + rows + cols)
+                largest = max(largest, rank * max(rows, cols))
+                factored += copies * (2 * rank + rows + cols)
         else:
             largest = max(largest, rows * cols)
             factored += copies * (rows + cols) + b
