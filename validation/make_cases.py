@@ -1,0 +1,112 @@
+#!/usr/bin/env python
+"""Generates validation/cases.json (run: python validation/make_cases.py)."""
+import copy
+import json
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PRESETS = os.path.join(os.path.dirname(HERE), "presets", "models")
+
+
+def preset_cfg(pid):
+    with open(os.path.join(PRESETS, f"{pid}.json")) as f:
+        return json.load(f)["hf_config"]
+
+
+def inline(pid, **over):
+    c = copy.deepcopy(preset_cfg(pid))
+    c.update(over)
+    return {"hf_config": c}
+
+
+CASES = []
+
+
+def case(split, model, b, s, mp="amp", attn="flash", prec="bf16", opt="adamw", impl="fused",
+         ac="none", gas=1, lora=None, targets="all_linear", lora_dropout=0.0, dp=1, notes="",
+         tag=None):
+    name = model if isinstance(model, str) else tag
+    parts = [name, f"b{b}", f"s{s}", mp if prec == "bf16" else f"{mp}-{prec}", attn]
+    if (opt, impl) != ("adamw", "fused"):
+        parts.append(f"{opt}-{impl}")
+    if ac != "none":
+        parts.append(f"ac{ac}")
+    if gas > 1:
+        parts.append(f"gas{gas}")
+    if lora:
+        parts.append(f"lora{lora}{'attn' if targets == 'attention' else ''}")
+    if dp > 1:
+        parts.append(f"fsdp{dp}")
+    tr = {"micro_batch_size": b, "seq_len": s, "gradient_accumulation_steps": gas,
+          "precision": prec, "mixed_precision": mp, "optimizer": opt, "optimizer_impl": impl,
+          "activation_checkpointing": ac, "attention": attn, "loss": "standard",
+          "finetuning": "lora" if lora else "full"}
+    if lora:
+        tr.update({"lora_rank": lora, "lora_targets": targets, "lora_dropout": lora_dropout})
+    sc = {"schema_version": 1, "model": model, "training": tr,
+          "parallelism": {"dp": dp, "zero": 3 if dp > 1 else 0}, "gpu": "h100-sxm-80gb"}
+    CASES.append({"id": "_".join(parts), "split": split, "scenario": sc, "notes": notes})
+
+
+# ------------------------------------------------------------------ dev
+case("dev", "gpt2", 1, 512, notes="smallest end-to-end case; gpt2 dropouts 0.1 (attn dropout inside flash)")
+case("dev", "gpt2", 4, 1024, attn="eager", notes="eager attention: scores/probs/dropout mask per layer")
+case("dev", "gpt2-medium", 2, 1024, mp="pure", impl="foreach")
+case("dev", "gpt2", 8, 1024, mp="pure", prec="fp32", opt="sgd", impl="foreach",
+     notes="fp32 -> SDPA mem-efficient kernel (flash needs 16-bit); plain SGD has no state")
+case("dev", "llama-3.2-1b", 2, 2048)
+case("dev", "llama-3.2-1b", 1, 4096, ac="full")
+case("dev", "llama-3.2-1b", 1, 2048, mp="master", notes="harness MasterWeightsOptimizer (see README)")
+case("dev", "llama-3.2-1b", 2, 1024, mp="pure", attn="eager", impl="for_loop")
+case("dev", "llama-3.2-1b", 1, 2048, mp="pure", lora=16)
+case("dev", "llama-3.2-1b", 4, 1024, gas=4)
+case("dev", "llama-3.2-1b", 1, 2048, prec="fp16")
+case("dev", inline("llama-3.2-1b", num_hidden_layers=4, attention_dropout=0.1), 2, 4096,
+     tag="llama-3.2-1b-4L-attndrop", notes="4-layer llama-3.2-1b with attention_dropout=0.1 (flash keeps rng state only)")
+case("dev", "qwen2.5-0.5b", 4, 2048, opt="adafactor", impl="for_loop", notes="transformers Adafactor, scale_parameter=False, relative_step=False")
+case("dev", "qwen2.5-0.5b", 2, 1024, dp=2)
+case("dev", "qwen2.5-0.5b", 1, 4096, lora=64, lora_dropout=0.05)
+case("dev", "qwen2.5-1.5b", 1, 4096, mp="pure", opt="sgd_momentum")
+case("dev", "qwen3-0.6b", 2, 2048, impl="foreach", ac="full")
+case("dev", "qwen3-0.6b", 1, 8192, mp="pure")
+case("dev", "gemma-2-2b", 1, 2048, attn="eager", notes="gemma2 needs eager (sdpa rejects attn softcapping)")
+case("dev", "gemma-2-2b", 1, 4096, mp="pure", attn="eager", ac="full")
+case("dev", "phi-3-mini", 1, 2048, mp="pure", notes="phi3 sliding_window=2047 -> explicit mask -> mem-efficient SDPA")
+case("dev", "phi-3-mini", 2, 1024, attn="eager", ac="full")
+case("dev", "mistral-7b", 1, 4096, mp="pure", ac="full", lora=16, targets="attention")
+case("dev", "llama-3.1-8b", 1, 2048, ac="full", dp=8)
+case("dev", "llama-3.1-8b", 1, 4096, mp="pure", ac="full", lora=8)
+case("dev", "qwen2.5-7b", 1, 2048, mp="pure", dp=4)
+case("dev", "gpt2", 2, 1024, mp="master", prec="fp16", opt="sgd_momentum", impl="foreach")
+case("dev", inline("llama-3.1-8b", num_hidden_layers=4), 1, 8192, attn="eager",
+     tag="llama-3.1-8b-4L", notes="4-layer llama-3.1-8b: eager attention at 8k (S^2 scores)")
+
+# ------------------------------------------------------------------ test
+case("test", "gpt2-medium", 4, 1024)
+case("test", "gpt2", 2, 512, mp="pure", prec="fp32", attn="eager", opt="adam", impl="for_loop")
+case("test", "gpt2", 8, 1024, opt="sgd", impl="foreach")
+case("test", "llama-3.2-1b", 4, 2048, ac="full")
+case("test", "llama-3.2-1b", 1, 4096, mp="master", impl="foreach")
+case("test", "llama-3.2-1b", 2, 2048, prec="fp16", gas=2)
+case("test", "qwen2.5-1.5b", 2, 2048, gas=2)
+case("test", "qwen2.5-1.5b", 1, 2048, mp="master", attn="eager")
+case("test", "qwen2.5-0.5b", 8, 1024, mp="pure", attn="eager", opt="adafactor", impl="for_loop")
+case("test", "qwen3-0.6b", 4, 2048, lora=32)
+case("test", "qwen3-0.6b", 1, 4096, ac="full", dp=2)
+case("test", "gemma-2-2b", 2, 1024, attn="eager", dp=4)
+case("test", "phi-3-mini", 1, 4096, ac="full")
+case("test", "mistral-7b", 1, 2048, mp="pure", ac="full", dp=8)
+case("test", "llama-3.1-8b", 2, 4096, mp="pure", ac="full", lora=16)
+case("test", "qwen2.5-7b", 1, 1024, mp="pure", lora=16, targets="attention")
+case("test", "llama-3-8b", 1, 8192, ac="full", dp=8)
+case("test", inline("qwen2.5-7b", num_hidden_layers=4), 2, 4096, attn="eager", tag="qwen2.5-7b-4L",
+     notes="4-layer qwen2.5-7b, eager attention")
+
+if __name__ == "__main__":
+    ids = [c["id"] for c in CASES]
+    assert len(ids) == len(set(ids)), "duplicate ids"
+    with open(os.path.join(HERE, "cases.json"), "w") as f:
+        json.dump(CASES, f, indent=1)
+        f.write("\n")
+    n_dev = sum(c["split"] == "dev" for c in CASES)
+    print(f"{len(CASES)} cases: {n_dev} dev, {len(CASES) - n_dev} test")
