@@ -22,7 +22,7 @@ from typing import Any, Literal, get_args, get_origin
 from ._version import __version__
 from .estimate import COMPONENTS, Estimate, estimate
 from .presets import gpus, models
-from .scenario import Parallelism, ScenarioError, Training
+from .scenario import Parallelism, ScenarioError, Training, scenario_dict
 
 GiB = 1024**3
 ALIASES = {"micro_batch_size": ["--batch"]}
@@ -56,12 +56,7 @@ def _scenario_from(args: argparse.Namespace) -> dict[str, Any]:
             text = sys.stdin.read() if args.scenario == "-" else Path(args.scenario).read_text()
         except OSError as exc:
             raise ScenarioError("scenario", f"cannot read {args.scenario}: {exc.strerror}") from None
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ScenarioError("scenario", f"is not valid JSON ({exc.msg} at line {exc.lineno})") from None
-        if not isinstance(data, dict):
-            raise ScenarioError("scenario", "must be a JSON object")
+        data = scenario_dict(text)
     for key, value in vars(args).items():
         if value is None or "." not in key:
             continue

@@ -172,15 +172,23 @@ def migrate(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "schema_version": SCHEMA_VERSION}
 
 
+def scenario_dict(text: str | bytes) -> dict[str, Any]:
+    """The JSON object in `text`, or a :class:`ScenarioError` saying why it is not one."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ScenarioError("scenario", f"is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(data, dict):
+        raise ScenarioError("scenario", "must be a JSON object")
+    return data
+
+
 def parse_scenario(data: dict[str, Any] | str | bytes | Scenario) -> Scenario:
     """Validate a scenario from a dict or JSON text; raise :class:`ScenarioError` on bad input."""
     if isinstance(data, Scenario):
         return data
     if isinstance(data, str | bytes):
-        try:
-            data = json.loads(data)
-        except json.JSONDecodeError as exc:
-            raise ScenarioError("scenario", f"is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        data = scenario_dict(data)
     if not isinstance(data, dict):
         raise ScenarioError("scenario", "must be a JSON object")
     data = migrate(data)
