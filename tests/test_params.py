@@ -60,3 +60,35 @@ def test_unknown_model_type_is_read_as_llama_with_a_note() -> None:
                                   "intermediate_size": 128, "vocab_size": 100})
     assert arch.model_type == "llama"
     assert "olmo2" in notes[0]
+
+
+# Small configs of the model types no preset exercises; expected counts are
+# sum(p.numel()) of transformers 5.23's model built from the same config on the meta device.
+SMALL_CONFIGS = [
+    ({"model_type": "gemma", "hidden_size": 256, "intermediate_size": 1024,
+      "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 1,
+      "head_dim": 128, "vocab_size": 1000, "hidden_activation": "gelu_pytorch_tanh"}, 3_600_128),
+    ({"model_type": "gemma3_text", "hidden_size": 256, "intermediate_size": 1024,
+      "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2,
+      "head_dim": 64, "vocab_size": 1000}, 3_208_832),
+    ({"model_type": "qwen2_moe", "hidden_size": 256, "intermediate_size": 1024,
+      "moe_intermediate_size": 128, "shared_expert_intermediate_size": 512, "num_experts": 8,
+      "num_experts_per_tok": 2, "num_hidden_layers": 3, "num_attention_heads": 4,
+      "num_key_value_heads": 2, "vocab_size": 1000, "decoder_sparse_step": 1,
+      "mlp_only_layers": [1]}, 4_255_488),
+    ({"model_type": "mistral", "hidden_size": 256, "intermediate_size": 1024,
+      "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2,
+      "head_dim": 64, "vocab_size": 1000}, 2_741_504),
+    ({"model_type": "llama", "hidden_size": 256, "intermediate_size": 1024,
+      "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2,
+      "vocab_size": 1000, "attention_bias": True, "mlp_bias": True}, 2_419_712),
+]
+
+
+@pytest.mark.parametrize(("config", "expected"), SMALL_CONFIGS,
+                         ids=[c["model_type"] + ("_bias" if c.get("mlp_bias") else "")
+                              for c, _ in SMALL_CONFIGS])
+def test_hf_config_model_types_count_like_transformers(config, expected) -> None:
+    arch, notes = from_hf_config(config)
+    assert notes == []
+    assert count_params(arch).total == expected
