@@ -129,8 +129,9 @@ def decoder_layer(
     elif arch.traits.qk_norm:
         for heads in (a, k):
             # per-head RMSNorm of the (low-precision) projection output: fp32 copy of its
-            # input, rsqrt, and the normalised tensor cast back to the input's dtype
-            saved.add("attention", T * heads * d * (4 + c) + T * heads * 4)
+            # input, rsqrt, and (when its weight trains) the normalised tensor cast back
+            width = 4 + (c if trainable_weights else 0)
+            saved.add("attention", T * heads * d * width + T * heads * 4)
     q_width = c  # SDPA (lower-precision op under autocast) sees low-precision q, k, v
     ad = a * d
     rotary = arch.traits.rotary
