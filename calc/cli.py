@@ -3,6 +3,10 @@
     calc estimate SCENARIO.json [--json] [--tp 4 --seq-len 8192 ...]
     calc estimate --model llama-3-8b --batch 4 --gpu a100-40gb
     calc presets [--json]
+    calc max-batch SCENARIO.json [--target 0.85] [--json]     calc max-seq ...
+    calc recommend SCENARIO.json [--json]                      calc compare A.json B.json ...
+    calc cost SCENARIO.json --tokens 1e12 [--mfu 0.4] [--price-per-gpu-hour 2.5]
+    calc export --format deepspeed SCENARIO.json               calc kv-cache MODEL --seq-len N
 
 Flags are generated from the scenario's fields (`--micro-batch-size` for
 `training.micro_batch_size`), so the CLI and the JSON contract cannot drift apart. Errors go to
@@ -21,6 +25,22 @@ from typing import Any, Literal, get_args, get_origin
 
 from ._version import __version__
 from .estimate import COMPONENTS, Estimate, estimate
+from .plan import (
+    DEFAULT_MFU,
+    DEFAULT_TARGET,
+    FORMATS,
+    ExportError,
+    FitResult,
+    KVQuant,
+    PlanError,
+    compare,
+    export,
+    kv_cache_bytes,
+    max_micro_batch,
+    max_seq_len,
+    recommend,
+    training_cost,
+)
 from .presets import gpus, models
 from .scenario import Parallelism, ScenarioError, Training, scenario_dict
 
@@ -131,7 +151,138 @@ def build_parser() -> argparse.ArgumentParser:
     _add_field_flags(est)
     pre = sub.add_parser("presets", help="list model and GPU presets")
     pre.add_argument("--json", action="store_true")
+    _add_plan_commands(sub)
     return parser
+
+
+# ---------------------------------------------------------------------------------------------
+# Planning commands (calc.plan)
+# ---------------------------------------------------------------------------------------------
+
+def _scenario_command(sub: Any, name: str, help: str) -> argparse.ArgumentParser:
+    cmd: argparse.ArgumentParser = sub.add_parser(name, help=help)
+    cmd.add_argument("scenario", nargs="?", help="scenario JSON file, or - for stdin")
+    cmd.add_argument("--json", action="store_true", help="print the result as JSON")
+    _add_field_flags(cmd)
+    return cmd
+
+
+def _count(text: str) -> int:
+    """A token count: 1000000, 1e12 or 2.5e9."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value.is_integer():
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}")
+    return int(value)
+
+
+def _add_plan_commands(sub: Any) -> None:
+    for name, what in (("max-batch", "micro_batch_size"), ("max-seq", "seq_len")):
+        cmd = _scenario_command(sub, name, f"largest {what} that fits the memory target")
+        cmd.add_argument("--target", type=float, default=DEFAULT_TARGET,
+                         help="fraction of the GPU's usable memory (default %(default)s)")
+    _scenario_command(sub, "recommend", "changes that save device memory, ranked")
+    cmp = sub.add_parser("compare", help="scenarios side by side")
+    cmp.add_argument("scenarios", nargs="+", help="scenario JSON files")
+    cmp.add_argument("--json", action="store_true")
+    cost = _scenario_command(sub, "cost", "FLOPs, step time, time and cost to train N tokens")
+    cost.add_argument("--tokens", type=_count, required=True, help="training tokens (1e12 ok)")
+    cost.add_argument("--mfu", type=float, default=DEFAULT_MFU,
+                      help="assumed utilisation of peak dense TFLOPS (default %(default)s)")
+    cost.add_argument("--price-per-gpu-hour", type=float, help="USD (default: a list price)")
+    exp = _scenario_command(sub, "export", "framework configuration for the scenario")
+    exp.add_argument("--format", choices=FORMATS, required=True)
+    kv = sub.add_parser("kv-cache", help="KV cache bytes for inference or RL rollouts")
+    kv.add_argument("model", help="model preset id")
+    kv.add_argument("--batch", type=int, default=1, help="sequences")
+    kv.add_argument("--seq-len", type=int, required=True, help="tokens per sequence")
+    kv.add_argument("--dtype-bytes", type=int, default=2, help="bytes per element (bf16: 2)")
+    kv.add_argument("--tp", type=int, default=1, help="tensor-parallel GPUs sharing the heads")
+    kv.add_argument("--quant-bits", type=int, choices=[2, 4, 8], help="quantised cache")
+    kv.add_argument("--group-size", type=int, default=64)
+    kv.add_argument("--residual-length", type=int, default=0)
+    kv.add_argument("--json", action="store_true")
+
+
+def _fit_text(r: FitResult) -> str:
+    name = r.field.split(".")[1]
+    if r.value is None:
+        return f"{name}: nothing fits: {r.reason}"
+    assert r.device_bytes is not None
+    line = (f"{name} {r.value}: {_gib(r.device_bytes)} of {_gib(r.limit_bytes)} "
+            f"({r.target:.0%} of the GPU)")
+    if r.next_value is not None and r.next_device_bytes is not None:
+        line += f"; {r.next_value} would need {_gib(r.next_device_bytes)}"
+    return "\n".join([line, *(f"  note: {n}" for n in r.notes)])
+
+
+def _plan(args: argparse.Namespace) -> tuple[dict[str, Any] | list[Any], str]:
+    """Run one planning command: (its JSON, its text)."""
+    cmd = args.command
+    if cmd == "compare":
+        texts = []
+        for path in args.scenarios:
+            try:
+                texts.append(Path(path).read_text())
+            except OSError as exc:
+                raise ScenarioError("scenario", f"cannot read {path}: {exc.strerror}") from None
+        d = compare(texts, labels=[Path(p).stem for p in args.scenarios]).as_dict()
+        rows = [f"{'':<28}" + "".join(f"{col['label'][:16]:>18}" for col in d["scenarios"])]
+        for key in ("device_bytes", "peak_bytes"):
+            rows.append(f"{key:<28}" + "".join(f"{_gib(col[key]):>18}" for col in d["scenarios"]))
+        for key in ("utilization", "fits", "micro_batch_size", "gradient_accumulation_steps",
+                    "dp", "global_batch_size", "gpus"):
+            rows.append(f"{key:<28}" + "".join(
+                f"{col[key]:>18.0%}" if key == "utilization" else f"{col[key]!s:>18}"
+                for col in d["scenarios"]))
+        rows.append(f"difference vs {d['baseline']}:")
+        for comp in COMPONENTS:
+            rows.append(f"  {comp:<26}" + "".join(
+                f"{_gib(col['difference']['components'][comp]):>18}" for col in d["scenarios"]))
+        return d, "\n".join(rows)
+    if cmd == "kv-cache":
+        quant = None
+        if args.quant_bits:
+            quant = KVQuant(bits=args.quant_bits, group_size=args.group_size,
+                            residual_length=args.residual_length)
+        n = kv_cache_bytes(args.model, args.batch, args.seq_len, args.dtype_bytes,
+                           quant=quant, tp=args.tp)
+        return {"kv_cache_bytes": n}, f"KV cache: {_gib(n)} per GPU"
+    data = _scenario_from(args)
+    if cmd in ("max-batch", "max-seq"):
+        fit = (max_micro_batch if cmd == "max-batch" else max_seq_len)(data, args.target)
+        return fit.as_dict(), _fit_text(fit)
+    if cmd == "recommend":
+        recs = recommend(data)
+        lines = [f"now {_gib(recs.base.device_bytes)} of {_gib(recs.base.usable_bytes)}"]
+        for i, r in enumerate(recs.levers, 1):
+            lines.append(f"{i:>3}. {r.title}: saves {_gib(r.saving_bytes)} "
+                         f"({r.saving_percent:.0f}%){'' if r.fits else ', still does not fit'}")
+            lines.append(f"     cost: {r.cost}")
+        lines.append("larger GPUs (by headroom):")
+        lines += [f"     {r.title}: {_gib(r.headroom_bytes)} headroom"
+                  for r in recs.larger_gpus]
+        return recs.as_dict(), "\n".join(lines)
+    if cmd == "cost":
+        c = training_cost(data, args.tokens, mfu=args.mfu,
+                          price_per_gpu_hour=args.price_per_gpu_hour)
+        money = "no price" if c.cost_usd is None else f"${c.cost_usd:,.0f}"
+        lines = [f"{c.gpus} x {c.gpu}: {c.step_seconds:.3f} s/step, "
+                 f"{c.tokens_per_second:,.0f} tokens/s at {c.mfu:.0%} of peak",
+                 f"{c.tokens:,} tokens: {c.steps:,} steps, {c.train_seconds / 86400:,.2f} days, "
+                 f"{c.gpu_hours:,.0f} GPU-hours, {money}"]
+        if c.price_source:
+            lines.append(f"  price: {c.price_per_gpu_hour} USD/GPU-hour ({c.price_source})")
+        lines += [f"  note: {n}" for n in c.notes]
+        return c.as_dict(), "\n".join(lines)
+    if cmd == "export":
+        e = export(data, args.format)
+        for note in e.notes:
+            print(f"note: {note}", file=sys.stderr)
+        return e.as_dict(), e.text.rstrip("\n")
+    raise AssertionError(cmd)  # pragma: no cover
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -140,8 +291,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "presets":
             print(_presets(args.json))
             return 0
+        if args.command != "estimate":
+            data, text = _plan(args)
+            print(json.dumps(data, indent=2) if args.json else text)
+            return 0
         report = estimate(_scenario_from(args))
-    except ScenarioError as exc:
+    except (ScenarioError, PlanError, ExportError) as exc:
         print(f"calc: error: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(report.as_dict(), indent=2) if args.json else format_table(report))

@@ -113,6 +113,11 @@ class Estimate:
         return self.stage.peak.name
 
     @property
+    def components(self) -> dict[str, int]:
+        """Bytes at the peak by component (they sum to `peak_bytes`)."""
+        return self.stage.peak.components
+
+    @property
     def reserved_bytes(self) -> int:
         return self.peak_bytes + self.overhead["overhead/allocator"]
 

@@ -1,0 +1,30 @@
+"""Planning tools on top of the estimator: what fits, what to change, what it costs, how to
+configure it.
+
+    >>> from calc.plan import max_micro_batch
+    >>> max_micro_batch({"model": "gpt2", "training": {"seq_len": 1024}}).value > 1
+    True
+
+- :func:`max_micro_batch`, :func:`max_seq_len`: the largest value that fits a memory target;
+- :func:`recommend`: single changes ranked by the device memory they save;
+- :func:`compare`: scenarios side by side;
+- :func:`training_cost`: FLOPs, step time, time and money to train N tokens;
+- :func:`export`: DeepSpeed, Accelerate FSDP, torchtitan, Megatron-LM, HF Trainer settings;
+- :func:`kv_cache_bytes`: the KV cache of inference and RL rollouts.
+"""
+
+from ._common import PlanError
+from .compare import Comparison, compare
+from .cost import DEFAULT_MFU, Flops, TrainingCost, flops_per_token, training_cost
+from .export import FORMATS, Export, ExportError, ExportFormat, export
+from .fit import DEFAULT_TARGET, FitResult, fits_target, max_micro_batch, max_seq_len
+from .kv_cache import KVQuant, kv_cache_bytes
+from .prices import PRICES, GpuPrice
+from .recommend import Recommendation, Recommendations, recommend
+
+__all__ = [
+    "DEFAULT_MFU", "DEFAULT_TARGET", "FORMATS", "PRICES", "Comparison", "Export", "ExportError",
+    "ExportFormat", "FitResult", "Flops", "GpuPrice", "KVQuant", "PlanError", "Recommendation",
+    "Recommendations", "TrainingCost", "compare", "export", "fits_target", "flops_per_token",
+    "kv_cache_bytes", "max_micro_batch", "max_seq_len", "recommend", "training_cost",
+]

@@ -1,0 +1,44 @@
+"""Helpers shared by the planning tools: changed copies of a scenario, the plan error."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..scenario import Scenario, parse_scenario
+
+GiB = 1024**3
+
+ScenarioInput = Scenario | dict[str, Any] | str
+
+
+class PlanError(ValueError):
+    """A planning request that cannot be answered: `field` names the input, `message` the rule.
+
+    Shaped like :class:`calc.ScenarioError` so callers and the CLI report both the same way."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def changed(
+    scenario: Scenario, *, training: dict[str, Any] | None = None,
+    parallelism: dict[str, Any] | None = None, gpu: str | None = None,
+) -> Scenario:
+    """A validated copy of `scenario` with some fields of `training` / `parallelism` replaced.
+
+        >>> s = parse_scenario({"model": "gpt2"})
+        >>> changed(s, training={"seq_len": 512}).training.seq_len
+        512
+    """
+    data = scenario.model_dump(mode="json")
+    data["training"] = {**data["training"], **(training or {})}
+    data["parallelism"] = {**data["parallelism"], **(parallelism or {})}
+    if gpu is not None:
+        data["gpu"] = gpu
+    return parse_scenario(data)
+
+
+def gib(n: int | float) -> str:
+    return f"{n / GiB:,.2f} GiB"

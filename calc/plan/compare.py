@@ -1,0 +1,95 @@
+"""Comparison: several scenarios side by side, each against the first (the baseline).
+
+Global batch = micro_batch_size x gradient_accumulation_steps x dp, in sequences: tensor,
+pipeline and context parallel ranks work on the same sequences, so they do not multiply it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..estimate import COMPONENTS, Estimate, estimate
+from ..scenario import ScenarioError
+from ._common import PlanError, ScenarioInput
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One scenario's figures, with its differences from the baseline."""
+
+    label: str
+    report: Estimate
+
+    @property
+    def global_batch_size(self) -> int:
+        t, p = self.report.scenario.training, self.report.scenario.parallelism
+        return t.micro_batch_size * t.gradient_accumulation_steps * p.dp
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.global_batch_size * self.report.scenario.training.seq_len
+
+    def as_dict(self, baseline: Column) -> dict[str, Any]:
+        r, b = self.report, baseline.report
+        t, p = r.scenario.training, r.scenario.parallelism
+        comps, base_comps = r.components, b.components
+        return {
+            "label": self.label,
+            "model": r.scenario.model if isinstance(r.scenario.model, str) else "custom",
+            "gpu": r.resolved.gpu.id,
+            "gpus": p.world_size,
+            "peak_bytes": r.peak_bytes,
+            "device_bytes": r.device_bytes,
+            "usable_bytes": r.usable_bytes,
+            "utilization": round(r.utilization, 6),
+            "fits": r.fits,
+            "peak_phase": r.peak_phase,
+            "micro_batch_size": t.micro_batch_size,
+            "gradient_accumulation_steps": t.gradient_accumulation_steps,
+            "dp": p.dp,
+            "global_batch_size": self.global_batch_size,
+            "seq_len": t.seq_len,
+            "tokens_per_step": self.tokens_per_step,
+            "components": comps,
+            "difference": {
+                "device_bytes": r.device_bytes - b.device_bytes,
+                "peak_bytes": r.peak_bytes - b.peak_bytes,
+                "components": {c: comps[c] - base_comps[c] for c in COMPONENTS},
+            },
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    columns: tuple[Column, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        base = self.columns[0]
+        return {"baseline": base.label, "scenarios": [c.as_dict(base) for c in self.columns]}
+
+
+def compare(scenarios: Sequence[ScenarioInput], labels: Sequence[str] | None = None) -> Comparison:
+    """Estimate each scenario; differences are against the first.
+
+        >>> c = compare([{"model": "gpt2", "training": {"seq_len": 1024}},
+        ...              {"model": "gpt2", "training": {"seq_len": 1024, "micro_batch_size": 2}}])
+        >>> c.as_dict()["scenarios"][1]["difference"]["device_bytes"] > 0
+        True
+    """
+    if not scenarios:
+        raise PlanError("scenarios", "give at least one scenario")
+    if labels is not None and len(labels) != len(scenarios):
+        raise PlanError("labels", f"{len(labels)} labels for {len(scenarios)} scenarios")
+    names = list(labels) if labels is not None else [str(i + 1) for i in range(len(scenarios))]
+    columns = []
+    for name, scenario in zip(names, scenarios, strict=True):
+        try:
+            columns.append(Column(name, estimate(scenario)))
+        except ScenarioError as exc:  # say which scenario is wrong
+            raise ScenarioError(f"{name}: {exc.field}", exc.message) from None
+    return Comparison(tuple(columns))
+
+
+__all__ = ["Column", "Comparison", "compare"]

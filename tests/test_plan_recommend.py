@@ -1,0 +1,76 @@
+"""Recommendations: every claimed saving is what re-estimating the changed scenario gives."""
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from calc import estimate, gpus
+from calc.plan import recommend
+
+scenarios = st.fixed_dictionaries({
+    "model": st.sampled_from(["llama-3.2-1b", "qwen3-0.6b", "qwen2.5-7b", "mixtral-8x7b"]),
+    "training": st.fixed_dictionaries({
+        "micro_batch_size": st.sampled_from([1, 2, 4]),
+        "seq_len": st.sampled_from([1024, 4096]),
+        "activation_checkpointing": st.sampled_from(["none", "selective", "full"]),
+        "finetuning": st.sampled_from(["full", "lora"]),
+        "mixed_precision": st.sampled_from(["amp", "master"]),
+    }),
+    "parallelism": st.fixed_dictionaries({"dp": st.sampled_from([1, 2, 8]),
+                                          "tp": st.sampled_from([1, 2]),
+                                          "zero": st.integers(0, 3)}),
+    "gpu": st.sampled_from(["h100-sxm-80gb", "a100-40gb"]),
+})
+
+
+@settings(max_examples=20, deadline=None)
+@given(scenarios)
+def test_applying_a_recommendation_saves_exactly_saving_bytes(scenario) -> None:
+    recs = recommend(scenario)
+    before = recs.base.device_bytes
+    for rec in (*recs.levers, *recs.larger_gpus):
+        after = estimate(rec.scenario.model_dump(mode="json"))
+        assert after.device_bytes == before - rec.saving_bytes
+        assert after.fits == rec.fits
+    savings = [r.saving_bytes for r in recs.levers]
+    assert savings == sorted(savings, reverse=True)
+    assert all(s > 0 for s in savings)
+    headroom = [r.headroom_bytes for r in recs.larger_gpus]
+    assert headroom == sorted(headroom, reverse=True)
+
+
+def test_halving_the_micro_batch_keeps_the_global_batch() -> None:
+    recs = recommend({"model": "llama-3.2-1b",
+                      "training": {"micro_batch_size": 8, "gradient_accumulation_steps": 3}})
+    (rec,) = [r for r in recs.levers if r.lever == "micro_batch"]
+    t = rec.scenario.training
+    assert (t.micro_batch_size, t.gradient_accumulation_steps) == (4, 6)
+
+
+def test_tensor_parallel_lever_keeps_the_gpu_count_when_dp_is_even() -> None:
+    recs = recommend({"model": "qwen2.5-7b", "training": {"seq_len": 8192},
+                      "parallelism": {"dp": 8, "zero": 1}})
+    (rec,) = [r for r in recs.levers if r.lever == "tp"]
+    p = rec.scenario.parallelism
+    assert (p.tp, p.dp, p.world_size) == (2, 4, 8)
+    assert rec.scenario.training.gradient_accumulation_steps == 2
+
+
+def test_invalid_levers_are_skipped() -> None:
+    """Qwen2.5-7B has 28 heads and 4 KV heads: tp 2 is valid, but ZeRO needs dp > 1 to save."""
+    recs = recommend({"model": "qwen2.5-7b", "parallelism": {"dp": 1}})
+    assert not any(r.lever == "zero" for r in recs.levers)
+    odd = recommend({"model": "llama-3.2-1b", "training": {"seq_len": 1001}})
+    assert not any(r.lever == "seq_len" for r in odd.levers)
+
+
+def test_larger_gpus_are_larger_and_listed_apart() -> None:
+    recs = recommend({"model": "llama-3.2-1b", "gpu": "a100-40gb"})
+    usable = gpus()["a100-40gb"].usable_bytes
+    assert recs.larger_gpus
+    assert all(r.scenario.gpu != "a100-40gb" for r in recs.larger_gpus)
+    assert all(gpus()[r.scenario.gpu].usable_bytes > usable for r in recs.larger_gpus)
+    assert all(r.lever != "gpu" for r in recs.levers)
+    d = recs.as_dict()
+    assert {"recommendations", "larger_gpus"} <= d.keys()
+    assert {"title", "scenario", "saving_bytes", "saving_percent", "cost"} <= \
+        d["recommendations"][0].keys()
