@@ -247,7 +247,7 @@ def _stage(r: Resolved, stage: Stage) -> StageEstimate:
             extra[key] = extra.get(key, 0) + value
     for key, value in extra.items():
         saved[key] = saved.get(key, 0) + value
-    saved_all = {k: v * in_flight for k, v in saved.items()}
+    saved_all = saved if in_flight == 1 else {k: v * in_flight for k, v in saved.items()}
 
     base = {**ms.parameters, **ms.optimizer_states}
     grads = ms.gradients
@@ -276,7 +276,7 @@ def _stage(r: Resolved, stage: Stage) -> StageEstimate:
     bw_gathered = {**gathered, "temporaries/gathered_grads": ms.gathered_grads}
     bucket = {"temporaries/grad_buckets": ms.grad_bucket} if ms.grad_bucket and p.zero else {}
     layer_tmp = {"temporaries/layer_backward": biggest.backward_transient + recompute}
-    others_in_flight = {k: v * (in_flight - 1) for k, v in saved.items()}
+    others_in_flight = {k: v * (in_flight - 1) for k, v in saved.items()} if in_flight > 1 else {}
     last_layer = {"activations/last_layer": biggest.checkpoint_input if ckpt else biggest.total}
     # Tied embeddings: the head's weight gradient waits in the shared leaf's input buffer for
     # the whole backward; when the embedding's gradient arrives the two are summed out of
@@ -319,8 +319,8 @@ def _stage(r: Resolved, stage: Stage) -> StageEstimate:
 
 
 def _worst(name: str, candidates: list[tuple[dict[str, int], ...]]) -> Phase:
-    """The candidate moment with the most bytes (parts shared between candidates are summed
-    once)."""
+    """The candidate moment with the most bytes. Parts shared between candidates are summed
+    once, keyed by identity: safe only within one call, while `candidates` keeps them alive."""
     sums: dict[int, int] = {}
     best, worst = -1, candidates[0]
     for parts in candidates:
