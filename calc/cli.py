@@ -7,6 +7,7 @@
     calc recommend SCENARIO.json [--json]                      calc compare A.json B.json ...
     calc cost SCENARIO.json --tokens 1e12 [--mfu 0.4] [--price-per-gpu-hour 2.5]
     calc export --format deepspeed SCENARIO.json               calc kv-cache MODEL --seq-len N
+    calc advise [SCENARIO.json] --model M --gpu G --gpus N [--global-batch B] [--json]
 
 Flags are generated from the scenario's fields (`--micro-batch-size` for
 `training.micro_batch_size`), so the CLI and the JSON contract cannot drift apart. Errors go to
@@ -26,6 +27,7 @@ from typing import Any, Literal, get_args, get_origin
 from ._version import __version__
 from .estimate import COMPONENTS, Estimate, estimate
 from .plan import (
+    DEFAULT_INTER_NODE_GBPS,
     DEFAULT_MFU,
     DEFAULT_TARGET,
     FORMATS,
@@ -33,6 +35,7 @@ from .plan import (
     FitResult,
     KVQuant,
     PlanError,
+    advise,
     compare,
     export,
     kv_cache_bytes,
@@ -152,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     pre = sub.add_parser("presets", help="list model and GPU presets")
     pre.add_argument("--json", action="store_true")
     _add_plan_commands(sub)
+    _add_advise_command(sub)
     return parser
 
 
@@ -221,6 +225,8 @@ def _fit_text(r: FitResult) -> str:
 def _plan(args: argparse.Namespace) -> tuple[dict[str, Any] | list[Any], str]:
     """Run one planning command: (its JSON, its text)."""
     cmd = args.command
+    if cmd == "advise":
+        return _advise(args)
     if cmd == "compare":
         texts = []
         for path in args.scenarios:
@@ -283,6 +289,62 @@ def _plan(args: argparse.Namespace) -> tuple[dict[str, Any] | list[Any], str]:
             print(f"note: {note}", file=sys.stderr)
         return e.as_dict(), e.text.rstrip("\n")
     raise AssertionError(cmd)  # pragma: no cover
+
+
+def _add_advise_command(sub: Any) -> None:
+    adv = _scenario_command(sub, "advise", "parallelism layouts of N GPUs that fit, fastest first")
+    adv.add_argument("--gpus", type=int, required=True, help="GPU count (1 to 4096)")
+    adv.add_argument("--gpus-per-node", type=int, default=8, help="default %(default)s")
+    adv.add_argument("--global-batch", type=int,
+                     help="sequences per step (default: the scenario's micro-batch x "
+                          "accumulation x dp, else the GPU count)")
+    adv.add_argument("--inter-node-gbps", type=float, default=DEFAULT_INTER_NODE_GBPS,
+                     help="GB/s per GPU between nodes, one way (default %(default)s: 400 Gb/s "
+                          "InfiniBand NDR)")
+    adv.add_argument("--mfu", type=float, default=DEFAULT_MFU,
+                     help="efficiency of the compute (default %(default)s)")
+    adv.add_argument("--target", type=float, default=DEFAULT_TARGET,
+                     help="fraction of the GPU's usable memory (default %(default)s)")
+    adv.add_argument("--overlap", type=float, default=0.0,
+                     help="fraction of communication hidden behind compute (default 0)")
+    adv.add_argument("--allow-cross-node-tp", action="store_true",
+                     help="let tensor parallelism span nodes")
+    adv.add_argument("--top", type=int, default=10, help="plans to list (default %(default)s)")
+
+
+def _advise(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    """`calc advise`: the scenario's training settings are the base, parallelism is searched."""
+    given = [k for k, v in vars(args).items() if v is not None and k.startswith("parallelism.")]
+    if given:
+        raise PlanError(given[0], "is searched by advise; leave it out")
+    data = _scenario_from(args)
+    training = dict(data.get("training") or {})
+    par = dict(data.get("parallelism") or {})
+    batch = args.global_batch
+    if batch is None:
+        batch = (training.get("micro_batch_size", 1) * training.get(
+            "gradient_accumulation_steps", 1) * par.get("dp", 1) if args.scenario else args.gpus)
+    seq_len = training.get("seq_len", Training().seq_len)
+    result = advise(data["model"], data.get("gpu", "h100-sxm-80gb"), args.gpus, seq_len, batch,
+                    gpus_per_node=args.gpus_per_node, inter_node_gbps=args.inter_node_gbps,
+                    mfu=args.mfu, target=args.target, overlap=args.overlap,
+                    base_training=training, tp_across_nodes=args.allow_cross_node_tp,
+                    top=args.top)
+    d = result.as_dict()
+    lines = [f"{args.gpus} GPUs, {batch} sequences of {seq_len} tokens per step: "
+             f"{d['estimates']} estimates over {d['searched']} combinations"]
+    for p in d["plans"]:
+        lay, est = p["layout"], p["estimate"]
+        lines.append(
+            f"{p['rank']:>3}. tp {lay['tp']} pp {lay['pp']} dp {lay['dp']} cp {lay['cp']} "
+            f"ep {lay['ep']} zero {lay['zero']} ckpt {lay['activation_checkpointing']} "
+            f"micro-batch {lay['micro_batch_size']} x {lay['gradient_accumulation_steps']}: "
+            f"{p['step_time_s']:.3f} s/step, {p['tokens_per_s']:,.0f} tokens/s, "
+            f"{_gib(est['device_bytes'])}")
+        lines.append(f"     {p['why']}")
+    if not d["plans"]:
+        lines.append("nothing fits: " + ", ".join(f"{k} {v}" for k, v in d["rejected"].items()))
+    return d, "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -10,10 +10,12 @@ configure it.
 - :func:`compare`: scenarios side by side;
 - :func:`training_cost`: FLOPs, step time, time and money to train N tokens;
 - :func:`export`: DeepSpeed, Accelerate FSDP, torchtitan, Megatron-LM, HF Trainer settings;
-- :func:`kv_cache_bytes`: the KV cache of inference and RL rollouts.
+- :func:`kv_cache_bytes`: the KV cache of inference and RL rollouts;
+- :func:`advise`: parallelism layouts of N GPUs that fit, ranked by estimated step time.
 """
 
 from ._common import PlanError
+from .advise import DEFAULT_INTER_NODE_GBPS, AdviceResult, Plan, StepTime, advise
 from .compare import Comparison, compare
 from .cost import DEFAULT_MFU, Flops, TrainingCost, flops_per_token, training_cost
 from .export import FORMATS, Export, ExportError, ExportFormat, export
@@ -23,8 +25,9 @@ from .prices import PRICES, GpuPrice
 from .recommend import Recommendation, Recommendations, recommend
 
 __all__ = [
-    "DEFAULT_MFU", "DEFAULT_TARGET", "FORMATS", "PRICES", "Comparison", "Export", "ExportError",
-    "ExportFormat", "FitResult", "Flops", "GpuPrice", "KVQuant", "PlanError", "Recommendation",
-    "Recommendations", "TrainingCost", "compare", "export", "fits_target", "flops_per_token",
+    "DEFAULT_INTER_NODE_GBPS", "DEFAULT_MFU", "DEFAULT_TARGET", "FORMATS", "PRICES",
+    "AdviceResult", "Comparison", "Export", "ExportError", "ExportFormat", "FitResult", "Flops",
+    "GpuPrice", "KVQuant", "Plan", "PlanError", "Recommendation", "Recommendations", "StepTime",
+    "TrainingCost", "advise", "compare", "export", "fits_target", "flops_per_token",
     "kv_cache_bytes", "max_micro_batch", "max_seq_len", "recommend", "training_cost",
 ]

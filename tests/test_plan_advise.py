@@ -1,0 +1,227 @@
+"""Parallelism advisor: every plan fits, uses every GPU, keeps the global batch, and its step
+time follows the documented model."""
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from calc import ScenarioError, estimate
+from calc.cli import main
+from calc.plan import PlanError, advise, fits_target
+from calc.plan.advise import _Ctx, _Layout, _Search
+from calc.scenario import parse_scenario, resolve
+
+H100 = "h100-sxm-80gb"
+
+
+@pytest.fixture(scope="module")
+def golden():
+    return advise("llama-3-8b", H100, 8, 4096, 64)
+
+
+def test_llama3_8b_on_8_h100_top_plan_is_hand_checked(golden) -> None:
+    """llama-3-8b, 8 x H100 SXM, 64 x 4096 tokens per step. By hand: 6N + 12 L H Q T FLOPs per
+    token with N = 8,030,261,248 - 128,256 x 4,096 (the embedding is no matmul) = 7.505e9 and
+    12 x 32 x 32 x 128 x 4096 = 6.44e9, so 5.147e10 x 262,144 tokens / (8 x 989.4 TFLOPS x
+    0.4) = 4.26 s of compute for every layout. Memory allows no recomputation, so the winner
+    pays only for communication and bubble, and keeps TP on NVLink."""
+    top = golden.plans[0]
+    t, p = top.scenario.training, top.scenario.parallelism
+    assert top.step_time.compute == pytest.approx(4.262, rel=2e-3)
+    assert t.activation_checkpointing == "none" and top.step_time.recompute == 0
+    assert p.tp <= 8 and p.cp == 1 and p.tp * p.pp * p.dp == 8
+    assert fits_target(top.estimate, 0.85)
+    # TP: 4 all-reduces per layer of b s h x 2 bytes, ring 2(t-1)/t, over NVLink's 450 GB/s
+    layers = 32 // p.pp
+    tp_bytes = 4 * layers * (64 // p.dp) * 4096 * 4096 * 2 * 2 * (p.tp - 1) / p.tp
+    assert top.step_time.tp_comm == pytest.approx(tp_bytes / 450e9)
+    # 1F1B bubble: (p-1)/(m+p-1) of everything but the data-parallel traffic
+    m = t.gradient_accumulation_steps
+    pipelined = top.step_time.total - top.step_time.dp_comm
+    assert top.step_time.bubble == pytest.approx(pipelined * (p.pp - 1) / (m + p.pp - 1))
+    # pure FSDP (dp 8, ZeRO-3) re-gathers the weights every micro-batch: slower here
+    fsdp = [x for x in golden.plans if x.scenario.parallelism.dp == 8]
+    assert all(x.step_time.total > top.step_time.total for x in fsdp)
+    assert "fastest" in top.why
+
+
+def test_plans_are_ranked_and_report_their_parts(golden) -> None:
+    times = [p.step_time.total for p in golden.plans]
+    assert times == sorted(times) and len(times) == 10
+    d = golden.as_dict()
+    assert {"plans", "searched", "estimates", "rejected"} <= d.keys()
+    first = d["plans"][0]
+    assert set(first["time_s"]) >= {"compute", "recompute", "tp_comm", "dp_comm", "bubble"}
+    assert first["step_time_s"] == pytest.approx(sum(first["time_s"].values()))
+    assert first["tokens_per_s"] == pytest.approx(64 * 4096 / first["step_time_s"])
+    assert {"device_bytes", "utilization", "peak_phase"} <= first["estimate"].keys()
+    assert all(p["why"] for p in d["plans"])
+    json.dumps(d)
+    # every combination searched ends as a fitting plan or under one rejection reason
+    per_combination = ("model_states_exceed_target", "no_micro_batch_fits", "dominated",
+                       "slower_than_top")
+    assert sum(d["rejected"].get(k, 0) for k in per_combination) + d["fitting"] == d["searched"]
+
+
+def _check_plans(result, gpus: int, global_batch: int, gpus_per_node: int, target: float) -> None:
+    for plan in result.plans:
+        t, p = plan.scenario.training, plan.scenario.parallelism
+        assert p.tp * p.pp * p.dp * p.cp == gpus
+        assert t.micro_batch_size * t.gradient_accumulation_steps * p.dp == global_batch
+        assert p.tp <= gpus_per_node
+        again = estimate(plan.scenario.model_dump(mode="json"))
+        assert again.device_bytes == plan.estimate.device_bytes
+        assert fits_target(again, target)
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.sampled_from(["gpt2", "llama-3.2-1b", "qwen3-0.6b", "mixtral-8x7b", "llama-3-8b"]),
+       st.sampled_from([1, 2, 4, 8, 12, 16]), st.sampled_from([512, 1024]),
+       st.sampled_from([1, 8, 24, 64]), st.sampled_from([2, 8]),
+       st.sampled_from([0.6, 0.85]))
+def test_every_plan_fits_uses_every_gpu_and_keeps_the_batch(
+        model, gpus, seq_len, batch, per_node, target) -> None:
+    r = advise(model, H100, gpus, seq_len, batch, gpus_per_node=per_node, target=target, top=5)
+    _check_plans(r, gpus, batch, per_node, target)
+    assert r.estimates <= 5000
+    assert sum(r.rejected.values()) > 0 or len(r.plans) > 0
+
+
+def test_pruned_search_finds_the_exhaustive_top() -> None:
+    """Stopping once the top plans beat every remaining lower bound loses nothing."""
+    few = advise("llama-3.2-3b", "a100-40gb", 16, 4096, 32, top=3)
+    every = advise("llama-3.2-3b", "a100-40gb", 16, 4096, 32, top=10_000)
+    assert few.estimates < every.estimates
+    assert [p.step_time.total for p in few.plans] == [p.step_time.total
+                                                     for p in every.plans[:3]]
+    assert "slower_than_top" not in every.rejected
+
+
+def test_model_state_floor_never_rejects_a_layout_that_fits() -> None:
+    """A layout skipped for its model states alone does not fit even at micro-batch 1 with
+    full checkpointing (the floor is a lower bound of the estimate)."""
+    base = parse_scenario({"model": "llama-3-70b", "training": {"seq_len": 2048}})
+    r = resolve(base)
+    ctx = _Ctx(arch=r.arch, moe_layers=0, gpus=8, node=8, seq_len=2048, global_batch=8,
+               act_bytes=2, flops={}, flops_per_s=1.0, intra_bps=1.0, inter_bps=1.0,
+               exposed=1.0, tp_across_nodes=False)
+    search = _Search(base, ctx, 0.85)
+    skipped = 0
+    for tp, pp, dp in ((1, 1, 8), (2, 1, 4), (1, 2, 4), (8, 1, 1), (4, 2, 1), (2, 4, 1)):
+        for zero in (1, 2, 3) if dp > 1 else (0,):
+            lay = _Layout(tp, pp, dp, 1, 1, zero)
+            if not search.states_fit(lay):
+                skipped += 1
+                assert not fits_target(search.at(lay, "full", 1), 0.85)
+    assert skipped
+
+
+def test_tp_stays_in_a_node_unless_allowed() -> None:
+    kept = advise("llama-3.2-1b", H100, 8, 2048, 8, gpus_per_node=2, top=50)
+    assert max(p.scenario.parallelism.tp for p in kept.plans) <= 2
+    assert kept.rejected["tp_crosses_node"] > 0
+    free = advise("llama-3.2-1b", H100, 8, 2048, 8, gpus_per_node=2, tp_across_nodes=True,
+                  top=10_000)
+    wide = [p for p in free.plans if p.scenario.parallelism.tp == 4]
+    assert wide
+    # across nodes, TP traffic runs at the inter-node 50 GB/s, not NVLink's 450 GB/s
+    p = wide[0]
+    t = p.scenario.training
+    msgs = 6 if t.activation_checkpointing == "full" else 4
+    tp_bytes = msgs * 16 // p.scenario.parallelism.pp * (8 // p.scenario.parallelism.dp) \
+        * 2048 * 2048 * 2 * 2 * 3 / 4
+    assert p.step_time.tp_comm == pytest.approx(tp_bytes / 50e9)
+
+
+def test_zero_stages_pay_their_documented_traffic() -> None:
+    """amp keeps fp32 gradients (4 bytes) and weights (4), FSDP2 gathers bf16 (2). Over m
+    micro-batches: ZeRO-1 all-reduces once, 2 x 4 = 8 bytes per parameter; ZeRO-2
+    reduce-scatters each micro-batch and all-gathers the weights once, 4m + 4; ZeRO-3 gathers
+    twice and reduce-scatters once per micro-batch, (2 x 2 + 4) m."""
+    r = advise("qwen3-0.6b", H100, 8, 2048, 16, top=10_000)
+    layout: dict[int, float] = {}
+    for p in r.plans:
+        q, t = p.scenario.parallelism, p.scenario.training
+        if (q.tp, q.pp, q.dp) == (1, 2, 4) and t.gradient_accumulation_steps == 4:
+            layout[q.zero] = p.step_time.dp_comm
+    assert set(layout) == {1, 2, 3}
+    assert layout[2] / layout[1] == pytest.approx((4 * 4 + 4) / 8)
+    assert layout[3] / layout[1] == pytest.approx(4 * (2 * 2 + 4) / 8)
+    # at one micro-batch on one node: (D-1)/D x 8 bytes x the whole model over 450 GB/s
+    z3 = next(p for p in r.plans if p.scenario.parallelism.dp == 8)
+    params = z3.estimate.param_count
+    assert z3.step_time.dp_comm == pytest.approx(7 / 8 * 8 * params / 450e9)
+
+
+def test_nothing_fits_returns_no_plans_and_says_why() -> None:
+    r = advise("llama-3.1-405b", H100, 8, 4096, 8)
+    assert r.plans == () and r.estimates == 0
+    assert r.rejected["model_states_exceed_target"] > 0
+
+
+def test_lora_base_training_is_kept() -> None:
+    r = advise("llama-3-8b", H100, 2, 2048, 4, base_training={"finetuning": "lora"}, top=3)
+    assert r.plans and all(p.scenario.training.finetuning == "lora" for p in r.plans)
+    full = advise("llama-3-8b", H100, 2, 2048, 4, top=3)
+    assert r.plans[0].step_time.compute < full.plans[0].step_time.compute  # 4N, not 6N
+
+
+@pytest.mark.parametrize(("kwargs", "field"), [
+    ({"gpus": 0}, "gpus"), ({"gpus": 4097}, "gpus"), ({"gpus": 2.0}, "gpus"),
+    ({"global_batch": 0}, "global_batch"), ({"seq_len": 0}, "seq_len"),
+    ({"gpus_per_node": 0}, "gpus_per_node"), ({"mfu": 0}, "mfu"), ({"target": 1.5}, "target"),
+    ({"overlap": 1.0}, "overlap"), ({"inter_node_gbps": 0}, "inter_node_gbps"),
+    ({"top": 0}, "top"),
+])
+def test_bad_inputs_name_the_field(kwargs, field) -> None:
+    args = {"model": "gpt2", "gpu": H100, "gpus": 8, "seq_len": 1024, "global_batch": 8,
+            **kwargs}
+    with pytest.raises(PlanError) as err:
+        advise(**args)
+    assert err.value.field == field
+
+
+@pytest.mark.parametrize(("kwargs", "field"), [
+    ({"model": "nope"}, "model"), ({"gpu": "nope"}, "gpu"),
+    ({"gpu": "v100-16gb"}, "training.precision"), ({"seq_len": 2048}, "training.seq_len"),
+])
+def test_bad_scenarios_are_scenario_errors(kwargs, field) -> None:
+    args = {"model": "gpt2", "gpu": H100, "gpus": 8, "seq_len": 1024, "global_batch": 8,
+            **kwargs}
+    with pytest.raises(ScenarioError) as err:
+        advise(**args)
+    assert err.value.field == field
+
+
+def test_cli_json_matches_the_library(capsys) -> None:
+    assert main(["advise", "--model", "llama-3.2-1b", "--gpus", "4", "--global-batch", "8",
+                 "--seq-len", "2048", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    lib = advise("llama-3.2-1b", H100, 4, 2048, 8).as_dict()
+    assert out["plans"][0]["scenario"] == lib["plans"][0]["scenario"]
+    assert out["estimates"] == lib["estimates"]
+
+
+def test_cli_takes_a_scenario_as_the_base(capsys, tmp_path) -> None:
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"model": "qwen3-0.6b", "gpu": "a100-80gb",
+                                "training": {"seq_len": 1024, "micro_batch_size": 2,
+                                             "optimizer": "adamw_8bit"},
+                                "parallelism": {"dp": 4}}))
+    assert main(["advise", str(path), "--gpus", "8", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    s = out["plans"][0]["scenario"]
+    assert s["gpu"] == "a100-80gb" and s["training"]["optimizer"] == "adamw_8bit"
+    t, p = s["training"], s["parallelism"]
+    assert t["micro_batch_size"] * t["gradient_accumulation_steps"] * p["dp"] == 8  # 2 x 1 x 4
+    assert main(["advise", str(path), "--gpus", "8"]) == 0
+    assert "s/step" in capsys.readouterr().out
+
+
+def test_cli_errors_exit_2(capsys) -> None:
+    assert main(["advise", "--model", "gpt2", "--gpus", "0"]) == 2
+    assert "gpus" in capsys.readouterr().err
+    assert main(["advise", "--model", "gpt2", "--gpus", "8", "--tp", "2"]) == 2
+    assert "parallelism.tp" in capsys.readouterr().err
