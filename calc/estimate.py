@@ -268,10 +268,15 @@ def _stage(r: Resolved, stage: Stage) -> StageEstimate:
         "activations/weight_copies": forward_cache,
         "activations/attention_mask": eager_mask(t, n, s) if stage.embedding or p.pp == 1 else 0,
     })
-    forward = _worst("forward", [
+    forward_moments = [
         (*fwd, {"logits/loss": logits.forward_peak} if logits else {}),
         (*fwd, {"temporaries/layer_forward": biggest.forward_transient + recompute}),
-    ])
+    ]
+    if ms.gathered_layer:
+        # FSDP2 between layers: the current layer's unsharded parameters plus the all-gather
+        # outputs of it and of the prefetched next layer (traced: 8B-shaped stack, FSDP2 x 8)
+        forward_moments.append((*fwd, {"temporaries/all_gather_buffers": 2 * ms.gathered_layer}))
+    forward = _worst("forward", forward_moments)
     # backward: at the loss gradient, at the first and the last layer, at the embedding
     bw_gathered = {**gathered, "temporaries/gathered_grads": ms.gathered_grads}
     bucket = {"temporaries/grad_buckets": ms.grad_bucket} if ms.grad_bucket and p.zero else {}
@@ -288,10 +293,17 @@ def _stage(r: Resolved, stage: Stage) -> StageEstimate:
     # while the gradient of its output (T h at residual width) is still alive.
     untied_embedding = stage.embedding and not arch.tie_word_embeddings and not lora
     before_embedding = grads
-    if untied_embedding and t.gradient_accumulation_steps == 1:
-        embedding_grad = -(-(counts.embedding // p.tp) // (p.shard_group if p.zero >= 2 else 1))
-        before_embedding = {**grads, "gradients/weights": grads["gradients/weights"]
-                            - embedding_grad * n.grad}
+    if t.gradient_accumulation_steps == 1:
+        missing = 0  # gradients not yet written at the last layers' backward
+        if untied_embedding:
+            missing += -(-(counts.embedding // p.tp) // (p.shard_group if p.zero >= 2 else 1))
+        if ms.gathered_layer and not lora:
+            # FSDP2's worst layer is the last that still prefetches: that layer's and the
+            # next one's sharded gradients are not written yet
+            missing += 2 * -(-local.per_layer // p.shard_group)
+        if missing:
+            before_embedding = {**grads, "gradients/weights": grads["gradients/weights"]
+                                - missing * n.grad}
     incoming = {"temporaries/embedding_grad": end_tmp * n.grad
                 + s.tokens * s.hidden * max(n.residual, n.compute)}
     end: tuple[dict[str, int], ...] = (base, grads, gathered, others_in_flight, incoming, bucket)

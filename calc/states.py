@@ -242,9 +242,14 @@ def model_states(local: LocalParams, n: Numerics, t: Training, p: Parallelism,
     gathered = gathered_grads = root = bucket = 0
     if zero == 3:
         gathered = local.per_layer * n.gathered_weight  # one layer's all-gather output
-        gathered_grads = local.per_layer * (n.gathered_weight + n.grad)  # grads + reduce cast
+        # In a layer's backward FSDP2 holds, beside the layer's gathered parameters: the next
+        # layer's prefetched all-gather output, the layer's unsharded gradients as they are
+        # produced, and the previous layer's reduce-scatter input in the reduce dtype
+        # (traced: an 8B-shaped layer stack, pure bf16 and amp, FSDP2 over 8 ranks)
+        gathered_grads = local.per_layer * (2 * n.gathered_weight + n.grad)
         root = local.root * n.gathered_weight  # FSDP2 never reshards the root after forward
-    if N > 1 and p.dp > 1:
+    fsdp2 = zero == 3 and t.mixed_precision != "master"  # FSDP2 has no separate reduce bucket
+    if N > 1 and p.dp > 1 and not fsdp2:
         # DDP's flat buckets copy every gradient (gradient_as_bucket_view=False); DeepSpeed's
         # reduce bucket is reduce_bucket_size elements, h*h under HF's "auto" config.
         bucket = (trainable if zero == 0 else arch.hidden_size**2) * n.grad
