@@ -268,7 +268,7 @@ def _stage(r: Resolved, stage: Stage) -> StageEstimate:
         "activations/weight_copies": forward_cache,
         "activations/attention_mask": eager_mask(t, n, s) if stage.embedding or p.pp == 1 else 0,
     })
-    forward_moments = [
+    forward_moments: list[tuple[dict[str, int], ...]] = [
         (*fwd, {"logits/loss": logits.forward_peak} if logits else {}),
         (*fwd, {"temporaries/layer_forward": biggest.forward_transient + recompute}),
     ]

@@ -81,6 +81,18 @@ case("dev", "gpt2", 2, 1024, mp="master", prec="fp16", opt="sgd_momentum", impl=
 case("dev", inline("llama-3.1-8b", num_hidden_layers=4), 1, 8192, attn="eager",
      tag="llama-3.1-8b-4L", notes="4-layer llama-3.1-8b: eager attention at 8k (S^2 scores)")
 
+# Probes used to isolate mechanisms (dev): pairs differing only in layer count, so the
+# difference is exactly one layer; a tiny vocabulary moves the peak into the layer stack.
+for L in (4, 8):
+    case("dev", inline("llama-3-8b", num_hidden_layers=L, vocab_size=1024), 1, 2048, mp="pure",
+         ac="full", dp=8, tag=f"llama-3-8b-{L}L-v1k",
+         notes="probe: FSDP2 buffers inside the layer stack (peak in the layers' backward)")
+for L in (2, 4):
+    case("dev", inline("llama-3.2-1b", num_hidden_layers=L), 1, 1024, lora=16,
+         tag=f"llama-3.2-1b-{L}L", notes="probe: one LoRA layer by difference")
+    case("dev", inline("phi-3-mini", num_hidden_layers=L), 1, 2048, tag=f"phi-3-mini-{L}L",
+         notes="probe: fused qkv and cat-based rotary by difference")
+
 # ------------------------------------------------------------------ test
 case("test", "gpt2-medium", 4, 1024)
 case("test", "gpt2", 2, 512, mp="pure", prec="fp32", attn="eager", opt="adam", impl="for_loop")
