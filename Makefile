@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 VAL := .venv-val
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test lint typecheck pytest serve example bench accuracy trace param-counts clean
+.PHONY: venv test lint typecheck pytest e2e site site-deps chromium serve example bench accuracy trace param-counts clean
 
 venv: $(STAMP)
 
@@ -15,20 +15,48 @@ $(STAMP): pyproject.toml constraints.txt requirements-dev.txt
 	$(BIN)/pip install -q -c constraints.txt -e . -r requirements-dev.txt
 	touch $(STAMP)
 
-## test: lint, type checks and every test (the README's test command)
-test: lint typecheck pytest
+## test: lint, type checks and every test (the README's test command), browser tests included
+test: lint typecheck pytest e2e
 
 lint: venv
-	$(BIN)/ruff check calc tests validation/accuracy.py benchmarks
+	$(BIN)/ruff check calc tests validation/accuracy.py benchmarks tools site
 
 typecheck: venv
 	$(BIN)/mypy
 
 pytest: venv
-	$(BIN)/pytest
+	$(BIN)/pytest --ignore=tests/e2e
 
-## serve: the main job. Until the site lands (issue 3): the CLI on the example scenarios.
-serve: example
+## site: the documentation site with the in-browser calculator, into build/site/ (works offline)
+SITE_STAMP := $(VENV)/.site-installed
+NPM_STAMP := node_modules/.installed
+CHROMIUM ?= /usr/bin/chromium
+
+site-deps: $(SITE_STAMP) $(NPM_STAMP)
+
+$(SITE_STAMP): $(STAMP) requirements-site.txt constraints.txt
+	$(BIN)/pip install -q -c constraints.txt -r requirements-site.txt
+	touch $@
+
+$(NPM_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund
+	touch $@
+
+site: site-deps
+	$(BIN)/python tools/vendor_assets.py
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	@echo "built build/site/"
+
+## serve: the main job: build the site and serve it on http://127.0.0.1:8000/
+serve: site
+	$(BIN)/python tools/serve.py build/site --port 8000
+
+## e2e: the calculator in headless Chromium (Debian's; installed with apt-get when missing)
+chromium:
+	@test -x "$(CHROMIUM)" || { apt-get update -qq && apt-get install -y -qq chromium; }
+
+e2e: site chromium
+	CALC_E2E_REQUIRED=1 CALC_CHROMIUM="$(CHROMIUM)" $(BIN)/pytest tests/e2e
 
 example: venv
 	@for f in examples/*.json; do echo "== $$f"; $(BIN)/calc estimate $$f; echo; done
@@ -56,4 +84,4 @@ param-counts: $(VAL)/.installed
 	$(VAL)/bin/python validation/param_counts.py --check
 
 clean:
-	rm -rf $(VENV) $(VAL) build dist .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(VAL) build dist vendor node_modules .mypy_cache .ruff_cache .pytest_cache

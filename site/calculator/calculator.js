@@ -1,0 +1,335 @@
+// The calculator's main-thread glue: read the form, call calc (in a PyScript worker), write the
+// DOM. Everything numeric comes from calc; this file only formats it. The page opens on the
+// report computed at build time (data-state="static") and swaps in live results
+// (data-state="live") once Python is running in the worker.
+
+const $ = (id) => document.getElementById(id);
+const DATA = JSON.parse($("calc-data").textContent);
+const STATIC = JSON.parse($("calc-static").textContent);
+const form = $("calc-form");
+const status = $("calc-status");
+const GiB = 1024 ** 3;
+const TIGHT = 0.85; // above this share of the GPU, a run is "tight": fragmentation can tip it over
+const COMPONENTS = {
+  parameters: "Parameters", gradients: "Gradients", optimizer_states: "Optimizer states",
+  activations: "Activations", logits: "Logits and loss", temporaries: "Temporaries",
+  "overhead/allocator": "Allocator cache (empirical)", "overhead/cuda_context": "CUDA context",
+  "overhead/nccl": "NCCL buffers",
+};
+const timings = (window.calcTimings = { start: performance.now() });
+
+let worker = null;     // the PyScript worker, once ready
+let modelSpec = DATA.defaults.model; // what goes into scenario.model
+let archBase = null;   // the full architecture the architecture fields edit
+let seq = 0;           // latest request; older answers are dropped
+let timer = null;
+
+const gib = (b) => `${(b / GiB).toFixed(2)} GiB`;
+const pct = (x) => `${(100 * x).toFixed(1)}%`;
+const esc = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+const field = (path) => form.elements.namedItem(path);
+
+// ---- share links: "#s=" + base64url(JSON), unpadded; decoding accepts padding and + / too ----
+export function encodeScenario(scenario) {
+  const bytes = new TextEncoder().encode(JSON.stringify(scenario));
+  let bin = "";
+  for (const b of bytes) bin += String.fromCharCode(b);
+  return btoa(bin).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+export function decodeScenario(text) {
+  let s = text.replace(/-/g, "+").replace(/_/g, "/").replace(/=+$/, "");
+  s += "=".repeat((4 - (s.length % 4)) % 4);
+  const bin = atob(s);
+  return JSON.parse(new TextDecoder().decode(Uint8Array.from(bin, (c) => c.charCodeAt(0))));
+}
+
+function scenarioFromURL() {
+  const m = location.hash.match(/^#s=(.*)$/);
+  if (!m) return null;
+  try {
+    return decodeScenario(decodeURIComponent(m[1]));
+  } catch (e) {
+    say(`The link's scenario could not be read (${e.message}); showing the default scenario.`, "error");
+    return null;
+  }
+}
+
+// ---- form <-> scenario ----
+function readField(path) {
+  const el = field(path);
+  const kind = DATA.kinds[path];
+  if (kind === "bool") return el.checked;
+  if (kind === "enum") return el.value;
+  const raw = el.value.trim();
+  if (raw === "") return kind.endsWith("?") ? null : (el.validity.badInput ? "not a number" : "");
+  const n = Number(raw);
+  return Number.isFinite(n) ? n : raw; // let calc say what is wrong with it
+}
+
+function writeField(path, value) {
+  const el = field(path);
+  if (!el) return;
+  if (DATA.kinds[path] === "bool") el.checked = Boolean(value);
+  else el.value = value === null || value === undefined ? "" : String(value);
+}
+
+function readScenario() {
+  const s = { schema_version: DATA.defaults.schema_version, model: modelSpec,
+              training: {}, parallelism: {}, gpu: field("gpu").value };
+  for (const group of ["training", "parallelism"]) { // in the library's field order
+    for (const name of Object.keys(DATA.field_defaults[group])) s[group][name] = readField(`${group}.${name}`);
+  }
+  return s;
+}
+
+function canonical(table, id) {
+  if (id in table) return id;
+  return Object.keys(table).find((k) => table[k].aliases.includes(id)) ?? id;
+}
+
+function ensureOption(select, value) {
+  if (![...select.options].some((o) => o.value === value)) select.add(new Option(`${value} (unknown)`, value));
+  select.value = value;
+}
+
+function fillArch(arch) {
+  archBase = arch;
+  for (const name of DATA.arch_fields) writeField(`model.${name}`, arch ? arch[name] : null);
+}
+
+function setModel(spec) {
+  const select = field("model");
+  modelSpec = spec;
+  if (typeof spec === "string") {
+    const id = canonical(DATA.models, spec);
+    modelSpec = id;
+    ensureOption(select, id);
+    fillArch(DATA.models[id]?.architecture ?? null);
+  } else if (spec && typeof spec === "object" && "hf_config" in spec) {
+    select.value = "hf_config";
+    field("model.hf_config").value = JSON.stringify(spec.hf_config, null, 2);
+    askArchitecture(spec.hf_config);
+  } else {
+    select.value = "custom";
+    fillArch(spec);
+  }
+}
+
+function fillForm(scenario) {
+  const d = DATA.field_defaults;
+  for (const group of ["training", "parallelism"]) {
+    const values = { ...d[group], ...(scenario[group] || {}) };
+    for (const [name, value] of Object.entries(values)) writeField(`${group}.${name}`, value);
+  }
+  const gpu = canonical(DATA.gpus, scenario.gpu ?? d.gpu);
+  ensureOption(field("gpu"), gpu);
+  setModel(scenario.model ?? DATA.defaults.model);
+}
+
+// ---- errors: aria-invalid and a message beside the field; the last good result stays ----
+function clearErrors() {
+  for (const el of form.querySelectorAll("[aria-invalid]")) el.removeAttribute("aria-invalid");
+  for (const el of form.querySelectorAll(".calc-error")) el.textContent = "";
+}
+
+function showError(path, message) {
+  let key = path;
+  while (key && !field(key)) key = key.includes(".") ? key.slice(0, key.lastIndexOf(".")) : "";
+  if (key === "model.hf_config" && typeof modelSpec === "string") key = "model";
+  const el = field(key || "model");
+  el.setAttribute("aria-invalid", "true");
+  const note = $(el.getAttribute("aria-describedby"));
+  const where = key === path ? "" : `${path}: `;
+  note.textContent = `${where}${message}`;
+  if (el.closest("details")) el.closest("details").open = true;
+  say(`Check ${path}: ${message}. The result shown is the last valid one.`, "error");
+}
+
+function say(text, kind = "") {
+  status.textContent = text;
+  status.className = `calc-status${kind ? ` calc-status--${kind}` : ""}`;
+}
+
+// ---- results ----
+function verdict(r) {
+  if (!r.fits) return ["no", "does not fit"];
+  return r.utilization > TIGHT ? ["tight", "tight"] : ["ok", "fits"];
+}
+
+function render(payload, state) {
+  const r = payload.report;
+  const gpu = DATA.gpus[r.gpu]?.name ?? r.gpu;
+  const [cls, word] = verdict(r);
+  const parts = { ...r.components, ...r.overhead };
+  const scale = Math.max(r.device_bytes, r.usable_bytes);
+  const bar = Object.entries(parts).filter(([, b]) => b > 0).map(([k, b]) =>
+    `<span class="calc-seg calc-seg--${k.replace("/", "-")}" style="width:${(100 * b / scale).toFixed(3)}%"
+      title="${esc(COMPONENTS[k] ?? k)}: ${gib(b)}"></span>`).join("");
+  const rows = Object.entries(parts).map(([k, b]) =>
+    `<tr><td><span class="calc-key calc-seg--${k.replace("/", "-")}"></span>${esc(COMPONENTS[k] ?? k)}</td>
+     <td class="calc-num">${gib(b)}</td><td class="calc-num">${pct(b / r.device_bytes)}</td></tr>`).join("");
+  const phases = Object.entries(r.phases).map(([name, ph]) =>
+    `<tr${name === r.peak_phase ? ' class="calc-peak"' : ""}><td>${esc(name.replace("_", " "))}</td>
+     <td class="calc-num">${gib(ph.peak_bytes)}</td></tr>`).join("");
+  const warnings = r.warnings.map((w) => `<li><code>${esc(w.field)}</code>: ${esc(w.message)}</li>`).join("");
+  const cards = payload.gpus.map((g) => {
+    const [c, w] = g.error ? ["no", "not supported"] : verdict(g);
+    const detail = g.error ? esc(g.error) : `${gib(g.device_bytes)} of ${gib(g.usable_bytes)} · ${pct(g.utilization)}`;
+    return `<button type="button" class="calc-card calc-card--${c}${g.id === r.gpu ? " calc-card--current" : ""}"
+      data-gpu="${esc(g.id)}"><strong>${esc(g.name)}</strong><span>${w}</span><small>${detail}</small></button>`;
+  }).join("");
+  $("calc-results").innerHTML = `
+    <div class="calc-headline calc-verdict--${cls}" data-verdict="${cls}">
+      <div class="calc-big">${gib(r.device_bytes)} <small>per GPU</small></div>
+      <div>${pct(r.utilization)} of ${esc(gpu)} (${gib(r.usable_bytes)}): <strong>${word}</strong></div>
+    </div>
+    <div class="calc-bar" role="img" aria-label="Memory breakdown against ${esc(gpu)}">${bar}
+      <span class="calc-cap" style="left:${(100 * r.usable_bytes / scale).toFixed(3)}%" title="GPU memory"></span></div>
+    <table class="calc-table"><caption>Device memory at the peak (${esc(r.peak_phase.replace("_", " "))})</caption>
+      <thead><tr><th>Component</th><th>Memory</th><th>Share</th></tr></thead><tbody>${rows}</tbody>
+      <tfoot><tr><th>Total (as nvidia-smi shows)</th><th class="calc-num">${gib(r.device_bytes)}</th><th></th></tr></tfoot></table>
+    <table class="calc-table"><caption>Peak allocated memory per phase</caption>
+      <thead><tr><th>Phase</th><th>Peak</th></tr></thead><tbody>${phases}</tbody></table>
+    <p class="calc-facts">Peak phase: <strong>${esc(r.peak_phase.replace("_", " "))}</strong>
+      (${esc(r.peak_rank.why)}). Parameters: ${(r.param_count / 1e9).toFixed(2)} B,
+      trainable ${(r.trainable_param_count / 1e9).toFixed(3)} B.
+      ${r.host_bytes ? `Host memory for offload: ${gib(r.host_bytes)}.` : ""}
+      Confidence: ${esc(r.confidence.level)} (${esc(r.confidence.basis)}).</p>
+    ${warnings ? `<ul class="calc-warnings">${warnings}</ul>` : ""}
+    <h3>On every GPU</h3><div class="calc-cards">${cards}</div>`;
+  const pre = $("estimate-json");
+  pre.textContent = payload.report_text ?? JSON.stringify(r, null, 2);
+  pre.dataset.state = state;
+}
+
+// ---- talking to the worker ----
+async function update() {
+  const scenario = readScenario();
+  const hash = `#s=${encodeScenario(scenario)}`;
+  history.replaceState(null, "", hash);
+  $("calc-share").href = hash;
+  if (!worker) return;
+  const mine = ++seq;
+  const payload = JSON.parse(await worker.sync.run(JSON.stringify(scenario)));
+  if (mine !== seq) return;
+  clearErrors();
+  if (!payload.ok) return showError(payload.field, payload.message);
+  render(payload, "live");
+  timings.firstLive ??= performance.now();
+  say(`Live: computed in your browser by calc ${payload.report.calc_version}.`);
+}
+
+async function askArchitecture(hfConfig) {
+  if (!worker) return; // asked again once the worker is ready
+  const answer = JSON.parse(await worker.sync.architecture(JSON.stringify(hfConfig)));
+  if (answer.ok) fillArch(answer.architecture);
+  else showError(answer.field, answer.message);
+}
+
+function schedule(delay = 150) {
+  clearTimeout(timer);
+  timer = setTimeout(() => update().catch(failed), delay);
+}
+
+function onInput(event) {
+  const name = event.target.name;
+  if (!name) return;
+  if (name === "model") {
+    const v = event.target.value;
+    if (v === "custom") modelSpec = { ...(archBase ?? {}), ...readArch() };
+    else if (v === "hf_config") { field("model.hf_config").focus(); return; }
+    else setModel(v);
+  } else if (name === "model.hf_config") {
+    clearErrors();
+    let cfg;
+    try { cfg = JSON.parse(event.target.value); } catch (e) {
+      return showError("model.hf_config", `is not valid JSON (${e.message})`);
+    }
+    modelSpec = { hf_config: cfg };
+    field("model").value = "hf_config";
+    askArchitecture(cfg).catch(failed);
+  } else if (name.startsWith("model.")) {
+    modelSpec = { ...(archBase ?? {}), ...readArch() };
+    field("model").value = "custom";
+  }
+  schedule(event.type === "input" && event.target.tagName !== "SELECT" ? 300 : 0);
+}
+
+function readArch() {
+  return Object.fromEntries(DATA.arch_fields.map((n) => [n, readField(`model.${n}`)]));
+}
+
+function failed(error) {
+  console.warn("calculator:", error);
+  say(`The live calculator stopped: ${error?.message ?? error}. The last result stays on the page.`, "error");
+}
+
+// When loading fails, name what failed: probe the files the runtime needs.
+async function diagnose(reason) {
+  const root = new URL(DATA.root, location.href);
+  const files = ["vendor/pyscript/core.js", "vendor/pyodide/pyodide.mjs", "vendor/pyodide/pyodide.asm.wasm",
+                 "vendor/pyodide/python_stdlib.zip", "vendor/pyodide/pyodide-lock.json", "calculator/calc_worker.py"];
+  const missing = [];
+  await Promise.all(files.map(async (f) => {
+    try { if (!(await fetch(new URL(f, root), { method: "HEAD" })).ok) missing.push(f); } catch { missing.push(f); }
+  }));
+  if (missing.length) {
+    say(`The live calculator could not start: these files could not be loaded: ${missing.join(", ")}. The result shown was computed when the site was built.`, "error");
+  } else if (!worker) {
+    say(`The live calculator could not start yet (${reason}). The result shown was computed when the site was built.`, "error");
+  }
+}
+
+async function start() {
+  if (typeof WebAssembly !== "object") {
+    say("This browser has no WebAssembly, so the live calculator cannot run. The result shown was computed when the site was built.", "error");
+    return;
+  }
+  const root = new URL(DATA.root, location.href);
+  let core;
+  try {
+    core = await import(new URL("vendor/pyscript/core.js", root).href);
+  } catch (e) {
+    return diagnose(`PyScript did not load: ${e.message}`);
+  }
+  const slow = setTimeout(() => diagnose("Python has not started after 30 seconds; still trying"), 30000);
+  try {
+    const pyodide = new URL("vendor/pyodide/pyodide.mjs", root).href; // absolute: resolved per page
+    worker = await core.PyWorker(new URL("calc_worker.py", location.href).href, {
+      version: pyodide, // a worker takes its interpreter URL here, not from config.interpreter
+      config: {
+        packages: ["trainmem-calc"],
+        packages_cache: "passthrough", // install from our pyodide-lock.json: no micropip, no index
+      },
+    });
+  } catch (e) {
+    clearTimeout(slow);
+    return diagnose(`Python did not start: ${e?.message ?? e}`);
+  }
+  clearTimeout(slow);
+  timings.pythonReady = performance.now();
+  if (modelSpec && typeof modelSpec === "object" && "hf_config" in modelSpec) await askArchitecture(modelSpec.hf_config);
+  await update();
+}
+
+// ---- wiring ----
+const initial = scenarioFromURL();
+fillForm(initial ?? DATA.defaults);
+render(STATIC, "static");
+if (initial) say("Showing the result computed when the site was built, for the default scenario; your linked scenario is computed as soon as Python is ready…");
+form.addEventListener("input", (e) => { if (e.target.tagName !== "SELECT" && e.target.type !== "checkbox") onInput(e); });
+form.addEventListener("change", (e) => { if (e.target.tagName === "SELECT" || e.target.type === "checkbox") onInput(e); });
+form.addEventListener("submit", (e) => e.preventDefault());
+$("calc-results").addEventListener("click", (e) => {
+  const card = e.target.closest("[data-gpu]");
+  if (card) { field("gpu").value = card.dataset.gpu; schedule(0); }
+});
+$("calc-copy").addEventListener("click", async () => {
+  await update();
+  try { await navigator.clipboard.writeText(location.href); say("Link copied."); }
+  catch { say("Copy the page address to share this scenario."); }
+});
+$("calc-reset").addEventListener("click", () => { fillForm(DATA.defaults); clearErrors(); schedule(0); });
+addEventListener("hashchange", () => { const s = scenarioFromURL(); if (s) { fillForm(s); schedule(0); } });
+start().catch(failed);

@@ -1,0 +1,206 @@
+"""MkDocs hooks: render the calculator from calc's own models, and copy in the vendored runtime.
+
+- The calculator page's marker `<div id="calculator-app"></div>` becomes the form (generated from
+  the pydantic models' JSON Schema: field names, enums, bounds, defaults, descriptions), the
+  preset data, and the default scenario's result computed now, in CPython, by the same
+  `calc_worker.run` the browser calls. The page therefore shows real numbers before Python has
+  loaded, and the browser swaps in live results when it is ready.
+- After the build, `vendor/site/` (staged by tools/vendor_assets.py) is copied to `<site>/vendor/`.
+"""
+
+from __future__ import annotations
+
+import html
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from mkdocs.exceptions import PluginError
+
+from calc import Architecture, Parallelism, Scenario, Training, __version__, gpus, models
+
+ROOT = Path(__file__).resolve().parent.parent
+VENDOR = ROOT / "vendor" / "site"
+MARKER = '<div id="calculator-app"></div>'
+# The scenario the page opens on: a common full fine-tune that fits, on 8 GPUs with ZeRO-3.
+DEFAULT_SCENARIO = Scenario.model_validate({
+    "model": "llama-3.1-8b",
+    "training": {"seq_len": 4096, "activation_checkpointing": "full"},
+    "parallelism": {"dp": 8, "zero": 3},
+}).model_dump(mode="json")
+
+LABELS = {
+    "micro_batch_size": "Micro-batch size", "seq_len": "Sequence length (tokens)",
+    "precision": "Precision", "gradient_accumulation_steps": "Gradient accumulation steps",
+    "mixed_precision": "Mixed precision", "optimizer": "Optimizer",
+    "optimizer_impl": "Optimizer implementation",
+    "activation_checkpointing": "Activation checkpointing",
+    "recompute_layers": "Recompute only the first N layers", "attention": "Attention",
+    "loss": "Loss", "finetuning": "Fine-tuning", "lora_rank": "LoRA rank",
+    "lora_targets": "LoRA targets", "lora_dropout": "LoRA dropout",
+    "implementation": "Implementation", "dp": "Data parallel (dp)",
+    "tp": "Tensor parallel (tp)", "pp": "Pipeline parallel (pp)", "cp": "Context parallel (cp)",
+    "ep": "Expert parallel (ep)", "zero": "ZeRO stage", "sequence_parallel": "Sequence parallel",
+    "offload_optimizer": "Offload optimizer to CPU", "offload_params": "Offload parameters to CPU",
+}
+BASIC = ("micro_batch_size", "seq_len", "precision")
+ADVANCED_TRAINING = ("gradient_accumulation_steps", "activation_checkpointing", "recompute_layers",
+                     "optimizer", "optimizer_impl", "mixed_precision", "attention", "loss",
+                     "finetuning", "lora_rank", "lora_targets", "lora_dropout", "implementation")
+ARCH_FIELDS = ("model_type", "hidden_size", "num_hidden_layers", "num_attention_heads",
+               "num_key_value_heads", "head_dim", "intermediate_size", "vocab_size",
+               "tie_word_embeddings", "num_local_experts", "num_experts_per_tok",
+               "moe_intermediate_size")
+
+
+def _worker() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "calc_worker", ROOT / "site" / "calculator" / "calc_worker.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _field(path: str, prop: dict[str, Any], label: str) -> tuple[str, dict[str, Any]]:
+    """One labelled input for a JSON Schema property, and how the page reads it back."""
+    fid = "f-" + path.replace(".", "-")
+    err = "e-" + path.replace(".", "-")
+    types = {t.get("type") for t in prop.get("anyOf", [prop])}
+    nullable = "null" in types
+    attrs = f'id="{fid}" name="{path}" aria-describedby="{err}"'
+    hint = f'<small class="calc-hint">{html.escape(prop["description"])}</small>' \
+        if prop.get("description") else ""
+    enum = prop.get("enum") or next((t["enum"] for t in prop.get("anyOf", []) if "enum" in t), None)
+    if path == "parallelism.zero":
+        enum = [0, 1, 2, 3]
+    if enum:
+        kind = "int-enum" if all(isinstance(v, int) for v in enum) else "enum"
+        opts = "".join(f'<option value="{v}">{v}</option>' for v in enum)
+        widget = f"<select {attrs}>{opts}</select>"
+    elif types == {"boolean"}:
+        kind = "bool"
+        widget = f'<input type="checkbox" {attrs}>'
+        return kind, {"html": (f'<div class="calc-field calc-check">{widget}<label for="{fid}">'
+                               f'{html.escape(label)}</label>{hint}'
+                               f'<span class="calc-error" id="{err}"></span></div>')}
+    else:
+        kind = "int" if "integer" in types else "float"
+        bounds = next((t for t in prop.get("anyOf", [prop]) if t.get("type") in ("integer", "number")), prop)
+        extra = "".join(f' {a}="{bounds[k]}"' for k, a in (("minimum", "min"), ("maximum", "max"))
+                        if k in bounds)
+        step = "1" if kind == "int" else "any"
+        widget = f'<input type="number" inputmode="decimal" step="{step}"{extra} {attrs}>'
+    return kind + ("?" if nullable else ""), {"html": (
+        f'<div class="calc-field"><label for="{fid}">{html.escape(label)}</label>{widget}{hint}'
+        f'<span class="calc-error" id="{err}"></span></div>')}
+
+
+def _fields(prefix: str, schema: dict[str, Any], names: tuple[str, ...],
+            kinds: dict[str, str], labels: dict[str, str] | None = None) -> str:
+    out = []
+    for name in names:
+        kind, rendered = _field(f"{prefix}.{name}", schema["properties"][name],
+                                (labels or LABELS).get(name, name))
+        kinds[f"{prefix}.{name}"] = kind
+        out.append(rendered["html"])
+    return "\n".join(out)
+
+
+def _json_script(element_id: str, data: Any) -> str:
+    text = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
+    return f'<script type="application/json" id="{element_id}">{text}</script>'
+
+
+def calculator_html(root: str) -> str:
+    kinds: dict[str, str] = {}
+    training, parallel = Training.model_json_schema(), Parallelism.model_json_schema()
+    arch_schema = Architecture.model_json_schema()
+    arch_labels = {n: n for n in ARCH_FIELDS}
+    model_opts = []
+    for family in sorted({m.family for m in models().values()}):
+        opts = "".join(f'<option value="{m.id}">{html.escape(m.name)}</option>'
+                       for m in models().values() if m.family == family)
+        model_opts.append(f'<optgroup label="{html.escape(family)}">{opts}</optgroup>')
+    gpu_opts = "".join(f'<option value="{g.id}">{html.escape(g.name)}</option>'
+                       for g in gpus().values())
+    data = {
+        "root": root,
+        "calc_version": __version__,
+        "defaults": DEFAULT_SCENARIO,
+        # what a link's scenario means where it leaves a field out: the library's defaults
+        "field_defaults": Scenario(model="-").model_dump(mode="json"),
+        "kinds": kinds,
+        "arch_fields": list(ARCH_FIELDS),
+        "models": {m.id: {"name": m.name, "aliases": list(m.aliases),
+                          "architecture": m.architecture().model_dump(mode="json")}
+                   for m in models().values()},
+        "gpus": {g.id: {"name": g.name, "aliases": list(g.aliases), "usable_bytes": g.usable_bytes}
+                 for g in gpus().values()},
+    }
+    arch = _fields("model", arch_schema, ARCH_FIELDS, kinds, arch_labels)
+    basic = _fields("training", training, BASIC, kinds)
+    adv_training = _fields("training", training, ADVANCED_TRAINING, kinds)
+    adv_parallel = _fields("parallelism", parallel, tuple(parallel["properties"]), kinds)
+    payload = json.loads(_worker().run(json.dumps(DEFAULT_SCENARIO)))
+    report_text = html.escape(payload.pop("report_text"))
+    return f"""
+<div class="calc" id="calc">
+<noscript><p class="calc-status calc-status--error">The live calculator needs JavaScript and
+WebAssembly. The result below was computed when this site was built, for the default scenario.</p></noscript>
+<p id="calc-status" class="calc-status" role="status">Showing the result computed when this site was
+built. The live calculator is loading…</p>
+<div class="calc-grid">
+<form id="calc-form" class="calc-form" novalidate>
+<fieldset><legend>Model</legend>
+<div class="calc-field"><label for="f-model">Model preset</label>
+<select id="f-model" name="model" aria-describedby="e-model">{"".join(model_opts)}
+<option value="custom">Custom (edited architecture)</option>
+<option value="hf_config">Pasted config.json</option></select>
+<span class="calc-error" id="e-model"></span></div>
+<details><summary>Architecture (editable)</summary><div class="calc-fields">{arch}</div></details>
+<details><summary>Paste a Hugging Face config.json</summary>
+<div class="calc-field"><label for="f-hf-config">config.json contents</label>
+<textarea id="f-hf-config" name="model.hf_config" rows="6" spellcheck="false"
+ aria-describedby="e-model-hf_config" placeholder='{{"model_type": "llama", "hidden_size": 4096, ...}}'></textarea>
+<span class="calc-error" id="e-model-hf_config"></span></div></details>
+</fieldset>
+<fieldset><legend>Basic</legend><div class="calc-fields">{basic}</div></fieldset>
+<fieldset><legend>Target GPU</legend>
+<div class="calc-field"><label for="f-gpu">GPU</label>
+<select id="f-gpu" name="gpu" aria-describedby="e-gpu">{gpu_opts}</select>
+<span class="calc-error" id="e-gpu"></span></div></fieldset>
+<details class="calc-advanced"><summary>Advanced settings</summary>
+<fieldset><legend>Parallelism and sharding</legend><div class="calc-fields">{adv_parallel}</div></fieldset>
+<fieldset><legend>Training</legend><div class="calc-fields">{adv_training}</div></fieldset>
+</details>
+<p class="calc-share"><a id="calc-share" href="#">Link to this scenario</a>
+<button type="button" id="calc-copy" class="md-button">Copy link</button>
+<button type="button" id="calc-reset" class="md-button">Reset</button></p>
+</form>
+<section id="calc-results" class="calc-results" aria-label="Results"></section>
+</div>
+<details class="calc-json"><summary>Report JSON (the output of <code>calc estimate --json</code>)</summary>
+<pre id="estimate-json" data-state="static">{report_text}</pre></details>
+{_json_script("calc-data", data)}
+{_json_script("calc-static", payload)}
+<script type="module" src="calculator.js"></script>
+</div>
+"""
+
+
+def on_page_content(html_text: str, page: Any, config: Any, files: Any) -> str:
+    if MARKER not in html_text:
+        return html_text
+    depth = page.url.strip("/").count("/") + 1 if page.url.strip("/") else 0
+    return html_text.replace(MARKER, calculator_html("../" * depth or "./"))
+
+
+def on_post_build(config: Any) -> None:
+    if not (VENDOR / "pyodide" / "pyodide-lock.json").is_file():
+        raise PluginError("vendor/site/ is missing: run `make site` (it runs tools/vendor_assets.py)")
+    dest = Path(config["site_dir"]) / "vendor"
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.copytree(VENDOR, dest)
