@@ -7,13 +7,21 @@
 """
 
 from ._version import __version__
-from .architecture import Architecture, from_hf_config
+from .architecture import Architecture, ConfigError, from_hf_config
 from .estimate import COMPONENTS, PHASES, Estimate, Phase, estimate
 from .presets import GpuPreset, ModelPreset, gpus, models
-from .scenario import Parallelism, Scenario, ScenarioError, Training, parse_scenario
+from .scenario import (
+    Parallelism,
+    Scenario,
+    ScenarioError,
+    Training,
+    normalize_scenario,
+    parse_scenario,
+    resolve,
+)
 
 __all__ = [
-    "COMPONENTS", "PHASES", "Architecture", "Estimate", "GpuPreset", "ModelPreset",
+    "COMPONENTS", "PHASES", "Architecture", "ConfigError", "Estimate", "GpuPreset", "ModelPreset",
     "Parallelism", "Phase", "Scenario", "ScenarioError", "Training", "__version__", "estimate",
-    "from_hf_config", "gpus", "models", "parse_scenario",
+    "from_hf_config", "gpus", "models", "normalize_scenario", "parse_scenario", "resolve",
 ]

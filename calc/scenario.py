@@ -212,6 +212,21 @@ def _scenario_error(exc: ValidationError) -> ScenarioError:
     return ScenarioError(".".join(loc) or "scenario", message)
 
 
+def normalize_scenario(data: dict[str, Any] | str | bytes | Scenario) -> dict[str, Any]:
+    """The complete scenario JSON: every default filled in, preset and GPU aliases replaced by
+    their ids, and the combination checked (what a form or a share link should hold).
+
+    >>> normalize_scenario({"model": "Meta-Llama/Meta-Llama-3-8B", "gpu": "H100"})["gpu"]
+    'h100-sxm-80gb'
+    """
+    resolved = resolve(parse_scenario(data))
+    out = resolved.scenario.model_dump(mode="json")
+    if resolved.preset is not None:
+        out["model"] = resolved.preset.id
+    out["gpu"] = resolved.gpu.id
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # Resolution: presets, architecture, cross-field rules
 # ---------------------------------------------------------------------------------------------

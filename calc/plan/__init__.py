@@ -7,7 +7,7 @@ configure it.
 
 - :func:`max_micro_batch`, :func:`max_seq_len`: the largest value that fits a memory target;
 - :func:`recommend`: single changes ranked by the device memory they save;
-- :func:`compare`: scenarios side by side;
+- :func:`compare`: scenarios side by side; :func:`compare_gpus`: one scenario on every GPU;
 - :func:`training_cost`: FLOPs, step time, time and money to train N tokens;
 - :func:`export`: DeepSpeed, Accelerate FSDP, torchtitan, Megatron-LM, HF Trainer settings;
 - :func:`kv_cache_bytes`: the KV cache of inference and RL rollouts;
@@ -16,7 +16,7 @@ configure it.
 
 from ._common import PlanError
 from .advise import DEFAULT_INTER_NODE_GBPS, AdviceResult, Plan, StepTime, advise
-from .compare import Comparison, compare
+from .compare import Comparison, GpuFit, compare, compare_gpus
 from .cost import DEFAULT_MFU, Flops, TrainingCost, flops_per_token, training_cost
 from .export import FORMATS, Export, ExportError, ExportFormat, export
 from .fit import DEFAULT_TARGET, FitResult, fits_target, max_micro_batch, max_seq_len
@@ -25,9 +25,36 @@ from .prices import PRICES, GpuPrice
 from .recommend import Recommendation, Recommendations, recommend
 
 __all__ = [
-    "DEFAULT_INTER_NODE_GBPS", "DEFAULT_MFU", "DEFAULT_TARGET", "FORMATS", "PRICES",
-    "AdviceResult", "Comparison", "Export", "ExportError", "ExportFormat", "FitResult", "Flops",
-    "GpuPrice", "KVQuant", "Plan", "PlanError", "Recommendation", "Recommendations", "StepTime",
-    "TrainingCost", "advise", "compare", "export", "fits_target", "flops_per_token",
-    "kv_cache_bytes", "max_micro_batch", "max_seq_len", "recommend", "training_cost",
+    "DEFAULT_INTER_NODE_GBPS",
+    "DEFAULT_MFU",
+    "DEFAULT_TARGET",
+    "FORMATS",
+    "PRICES",
+    "AdviceResult",
+    "Comparison",
+    "Export",
+    "ExportError",
+    "ExportFormat",
+    "FitResult",
+    "Flops",
+    "GpuFit",
+    "GpuPrice",
+    "KVQuant",
+    "Plan",
+    "PlanError",
+    "Recommendation",
+    "Recommendations",
+    "StepTime",
+    "TrainingCost",
+    "advise",
+    "compare",
+    "compare_gpus",
+    "export",
+    "fits_target",
+    "flops_per_token",
+    "kv_cache_bytes",
+    "max_micro_batch",
+    "max_seq_len",
+    "recommend",
+    "training_cost",
 ]

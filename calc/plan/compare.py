@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..estimate import COMPONENTS, Estimate, estimate
-from ..scenario import ScenarioError
+from ..presets import gpus
+from ..scenario import ScenarioError, parse_scenario
 from ._common import PlanError, ScenarioInput
 
 
@@ -93,3 +94,42 @@ def compare(scenarios: Sequence[ScenarioInput], labels: Sequence[str] | None = N
 
 
 __all__ = ["Column", "Comparison", "compare"]
+
+
+@dataclass(frozen=True, slots=True)
+class GpuFit:
+    """One scenario on one GPU preset: its device memory, or why it cannot run there."""
+
+    gpu: str
+    name: str
+    usable_bytes: int
+    device_bytes: int | None
+    utilization: float | None
+    fits: bool
+    error: str | None  # e.g. "training.precision: ... does not support bf16"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.gpu, "name": self.name, "usable_bytes": self.usable_bytes,
+                "device_bytes": self.device_bytes, "utilization": self.utilization,
+                "fits": self.fits, "error": self.error}
+
+
+def compare_gpus(scenario: ScenarioInput) -> list[GpuFit]:
+    """The same scenario on every GPU preset, in preset order.
+
+    >>> fits = compare_gpus({"model": "gpt2", "training": {"seq_len": 1024}})
+    >>> next(f for f in fits if f.gpu == "v100-16gb").error.startswith("training.precision")
+    True
+    """
+    data = parse_scenario(scenario).model_dump(mode="json")
+    out = []
+    for gpu in gpus().values():
+        try:
+            report = estimate({**data, "gpu": gpu.id})
+        except ScenarioError as exc:
+            out.append(GpuFit(gpu.id, gpu.name, gpu.usable_bytes, None, None, False,
+                              f"{exc.field}: {exc.message}"))
+            continue
+        out.append(GpuFit(gpu.id, gpu.name, gpu.usable_bytes, report.device_bytes,
+                          report.utilization, report.fits, None))
+    return out

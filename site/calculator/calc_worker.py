@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from calc import ScenarioError, estimate, from_hf_config, gpus
-from calc.architecture import ConfigError
+from calc import ConfigError, ScenarioError, estimate, from_hf_config
+from calc.plan import compare_gpus
 
 
 def _error(field: str, message: str) -> str:
@@ -29,16 +29,7 @@ def run(scenario_json: str) -> str:
         report = estimate(scenario)
     except ScenarioError as exc:
         return _error(exc.field, exc.message)
-    cards = []
-    for gpu in gpus().values():
-        card: dict[str, Any] = {"id": gpu.id, "name": gpu.name, "usable_bytes": gpu.usable_bytes}
-        try:
-            other = estimate({**scenario, "gpu": gpu.id})
-            card.update(device_bytes=other.device_bytes, utilization=other.utilization,
-                        fits=other.fits)
-        except ScenarioError as exc:
-            card["error"] = f"{exc.field}: {exc.message}"
-        cards.append(card)
+    cards = [fit.as_dict() for fit in compare_gpus(scenario)]
     report_dict = report.as_dict()
     # report_text: byte for byte what `calc estimate --json` prints, for #estimate-json.
     return json.dumps({"ok": True, "report": report_dict, "gpus": cards,
