@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 VAL := .venv-val
 STAMP := $(VENV)/.installed
 
-.PHONY: venv test lint typecheck pytest e2e site site-deps chromium serve example bench accuracy trace param-counts clean
+.PHONY: verify-exports venv test lint typecheck pytest e2e site site-deps chromium serve example bench accuracy trace param-counts clean
 
 venv: $(STAMP)
 
@@ -74,11 +74,15 @@ $(VAL)/.installed: validation/requirements.txt
 	$(PYTHON) -m venv $(VAL)
 	$(VAL)/bin/pip install -q --upgrade pip
 	$(VAL)/bin/pip install -q torch==2.13.0
-	$(VAL)/bin/pip install -q -r validation/requirements.txt
+	DS_BUILD_OPS=0 $(VAL)/bin/pip install -q -r validation/requirements.txt
 	touch $@
 
 trace: $(VAL)/.installed
 	$(VAL)/bin/python validation/trace.py --all
+
+## verify-exports: parse calc's framework exports with DeepSpeed, Accelerate, transformers
+verify-exports: $(VAL)/.installed
+	DS_BUILD_OPS=0 $(VAL)/bin/python validation/verify_exports.py
 
 param-counts: $(VAL)/.installed
 	$(VAL)/bin/python validation/param_counts.py --check
