@@ -16,6 +16,7 @@ from typing import Any
 
 from calc import ConfigError, ScenarioError, estimate, from_hf_config
 from calc.plan import compare_gpus
+from calc.plan import recommend as plan_recommend
 
 
 def _error(field: str, message: str) -> str:
@@ -47,4 +48,13 @@ def architecture(hf_config_json: str) -> str:
     return json.dumps({"ok": True, "architecture": arch.model_dump(mode="json"), "notes": notes})
 
 
-__export__ = ["run", "architecture"]
+def recommend(scenario_json: str) -> str:
+    """Single changes ranked by the device memory they save, each with its changed scenario."""
+    try:
+        recs = plan_recommend(json.loads(scenario_json))
+    except ScenarioError as exc:
+        return _error(exc.field, exc.message)
+    return json.dumps({"ok": True, **recs.as_dict()})
+
+
+__export__ = ["run", "architecture", "recommend"]

@@ -218,6 +218,93 @@ async function update() {
   render(payload, "live");
   timings.firstLive ??= performance.now();
   say(`Live: computed in your browser by calc ${payload.report.calc_version}.`);
+  showRecommendations(scenario, mine).catch(failed);
+}
+
+// ---- recommendations: each lever re-estimated by calc; "Apply" loads its scenario ----
+let recommended = [];
+async function showRecommendations(scenario, mine) {
+  const answer = JSON.parse(await worker.sync.recommend(JSON.stringify(scenario)));
+  if (mine !== seq || !answer.ok) return;
+  recommended = [...answer.recommendations, ...answer.larger_gpus];
+  const item = (rec, i, by) => `<li><div><strong>${esc(rec.title)}</strong>
+      <span class="calc-num">${by(rec)}</span>${rec.fits ? ' <span class="calc-fits">fits</span>' : ""}
+      <small>${esc(rec.cost)}</small></div>
+      <button type="button" class="md-button" data-apply="${i}">Apply</button></li>`;
+  const saving = (r) => `saves ${gib(r.saving_bytes)} (${r.saving_percent.toFixed(1)}%)`;
+  const n = answer.recommendations.length;
+  $("calc-recs").innerHTML = `<h3>What to change</h3>
+    ${n ? `<ol class="calc-recs">${answer.recommendations.map((r, i) => item(r, i, saving)).join("")}</ol>`
+        : "<p>No single change reduces device memory further.</p>"}
+    ${answer.larger_gpus.length ? `<h4>Or a larger GPU</h4><ul class="calc-recs">${answer.larger_gpus.slice(0, 4)
+      .map((r, i) => item(r, n + i, (x) => `${gib(x.headroom_bytes)} headroom`)).join("")}</ul>` : ""}`;
+}
+
+// ---- saving: download / upload the scenario, copy the report, scenarios kept in this browser ----
+const STORE = "calc.saved-scenarios";
+const saved = () => JSON.parse(localStorage.getItem(STORE) || "[]");
+
+function renderSaved() {
+  const list = saved();
+  $("calc-saved").innerHTML = list.length ? `<h3>Saved in this browser</h3><ul class="calc-saved">${list.map((e, i) =>
+    `<li><a href="#s=${encodeScenario(e.scenario)}">${esc(e.name)}</a>
+     <small>${e.device_bytes ? gib(e.device_bytes) : ""}</small>
+     <button type="button" class="calc-link" data-forget="${i}">remove</button></li>`).join("")}</ul>` : "";
+}
+
+function addTools() {
+  const bar = $("calc-copy").parentElement;
+  bar.insertAdjacentHTML("beforeend", `
+    <button type="button" class="md-button" id="calc-save">Save in this browser</button>
+    <button type="button" class="md-button" id="calc-download">Download .json</button>
+    <label class="md-button" for="calc-upload">Open .json</label>
+    <input type="file" id="calc-upload" accept="application/json,.json" hidden>
+    <button type="button" class="md-button" id="calc-copy-json">Copy report JSON</button>`);
+  $("calc-results").insertAdjacentHTML("afterend", '<div id="calc-recs"></div><div id="calc-saved"></div>');
+  $("calc-save").addEventListener("click", () => {
+    const scenario = readScenario();
+    const report = JSON.parse($("estimate-json").textContent);
+    const name = `${typeof scenario.model === "string" ? scenario.model : "custom model"} · b${scenario.training.micro_batch_size} × ${scenario.training.seq_len} on ${scenario.gpu}`;
+    localStorage.setItem(STORE, JSON.stringify([...saved(), { name, scenario, device_bytes: report.device_bytes }]));
+    renderSaved();
+    say(`Saved “${name}” in this browser.`);
+  });
+  $("calc-download").addEventListener("click", () => {
+    const blob = new Blob([JSON.stringify(readScenario(), null, 2)], { type: "application/json" });
+    const a = Object.assign(document.createElement("a"), { href: URL.createObjectURL(blob), download: "scenario.json" });
+    a.click();
+    URL.revokeObjectURL(a.href);
+  });
+  $("calc-upload").addEventListener("change", async (e) => {
+    const file = e.target.files[0];
+    if (!file) return;
+    try {
+      fillForm(JSON.parse(await file.text()));
+      clearErrors();
+      schedule(0);
+      say(`Opened ${file.name}.`);
+    } catch (err) {
+      say(`${file.name} is not a scenario JSON file (${err.message}); nothing changed.`, "error");
+    }
+    e.target.value = "";
+  });
+  $("calc-copy-json").addEventListener("click", async () => {
+    try { await navigator.clipboard.writeText($("estimate-json").textContent); say("Report JSON copied."); }
+    catch { say("Select the report JSON below to copy it."); }
+  });
+  document.addEventListener("click", (e) => {
+    const apply = e.target.closest("[data-apply]");
+    if (apply) {
+      const rec = recommended[Number(apply.dataset.apply)];
+      if (rec) { fillForm(rec.scenario); clearErrors(); schedule(0); say(`Applied: ${rec.title}.`); }
+    }
+    const forget = e.target.closest("[data-forget]");
+    if (forget) {
+      localStorage.setItem(STORE, JSON.stringify(saved().filter((_, i) => i !== Number(forget.dataset.forget))));
+      renderSaved();
+    }
+  });
+  renderSaved();
 }
 
 async function askArchitecture(hfConfig) {
@@ -314,6 +401,7 @@ async function start() {
 }
 
 // ---- wiring ----
+addTools();
 const initial = scenarioFromURL();
 fillForm(initial ?? DATA.defaults);
 render(STATIC, "static");
