@@ -45,6 +45,7 @@ $(NPM_STAMP): package.json package-lock.json
 site: site-deps
 	$(BIN)/python tools/vendor_assets.py
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	$(BIN)/python tools/precache.py build/site
 	@echo "built build/site/"
 
 ## serve: the main job: build the site and serve it on http://127.0.0.1:8000/
@@ -89,3 +90,9 @@ param-counts: $(VAL)/.installed
 
 clean:
 	rm -rf $(VENV) $(VAL) build dist vendor node_modules .mypy_cache .ruff_cache .pytest_cache
+
+## bench-site: the site's speed in headless Chromium (cold, repeat, long tasks, recalculation,
+## transfer); writes benchmarks/results/site_speed.json and prints a summary
+.PHONY: bench-site
+bench-site: site chromium
+	CALC_CHROMIUM="$(CHROMIUM)" $(BIN)/python benchmarks/bench_site.py

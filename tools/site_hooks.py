@@ -14,6 +14,7 @@ import html
 import importlib.util
 import json
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +23,12 @@ from mkdocs.exceptions import PluginError
 from calc import Architecture, Parallelism, Scenario, Training, __version__, gpus, models
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))  # the page generators (tools/docs_*.py)
+import docs_pages  # noqa: E402
+from docs_common import DEFAULT_SCENARIO  # noqa: E402  (the scenario the calculator opens on)
+
 VENDOR = ROOT / "vendor" / "site"
 MARKER = '<div id="calculator-app"></div>'
-# The scenario the page opens on: a common full fine-tune that fits, on 8 GPUs with ZeRO-3.
-DEFAULT_SCENARIO = Scenario.model_validate({
-    "model": "llama-3.1-8b",
-    "training": {"seq_len": 4096, "activation_checkpointing": "full"},
-    "parallelism": {"dp": 8, "zero": 3},
-}).model_dump(mode="json")
 
 LABELS = {
     "micro_batch_size": "Micro-batch size", "seq_len": "Sequence length (tokens)",
@@ -189,6 +188,11 @@ built. The live calculator is loading…</p>
 <script type="module" src="calculator.js"></script>
 </div>
 """
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
+    """Render the page's `{{ name }}` placeholders with numbers computed now (tools/docs_pages.py)."""
+    return docs_pages.render(page.file.src_uri, markdown)
 
 
 def on_page_content(html_text: str, page: Any, config: Any, files: Any) -> str:

@@ -1,0 +1,348 @@
+"""Speed of the documentation site's calculator, in headless Chromium (the e2e tests' launch flags),
+against the built site (`make site`) served on 127.0.0.1. `make bench-site` runs it.
+
+    python benchmarks/bench_site.py [--runs 3] [--site build/site] [--out benchmarks/results/site_speed.json]
+
+Measured, per cold run (a fresh browser context: empty HTTP cache, no service worker):
+
+- numbers_on_screen_ms: navigation start to the first frame showing the build-time report
+  (`.calc-big`), i.e. real numbers before Python has loaded;
+- first_live_ms: navigation start to the first live result (calculator.js's
+  `calcTimings.firstLive`, after Pyodide, the wheels and calc are loaded in the worker);
+- longest_task_ms: the longest main-thread task (PerformanceObserver "longtask", which reports
+  tasks over 50 ms; 0 means none) from navigation start to the first live result;
+- transfer: what the server sent for the visit (status 200 bodies; 304s count 0), counted at the
+  server, so the PyScript worker's requests are included: until the first live result, and in
+  all once the service worker has precached the site; plus the same files gzip-compressed
+  (level 6), an estimate of what a compressing host (GitHub Pages) sends.
+
+Then, in the same context, repeat visits (warm: HTTP cache and the service worker's cache), the
+same numbers; and the recalculation latency: a select in the form changed (the GPU), until the
+new live report is in the DOM and until the next frame, median over `--changes` changes. (Typed
+number inputs add calculator.js's 300 ms debounce on top; selects and checkboxes run at once.)
+
+Writes `--out` (JSON: date, machine facts, every run, medians, the targets and whether each is
+met) and prints a summary. Not a test: timings on shared machines vary; this records them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import functools
+import gzip
+import json
+import os
+import platform
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT))
+from serve import Handler, server  # noqa: E402
+
+from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS  # noqa: E402  (the same browser, same flags)
+
+TARGETS_MS = {"numbers_on_screen": 1000, "cold_first_live": 5000, "repeat_first_live": 3000,
+              "longest_task": 200, "recalc": 50}
+LIVE_TIMEOUT_MS = 120_000
+
+# Installed before any page script: when the build-time numbers are first on screen, and every
+# long task. Times are performance.now(), i.e. milliseconds since navigation start.
+PROBE = """
+window.__bench = { longtasks: [], numbersOnScreen: null };
+try {
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) window.__bench.longtasks.push([e.startTime, e.duration]);
+  }).observe({ type: 'longtask', buffered: true });
+} catch (e) { window.__bench.noLongtask = String(e); }
+new MutationObserver((_, obs) => {
+  if (document.querySelector('.calc-big')) {
+    obs.disconnect();
+    requestAnimationFrame(() => { window.__bench.numbersOnScreen = performance.now(); });
+  }
+}).observe(document, { childList: true, subtree: true });
+"""
+
+RECALC = """async (gpu) => {
+  const pre = document.getElementById('estimate-json');
+  const select = document.getElementById('f-gpu');
+  const t0 = performance.now();
+  const done = new Promise((resolve) => {
+    const obs = new MutationObserver(() => {
+      if (pre.dataset.state === 'live' && JSON.parse(pre.textContent).gpu === gpu) {
+        obs.disconnect();
+        const dom = performance.now();
+        requestAnimationFrame(() => resolve([dom - t0, performance.now() - t0]));
+      }
+    });
+    obs.observe(pre, { childList: true, characterData: true, subtree: true, attributes: true });
+  });
+  select.value = gpu;
+  select.dispatchEvent(new Event('change', { bubbles: true }));
+  return await done;
+}"""
+
+
+class Log:
+    """What the server sent: (time, path, status, body bytes), thread-safe."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.entries: list[tuple[float, str, int, int]] = []
+
+    def add(self, path: str, status: int, size: int) -> None:
+        with self.lock:
+            self.entries.append((time.monotonic(), path, status, size))
+
+    def mark(self) -> int:
+        with self.lock:
+            return len(self.entries)
+
+    def since(self, mark: int, until: int | None = None) -> list[tuple[float, str, int, int]]:
+        with self.lock:
+            return self.entries[mark:until]
+
+
+def counting_server(site: Path, log: Log) -> Any:
+    class Counting(Handler):
+        def log_request(self, code: Any = "-", size: Any = "-") -> None:
+            status = 0 if isinstance(code, str) else int(code)
+            body = 0
+            if status == 200 and self.command == "GET":
+                f = Path(self.translate_path(self.path))
+                f = f / "index.html" if f.is_dir() else f
+                body = f.stat().st_size if f.is_file() else 0
+            log.add(self.path.split("?")[0], status, body)
+            super().log_request(code, size)
+
+    srv = server(site)
+    srv.RequestHandlerClass = functools.partial(Counting, directory=str(site))  # type: ignore[assignment]
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+_GZ: dict[str, int] = {}
+
+
+def gzipped(site: Path, path: str) -> int:
+    if path not in _GZ:
+        f = site / path.lstrip("/")
+        f = f / "index.html" if f.is_dir() else f
+        _GZ[path] = len(gzip.compress(f.read_bytes(), compresslevel=6)) if f.is_file() else 0
+    return _GZ[path]
+
+
+def transfer(site: Path, entries: list[tuple[float, str, int, int]]) -> dict[str, Any]:
+    ok = [e for e in entries if e[2] == 200 and e[3] > 0]
+    return {"requests": len(entries), "bytes": sum(e[3] for e in ok),
+            "gzip_bytes_estimate": sum(gzipped(site, e[1]) for e in ok)}
+
+
+def visit(page: Any, url: str) -> dict[str, Any]:
+    page.goto(url)
+    page.wait_for_function("window.calcTimings && window.calcTimings.firstLive",
+                           timeout=LIVE_TIMEOUT_MS)
+    page.wait_for_function("window.__bench.numbersOnScreen !== null", timeout=LIVE_TIMEOUT_MS)
+    t = page.evaluate("({timings: window.calcTimings, bench: window.__bench,"
+                      " controlled: Boolean(navigator.serviceWorker && navigator.serviceWorker.controller)})")
+    live = t["timings"]["firstLive"]
+    tasks = [d for s, d in t["bench"]["longtasks"] if s <= live]
+    return {"numbers_on_screen_ms": round(t["bench"]["numbersOnScreen"], 1),
+            "first_live_ms": round(live, 1),
+            "python_ready_ms": round(t["timings"].get("pythonReady", 0), 1),
+            "longest_task_ms": round(max(tasks, default=0.0), 1),
+            "long_tasks": len(tasks),
+            "controlled_by_service_worker": t["controlled"]}
+
+
+def machine(browser_version: str) -> dict[str, Any]:
+    cpu = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = None
+    try:
+        kb = int(next(x for x in Path("/proc/meminfo").read_text().splitlines()
+                      if x.startswith("MemTotal")).split()[1])
+        mem = round(kb / 2**20, 1)
+    except (OSError, StopIteration, ValueError):
+        pass
+    from playwright._repo_version import version as pw_version
+
+    return {"nproc": os.cpu_count(), "cpu_model": cpu, "memory_gib": mem,
+            "platform": platform.platform(), "python": platform.python_version(),
+            "chromium": browser_version, "playwright": pw_version}
+
+
+def med(values: list[float]) -> float:
+    return round(statistics.median(values), 1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--site", type=Path, default=ROOT / "build" / "site")
+    parser.add_argument("--runs", type=int, default=3, help="cold visits, each in a fresh context")
+    parser.add_argument("--repeats", type=int, default=2, help="warm visits after each cold one")
+    parser.add_argument("--changes", type=int, default=10, help="input changes timed per run")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "site_speed.json")
+    args = parser.parse_args()
+    site: Path = args.site
+    if not (site / "calculator" / "index.html").is_file():
+        sys.exit(f"bench_site: no built site in {site} (run `make site`)")
+    from playwright.sync_api import sync_playwright
+
+    log = Log()
+    srv = counting_server(site, log)
+    base = f"http://127.0.0.1:{srv.server_address[1]}/"
+    url = base + "calculator/"
+    gpus = list(json.loads(_calc_data(site))["gpus"])
+    runs: list[dict[str, Any]] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        for i in range(args.runs):
+            context = browser.new_context(viewport={"width": 1280, "height": 900})
+            context.add_init_script(PROBE)
+            foreign: list[str] = []
+
+            def route(r: Any, foreign: list[str] = foreign) -> None:
+                if r.request.url.startswith((base, "data:", "blob:")):
+                    r.continue_()
+                else:
+                    foreign.append(r.request.url)
+                    r.abort()
+
+            context.route("**/*", route)
+            page = context.new_page()
+            mark = log.mark()
+            cold = visit(page, url)
+            live_mark = log.mark()
+            page.wait_for_function("navigator.serviceWorker.ready.then(r => r.active.state === 'activated')",
+                                   timeout=LIVE_TIMEOUT_MS)
+            saved_mark = log.mark()
+            cold["transfer_until_live"] = transfer(site, log.since(mark, live_mark))
+            cold["transfer_with_precache"] = transfer(site, log.since(mark, saved_mark))
+            repeats = []
+            for _ in range(args.repeats):
+                m = log.mark()
+                r = visit(page, url)
+                time.sleep(0.5)  # the page's own reachability probe and update check
+                r["transfer"] = transfer(site, log.since(m))
+                repeats.append(r)
+            recalc = []
+            current = page.evaluate("JSON.parse(document.getElementById('estimate-json').textContent).gpu")
+            choices = [g for g in gpus if g != current]
+            for j in range(args.changes):
+                recalc.append(page.evaluate(RECALC, choices[j % len(choices)]))
+            context.close()
+            run = {"cold": cold, "repeat": repeats,
+                   "recalc_dom_ms": [round(a, 1) for a, _ in recalc],
+                   "recalc_painted_ms": [round(b, 1) for _, b in recalc],
+                   "foreign_requests": foreign}
+            runs.append(run)
+            warm = ", ".join(f"{r['first_live_ms']:.0f}" for r in repeats)
+            print(f"run {i + 1}: numbers {cold['numbers_on_screen_ms']:.0f} ms, cold live "
+                  f"{cold['first_live_ms']:.0f} ms, repeat live {warm} ms, longest task "
+                  f"{cold['longest_task_ms']:.0f} ms, recalc median {med(run['recalc_painted_ms']):.0f} ms",
+                  flush=True)
+        version = browser.version
+        browser.close()
+    srv.shutdown()
+    result = summarize(runs, site, version)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    print_summary(result)
+    print(f"wrote {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}")
+
+
+def _calc_data(site: Path) -> str:
+    import html
+    import re
+
+    text = (site / "calculator" / "index.html").read_text()
+    m = re.search(r'<script type="application/json" id="calc-data">(.*?)</script>', text, re.S)
+    assert m, "calc-data is missing from the built page"
+    return html.unescape(m.group(1)).replace("<\\/", "</")
+
+
+def summarize(runs: list[dict[str, Any]], site: Path, browser_version: str) -> dict[str, Any]:
+    cold = [r["cold"] for r in runs]
+    warm = [v for r in runs for v in r["repeat"]]
+    recalc = [x for r in runs for x in r["recalc_painted_ms"]]
+    recalc_dom = [x for r in runs for x in r["recalc_dom_ms"]]
+    versions = json.loads((site / "vendor" / "versions.json").read_text()) \
+        if (site / "vendor" / "versions.json").is_file() else {}
+    summary = {
+        "numbers_on_screen_ms": {"cold": med([c["numbers_on_screen_ms"] for c in cold]),
+                                 "repeat": med([w["numbers_on_screen_ms"] for w in warm])},
+        "cold_first_live_ms": med([c["first_live_ms"] for c in cold]),
+        "repeat_first_live_ms": med([w["first_live_ms"] for w in warm]),
+        "longest_task_ms": {"cold": max(c["longest_task_ms"] for c in cold),
+                            "repeat": max(w["longest_task_ms"] for w in warm)},
+        "recalc_ms": {"median_painted": med(recalc), "median_dom": med(recalc_dom),
+                      "max_painted": round(max(recalc), 1), "changes": len(recalc)},
+        "cold_transfer": {
+            "until_live_bytes": int(statistics.median(c["transfer_until_live"]["bytes"] for c in cold)),
+            "until_live_gzip_bytes_estimate": int(statistics.median(
+                c["transfer_until_live"]["gzip_bytes_estimate"] for c in cold)),
+            "with_precache_bytes": int(statistics.median(c["transfer_with_precache"]["bytes"] for c in cold)),
+            "with_precache_gzip_bytes_estimate": int(statistics.median(
+                c["transfer_with_precache"]["gzip_bytes_estimate"] for c in cold)),
+            "requests_until_live": int(statistics.median(c["transfer_until_live"]["requests"] for c in cold)),
+        },
+        "repeat_transfer_bytes": int(statistics.median(w["transfer"]["bytes"] for w in warm)),
+    }
+    measured = {"numbers_on_screen": summary["numbers_on_screen_ms"]["cold"],
+                "cold_first_live": summary["cold_first_live_ms"],
+                "repeat_first_live": summary["repeat_first_live_ms"],
+                "longest_task": max(summary["longest_task_ms"].values()),
+                "recalc": summary["recalc_ms"]["median_painted"]}
+    return {
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "machine": machine(browser_version),
+        "site": {"pyodide": versions.get("pyodide"), "pyscript": versions.get("pyscript"),
+                 "python": versions.get("python")},
+        "method": "benchmarks/bench_site.py: headless Chromium, the e2e launch flags, site on 127.0.0.1 "
+                  "(no network latency or bandwidth limit); medians over the runs",
+        "summary": summary,
+        "targets_ms": TARGETS_MS,
+        "meets_target": {k: measured[k] < TARGETS_MS[k] for k in TARGETS_MS},
+        "runs": runs,
+    }
+
+
+def print_summary(result: dict[str, Any]) -> None:
+    s, m, ok = result["summary"], result["machine"], result["meets_target"]
+    mark = {True: "ok", False: "MISSED"}
+    t = s["cold_transfer"]
+    print(f"\nsite speed, {m['nproc']} x {m['cpu_model']}, {m['chromium']}, {result['date']}")
+    print(f"  numbers on screen (build-time report): {s['numbers_on_screen_ms']['cold']:.0f} ms cold, "
+          f"{s['numbers_on_screen_ms']['repeat']:.0f} ms repeat   [target < 1000: {mark[ok['numbers_on_screen']]}]")
+    print(f"  cold visit to first live result:       {s['cold_first_live_ms']:.0f} ms   "
+          f"[target < 5000: {mark[ok['cold_first_live']]}]")
+    print(f"  repeat visit (service worker):         {s['repeat_first_live_ms']:.0f} ms   "
+          f"[target < 3000: {mark[ok['repeat_first_live']]}]")
+    print(f"  longest main-thread task:              {s['longest_task_ms']['cold']:.0f} ms cold, "
+          f"{s['longest_task_ms']['repeat']:.0f} ms repeat (0: none over 50 ms)   "
+          f"[target < 200: {mark[ok['longest_task']]}]")
+    print(f"  recalculation after a change:          {s['recalc_ms']['median_painted']:.1f} ms median to paint "
+          f"({s['recalc_ms']['median_dom']:.1f} ms to DOM, max {s['recalc_ms']['max_painted']:.0f}, "
+          f"{s['recalc_ms']['changes']} changes)   [target < 50: {mark[ok['recalc']]}]")
+    print(f"  cold transfer until live:              {t['until_live_bytes'] / 2**20:.1f} MiB raw, "
+          f"~{t['until_live_gzip_bytes_estimate'] / 2**20:.1f} MiB gzip ({t['requests_until_live']} requests)")
+    print(f"  cold transfer incl. offline precache:  {t['with_precache_bytes'] / 2**20:.1f} MiB raw, "
+          f"~{t['with_precache_gzip_bytes_estimate'] / 2**20:.1f} MiB gzip")
+    print(f"  repeat visit transfer:                 {s['repeat_transfer_bytes']} bytes")
+
+
+if __name__ == "__main__":
+    main()

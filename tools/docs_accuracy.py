@@ -1,0 +1,91 @@
+"""The accuracy page: calc and the other tools' formulas against the traced steps, and calc
+against published GPU measurements. Recomputed at build time with validation/accuracy.py's own
+functions (from the committed traces), so the page always describes the library it ships with."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+from docs_common import md_table, num_gib, pct
+
+from calc.confidence import VALIDATED_FAMILIES, VALIDATED_FEATURES
+
+ROOT = Path(__file__).resolve().parent.parent
+KEYS = (("error", "calc"), ("korthikanti", "Korthikanti et al. + 16 B/param"),
+        ("megatron", "Megatron-LM theoretical"), ("eleuther", "EleutherAI Transformer Math 101"))
+
+
+def _accuracy() -> Any:
+    spec = importlib.util.spec_from_file_location("validation_accuracy",
+                                                  ROOT / "validation" / "accuracy.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("validation_accuracy", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def context(src: str) -> dict[str, str]:
+    acc = _accuracy()
+    rows = acc.traced_rows("all")
+    by_split = {s: [r for r in rows if r["split"] == s] for s in ("dev", "test")}
+    ctx: dict[str, str] = {
+        "cases": str(len(rows)),
+        "dev_cases": str(len(by_split["dev"])),
+        "test_cases": str(len(by_split["test"])),
+    }
+    summary_rows = []
+    for key, label in KEYS:
+        cells = [label]
+        for split in ("dev", "test"):
+            s = acc.summary(by_split[split], key)
+            ctx[f"{key}_{split}_median"] = pct(s["median_abs_error"])
+            ctx[f"{key}_{split}_worst"] = pct(s["max_abs_error"])
+            cells += [pct(s["median_abs_error"]), pct(s["max_abs_error"])]
+        summary_rows.append(cells)
+    ctx["summary_table"] = md_table(
+        ["", "dev: median abs. error", "dev: worst", "test: median abs. error", "test: worst"],
+        summary_rows, "lrrrr")
+    phase_match = sum(r["traced_phase"] == r["predicted_phase"] for r in rows)
+    ctx["phase_match"] = str(phase_match)
+    table = []
+    for r in sorted(rows, key=lambda r: (r["split"], r["id"])):
+        phase = r["traced_phase"] if r["traced_phase"] == r["predicted_phase"] else \
+            f"{r['traced_phase']} / **{r['predicted_phase']}**"
+        table.append([f"`{r['id']}`", r["split"], num_gib(r["traced"]), num_gib(r["predicted"]),
+                      pct(r["error"], True), pct(r["korthikanti"], True),
+                      pct(r["megatron"], True), pct(r["eleuther"], True), phase])
+    ctx["cases_table"] = md_table(
+        ["case", "split", "traced GiB", "calc GiB", "calc", "Korthikanti", "Megatron",
+         "EleutherAI", "peak phase (traced / calc)"], table, "llrrrrrrl")
+
+    pub = acc.published_rows()
+    kept = [r for r in pub if "excluded" not in r]
+    excluded = [r for r in pub if "excluded" in r]
+    s = acc.summary(kept)
+    ctx.update(published_total=str(len(pub)), published_kept=str(len(kept)),
+               published_excluded=str(len(excluded)),
+               published_median=pct(s["median_abs_error"]),
+               published_worst=pct(s["max_abs_error"]),
+               published_min=pct(min(r["error"] for r in kept), True),
+               published_max=pct(max(r["error"] for r in kept), True))
+    field = acc.METRIC_FIELD
+    ctx["published_table"] = md_table(
+        ["measurement", "statistic", "published GiB", "calc figure", "calc GiB", "error"],
+        [[f"`{r['id']}`", f"`{r['metric']}`", num_gib(r["published"]),
+          f"`{field[r['metric']]}`", num_gib(r["predicted"]), pct(r["error"], True)]
+         for r in kept], "llrlrr")
+    ctx["excluded_table"] = md_table(
+        ["measurement", "statistic", "published GiB", "calc GiB (not compared)", "why excluded"],
+        [[f"`{r['id']}`", f"`{r['metric']}`", num_gib(r["published"]),
+          num_gib(r["predicted"]) if "predicted" in r else "-", r["excluded"]]
+         for r in excluded], "llrrl")
+    ctx["validated_families"] = ", ".join(f"`{f}`" for f in sorted(VALIDATED_FAMILIES))
+    ctx["validated_features"] = md_table(
+        ["setting", "values covered by traced cases"],
+        [[f"`{path}`", ", ".join(f"`{v}`" for v in sorted(vals, key=str))]
+         for path, vals in VALIDATED_FEATURES.items()], "ll")
+    return ctx

@@ -1,0 +1,70 @@
+"""Shared helpers of the documentation pages: how a number is written, and links to the calculator.
+
+Every number a page shows goes through these functions at build time, so prose and tables use
+one format: GiB with two decimals (bytes / 1024**3), percentages with one.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import posixpath
+from typing import Any
+
+from calc import Estimate, Scenario, parse_scenario
+
+# The scenario the calculator opens on (and the GPU comparison and formula pages use): a common
+# full fine-tune that fits, on 8 GPUs with ZeRO-3.
+DEFAULT_SCENARIO = Scenario.model_validate({
+    "model": "llama-3.1-8b",
+    "training": {"seq_len": 4096, "activation_checkpointing": "full"},
+    "parallelism": {"dp": 8, "zero": 3},
+}).model_dump(mode="json")
+
+GiB = 1024**3
+
+
+def gib(n: float) -> str:
+    return f"{n / GiB:.2f} GiB"
+
+
+def num_gib(n: float) -> str:
+    """GiB without the unit, for table columns that name it in the header."""
+    return f"{n / GiB:.2f}"
+
+
+def pct(x: float, signed: bool = False) -> str:
+    return f"{100 * x:+.1f}%" if signed else f"{100 * x:.1f}%"
+
+
+def billions(n: int) -> str:
+    return f"{n / 1e9:.2f} B"
+
+
+def encode_scenario(scenario: Any) -> str:
+    """What the calculator reads after `#s=`: base64url of the scenario JSON, unpadded
+    (`encodeScenario` in site/calculator/calculator.js). The scenario is the library's full
+    normalised form, so a link means exactly what the page computed."""
+    data = parse_scenario(scenario).model_dump(mode="json")
+    raw = json.dumps(data, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def calc_link(scenario: Any, page_src: str) -> str:
+    """A Markdown link target from the page `page_src` (relative to docs_dir) to the calculator
+    opened on `scenario`."""
+    rel = posixpath.relpath("calculator/index.md", posixpath.dirname(page_src) or ".")
+    return f"{rel}#s={encode_scenario(scenario)}"
+
+
+def verdict(e: Estimate) -> str:
+    return "fits" if e.fits else "does not fit"
+
+
+def md_table(header: list[str], rows: list[list[str]], align: str | None = None) -> str:
+    """A Markdown table; `align` is one letter per column (l, r, c)."""
+    marks = {"l": ":--", "r": "--:", "c": ":-:"}
+    sep = [marks[a] for a in align] if align else ["---"] * len(header)
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(sep) + " |"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)

@@ -1,0 +1,124 @@
+"""Reference pages generated from the code and data: presets (presets/*.json through
+calc.presets), the CLI (calc.cli.build_parser), the Python API (docstrings), and the formula
+reference's values for the default scenario."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+from typing import Any
+
+from docs_common import DEFAULT_SCENARIO, billions, calc_link, gib, md_table, num_gib
+
+import calc
+import calc.activations
+import calc.logits
+import calc.overhead
+import calc.plan
+import calc.states
+from calc import estimate, gpus, models
+from calc.cli import build_parser
+from calc.overhead import ALLOCATOR_FLOOR, ALLOCATOR_FRACTION, CUDA_CONTEXT, NCCL_PER_GROUP
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _link(url: str, label: str = "source") -> str:
+    return f"[{label}]({url})" if url.startswith("http") else _cell(url)
+
+
+def presets(src: str) -> dict[str, str]:
+    mrows = []
+    for m in sorted(models().values(), key=lambda m: (m.family, m.id)):
+        e = estimate({"model": m.id, "training": {"seq_len": 128}})
+        pub = f"{m.published_param_count:,}" if m.published_param_count else "-"
+        mrows.append([f"`{m.id}`", m.name, m.family, billions(e.param_count), pub,
+                      "yes" if m.verified else "**no**", _link(m.source_url, "config.json")])
+    grows = []
+    for g in sorted(gpus().values(), key=lambda g: (g.vendor, -g.usable_bytes)):
+        tf = ", ".join(f"{k} {v:g}" for k, v in g.dense_tflops.items())
+        srcs = " ".join(_link(u, f"[{i}]") for i, u in enumerate(g.sources, 1))
+        grows.append([f"`{g.id}`", g.name, num_gib(g.usable_bytes), tf,
+                      f"{g.memory_bandwidth_gbps:,.0f}",
+                      f"{g.interconnect.name} {g.interconnect.bandwidth_gbps:,.0f}",
+                      "yes" if g.verified else "**no**", srcs])
+    notes = "\n".join(f"`{m.id}`\n: {_cell(m.verification_note)}\n" for m in sorted(models().values(), key=lambda m: m.id)
+        if m.verification_note)
+    gnotes = "\n".join(f"`{g.id}`\n: usable memory: {_cell(g.usable_bytes_source)}\n"
+                       for g in sorted(gpus().values(), key=lambda g: g.id))
+    return {
+        "model_count": str(len(mrows)), "gpu_count": str(len(grows)),
+        "models_table": md_table(["id", "name", "family", "parameters (calc)", "published count",
+                                  "verified", "source"], mrows, "lllrrcl"),
+        "gpus_table": md_table(["id", "name", "usable GiB", "dense TFLOPS", "memory GB/s",
+                                "interconnect GB/s", "verified", "sources"], grows, "llrlrlcl"),
+        "model_notes": notes, "gpu_notes": gnotes,
+    }
+
+
+def cli(src: str) -> dict[str, str]:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    helps = {c.dest: c.help for c in sub._choices_actions}
+    out = []
+    for name, p in sub.choices.items():
+        rows = []
+        for a in p._actions:
+            if isinstance(a, argparse._HelpAction):
+                continue
+            flag = ", ".join(f"`{o}`" for o in a.option_strings) or f"`{a.dest}` (positional)"
+            choices = ", ".join(f"`{c}`" for c in a.choices) if a.choices else ""
+            default = "" if a.default in (None, False, argparse.SUPPRESS) else f"`{a.default}`"
+            rows.append([flag, _cell(a.help or ""), choices, default])
+        out.append(f"## `calc {name}`\n\n{helps.get(name) or ''}\n\n"
+                   f"```\n{p.format_usage().strip()}\n```\n\n"
+                   + md_table(["flag", "meaning", "values", "default"], rows, "llll"))
+    return {"commands": "\n\n".join(out), "version": calc.__version__}
+
+
+def _doc(obj: Any) -> str:
+    doc = inspect.getdoc(obj) or "(no docstring)"
+    return f"```text\n{doc}\n```"
+
+
+def api(src: str) -> dict[str, str]:
+    parts = []
+    for mod in (calc, calc.plan):
+        parts.append(f"## `{mod.__name__}`\n\n{_doc(mod)}")
+        for name in mod.__all__:
+            obj = getattr(mod, name)
+            if not (inspect.isfunction(obj) or inspect.isclass(obj)):
+                continue
+            try:
+                sig = str(inspect.signature(obj)) if inspect.isfunction(obj) else ""
+            except (TypeError, ValueError):
+                sig = ""
+            kind = "class" if inspect.isclass(obj) else "def"
+            parts.append(f"### `{mod.__name__}.{name}`\n\n```python\n{kind} {name}{sig}\n```\n\n"
+                         f"{_doc(obj)}")
+    return {"api": "\n\n".join(parts)}
+
+
+def formulas(src: str) -> dict[str, str]:
+    e = estimate(DEFAULT_SCENARIO)
+    rows = [[f"`{k}`", num_gib(v)] for k, v in sorted(e.stage.peak.breakdown.items()) if v]
+    orows = [[f"`{k}`", num_gib(v)] for k, v in e.overhead.items()]
+    t, p = e.scenario.training, e.scenario.parallelism
+    return {
+        "link": calc_link(DEFAULT_SCENARIO, src),
+        "scenario": (f"{models()[e.scenario.model if isinstance(e.scenario.model, str) else ''].name}"
+                     if isinstance(e.scenario.model, str) else "custom")
+                    + f", seq_len {t.seq_len}, micro-batch {t.micro_batch_size}, "
+                    f"{t.mixed_precision} {t.precision}, {t.optimizer}, checkpointing "
+                    f"{t.activation_checkpointing}, dp {p.dp}, ZeRO-{p.zero}",
+        "params": f"{e.param_count:,}", "peak": gib(e.peak_bytes), "device": gib(e.device_bytes),
+        "phase": e.peak_phase.replace("_", " "),
+        "breakdown_table": md_table(["breakdown path (at the peak)", "GiB"], rows, "lr"),
+        "overhead_table": md_table(["overhead (empirical)", "GiB"], orows, "lr"),
+        "alloc_fraction": f"{ALLOCATOR_FRACTION:g}", "alloc_floor": gib(ALLOCATOR_FLOOR),
+        "cuda_context": gib(CUDA_CONTEXT), "nccl": gib(NCCL_PER_GROUP),
+        "states_doc": _doc(calc.states), "activations_doc": _doc(calc.activations),
+        "logits_doc": _doc(calc.logits), "overhead_doc": _doc(calc.overhead),
+    }
