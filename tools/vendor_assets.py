@@ -5,6 +5,8 @@
 What lands there, and from where:
 
 - `pyscript/`: `@pyscript/core`'s `dist/` (npm, pinned and hashed by package-lock.json);
+- `katex/`: KaTeX's script, stylesheet, auto-render and fonts (npm `katex`, same lock), for the
+  formula pages;
 - `pyodide/`: the Pyodide runtime (npm `pyodide`, same lock) *without* its own
   `pyodide-lock.json`, which lists the Pyodide project's builds of pydantic that we do not ship;
 - `pyodide/*.whl`: the Pyodide-ABI `pydantic_core` wheel and the pure wheels it needs, downloaded
@@ -160,6 +162,11 @@ def main() -> None:
     shutil.rmtree(OUT, ignore_errors=True)
     copy_tree(NODE / "@pyscript" / "core" / "dist", OUT / "pyscript")
     copy_tree(NODE / "pyodide", OUT / "pyodide", PYODIDE_SKIP)
+    katex = NODE / "katex" / "dist"  # math rendering for the formula pages (no CDN)
+    (OUT / "katex" / "contrib").mkdir(parents=True)
+    for name in ("katex.min.js", "katex.min.css", "contrib/auto-render.min.js"):
+        shutil.copy2(katex / name, OUT / "katex" / name)
+    copy_tree(katex / "fonts", OUT / "katex" / "fonts")
     wheels = [*pip_download(abi, python), build_own_wheel()]
     for w in wheels:
         shutil.copy2(w, OUT / "pyodide" / w.name)
@@ -168,6 +175,7 @@ def main() -> None:
     versions = {
         "pyscript": json.loads((NODE / "@pyscript" / "core" / "package.json").read_text())["version"],
         "pyodide": json.loads((NODE / "pyodide" / "package.json").read_text())["version"],
+        "katex": json.loads((NODE / "katex" / "package.json").read_text())["version"],
         "python": info["python"],
         "wheels": {k: v["version"] for k, v in data["packages"].items()},  # type: ignore[index]
     }
