@@ -33,11 +33,28 @@ VALIDATED_FEATURES: dict[str, frozenset[Any]] = {
 }
 
 
+# Families traced with one attention path only (transformers runs Gemma 2 with eager attention:
+# its SDPA path rejects the attention soft-capping).
+VALIDATED_ATTENTION: dict[str, frozenset[str]] = {"gemma2": frozenset({"eager"})}
+# The largest model among the traced cases: beyond it the per-layer mechanisms are the same, but
+# the evidence is not.
+MAX_TRACED_PARAMS = 8_030_261_248
+
+
 def confidence(r: Resolved) -> dict[str, Any]:
+    from .params import count_params
+
     missing: list[str] = []
     family = r.arch.model_type
     if family not in VALIDATED_FAMILIES:
         missing.append(f"model family {family!r} has no traced case")
+    attention = r.scenario.training.attention
+    if attention not in VALIDATED_ATTENTION.get(family, frozenset({attention})):
+        missing.append(f"{family} is traced with {attention!r} attention in no case")
+    size = count_params(r.arch).total
+    if size > MAX_TRACED_PARAMS:
+        missing.append(f"{size / 1e9:.1f}B parameters is beyond the largest traced model "
+                       f"({MAX_TRACED_PARAMS / 1e9:.1f}B)")
     for path, allowed in VALIDATED_FEATURES.items():
         group, name = path.split(".")
         value = getattr(getattr(r.scenario, group), name)

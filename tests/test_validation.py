@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from calc.confidence import VALIDATED_FAMILIES, VALIDATED_FEATURES
+from calc.confidence import (
+    MAX_TRACED_PARAMS,
+    VALIDATED_ATTENTION,
+    VALIDATED_FAMILIES,
+    VALIDATED_FEATURES,
+)
+from calc.params import count_params
 from calc.scenario import parse_scenario, resolve
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,12 +62,19 @@ def test_kept_published_measurements_within_15_percent() -> None:
 def test_confidence_claims_are_backed_by_traced_cases() -> None:
     """`validated` in a report must mean the traced cases cover that family and feature."""
     families, seen = set(), {path: set() for path in VALIDATED_FEATURES}
+    attention: dict[str, set[str]] = {}
+    largest = 0
     for case in CASES:
         r = resolve(parse_scenario(case["scenario"]))
         families.add(r.arch.model_type)
+        attention.setdefault(r.arch.model_type, set()).add(r.scenario.training.attention)
+        largest = max(largest, count_params(r.arch).total)
         for path in VALIDATED_FEATURES:
             group, name = path.split(".")
             seen[path].add(getattr(getattr(r.scenario, group), name))
     assert families >= VALIDATED_FAMILIES
+    assert largest == MAX_TRACED_PARAMS
+    for family, allowed in VALIDATED_ATTENTION.items():
+        assert attention[family] == allowed, f"{family}: traced with {attention[family]}"
     for path, allowed in VALIDATED_FEATURES.items():
         assert allowed <= seen[path], f"{path}: {allowed - seen[path]} not traced"
