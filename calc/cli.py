@@ -8,6 +8,9 @@
     calc cost SCENARIO.json --tokens 1e12 [--mfu 0.4] [--price-per-gpu-hour 2.5]
     calc export --format deepspeed SCENARIO.json               calc kv-cache MODEL --seq-len N
     calc advise [SCENARIO.json] --model M --gpu G --gpus N [--global-batch B] [--json]
+    calc import --format deepspeed ds_config.json --model M [--gpu G] [--dp N]
+    calc cheapest [SCENARIO.json] --tokens 1e10 [--deadline-hours H] [--gpus a,b] [--json]
+    calc rl [SCENARIO.json] --prompts N --samples-per-prompt K --response-len L [--json]
 
 Flags are generated from the scenario's fields (`--micro-batch-size` for
 `training.micro_batch_size`), so the CLI and the JSON contract cannot drift apart. Errors go to
@@ -28,20 +31,25 @@ from ._version import __version__
 from .estimate import COMPONENTS, Estimate, estimate
 from .plan import (
     DEFAULT_INTER_NODE_GBPS,
+    DEFAULT_MAX_GPUS,
     DEFAULT_MFU,
     DEFAULT_TARGET,
     FORMATS,
+    IMPORT_FORMATS,
     ExportError,
     FitResult,
     KVQuant,
     PlanError,
     advise,
+    cheapest,
     compare,
     export,
+    import_config,
     kv_cache_bytes,
     max_micro_batch,
     max_seq_len,
     recommend,
+    rl_memory,
     training_cost,
 )
 from .presets import gpus, models
@@ -156,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     pre.add_argument("--json", action="store_true")
     _add_plan_commands(sub)
     _add_advise_command(sub)
+    _add_import_cheapest_rl_commands(sub)
     return parser
 
 
@@ -227,6 +236,8 @@ def _plan(args: argparse.Namespace) -> tuple[dict[str, Any] | list[Any], str]:
     cmd = args.command
     if cmd == "advise":
         return _advise(args)
+    if cmd in _MORE_COMMANDS:
+        return _MORE_COMMANDS[cmd](args)
     if cmd == "compare":
         texts = []
         for path in args.scenarios:
@@ -345,6 +356,101 @@ def _advise(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     if not d["plans"]:
         lines.append("nothing fits: " + ", ".join(f"{k} {v}" for k, v in d["rejected"].items()))
     return d, "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# import, cheapest, rl
+# ---------------------------------------------------------------------------------------------
+
+def _add_import_cheapest_rl_commands(sub: Any) -> None:
+    imp = sub.add_parser("import", help="a DeepSpeed / Accelerate / HF Trainer config as a "
+                         "scenario (pipe into calc estimate -)")
+    imp.add_argument("--format", choices=IMPORT_FORMATS, required=True)
+    imp.add_argument("config", help="the config file, or - for stdin")
+    imp.add_argument("--model", required=True, help="model preset id")
+    imp.add_argument("--gpu", help="GPU preset id (default: the scenario default)")
+    imp.add_argument("--dp", type=int, help="data-parallel GPUs, where the config does not say")
+    imp.add_argument("--seq-len", type=int, help="tokens per sequence (configs do not say)")
+    imp.add_argument("--json", action="store_true",
+                     help="the output is the scenario JSON either way; notes go to stderr")
+    chp = _scenario_command(sub, "cheapest", "cheapest GPU type and count to train N tokens")
+    chp.add_argument("--tokens", type=_count, required=True, help="training tokens (1e12 ok)")
+    chp.add_argument("--deadline-hours", type=float, help="wall-clock limit")
+    chp.add_argument("--gpus", help="comma-separated GPU preset ids (default: every GPU with "
+                     "a list price; --gpu alone restricts to that one)")
+    chp.add_argument("--max-gpus", type=int, default=DEFAULT_MAX_GPUS,
+                     help="largest count tried, powers of two (default %(default)s)")
+    chp.add_argument("--mfu", type=float, default=DEFAULT_MFU,
+                     help="assumed utilisation of peak dense TFLOPS (default %(default)s)")
+    chp.add_argument("--target", type=float, default=DEFAULT_TARGET,
+                     help="fraction of the GPU's usable memory (default %(default)s)")
+    chp.add_argument("--top", type=int, default=10, help="options to list (default %(default)s)")
+    rl = _scenario_command(sub, "rl", "RL fine-tuning: training + rollout KV cache + engine "
+                           "weights per GPU")
+    rl.add_argument("--prompts", type=int, required=True, help="prompts per rollout batch")
+    rl.add_argument("--samples-per-prompt", type=int, required=True, help="responses each")
+    rl.add_argument("--response-len", type=int, required=True, help="tokens per response")
+    rl.add_argument("--prompt-len", type=int, default=512, help="tokens (default %(default)s)")
+    rl.add_argument("--kv-dtype-bytes", type=int, default=2, help="bf16: 2, fp8 cache: 1")
+    rl.add_argument("--separate", action="store_true",
+                    help="the rollout engine runs on GPUs of its own (not colocated)")
+    rl.add_argument("--engines", type=int, help="rollout engines (default world_size / tp)")
+
+
+def _import(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    try:
+        text = sys.stdin.read() if args.config == "-" else Path(args.config).read_text()
+    except OSError as exc:
+        raise ScenarioError("config", f"cannot read {args.config}: {exc.strerror}") from None
+    scenario, notes = import_config(text, args.format, model=args.model, gpu=args.gpu,
+                                    dp=args.dp, seq_len=args.seq_len)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    data = scenario.model_dump(mode="json")
+    return data, json.dumps(data, indent=2)
+
+
+def _cheapest(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    data = _scenario_from(args)
+    names = args.gpus.split(",") if args.gpus else ([args.gpu] if args.gpu else None)
+    r = cheapest(data, args.tokens, deadline_hours=args.deadline_hours, gpus=names,
+                 max_gpus=args.max_gpus, mfu=args.mfu, target=args.target)
+    deadline = "" if r.deadline_hours is None else f" within {r.deadline_hours:g} h"
+    lines = [f"{r.tokens:,} tokens{deadline}, cheapest first:"]
+    for i, o in enumerate(r.options[: args.top], 1):
+        c = o.cost
+        extra = f" ({', '.join(o.changes)})" if o.changes else ""
+        lines.append(f"{i:>3}. {o.gpus} x {o.gpu}{extra}: ${c.cost_usd:,.0f}, "
+                     f"{c.train_seconds / 3600:,.1f} h, {c.gpu_hours:,.0f} GPU-hours, "
+                     f"{_gib(o.device_bytes)} of {_gib(o.usable_bytes)}")
+    if not r.options:
+        lines.append("  none")
+    if r.unpriced:
+        lines.append("no list price (by GPU-hours):")
+        lines += [f"     {o.gpus} x {o.gpu}: {o.cost.train_seconds / 3600:,.1f} h, "
+                  f"{o.cost.gpu_hours:,.0f} GPU-hours" for o in r.unpriced[: args.top]]
+    lines += [f"  {gpu}: {why}" for gpu, why in r.rejected.items()]
+    lines += [f"  note: {n}" for n in r.notes]
+    return r.as_dict(), "\n".join(lines)
+
+
+def _rl(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    m = rl_memory(_scenario_from(args), prompts=args.prompts,
+                  samples_per_prompt=args.samples_per_prompt, response_len=args.response_len,
+                  prompt_len=args.prompt_len, kv_dtype_bytes=args.kv_dtype_bytes,
+                  colocated=not args.separate, engines=args.engines)
+    lines = [f"{m.sequences} sequences of {m.seq_len} tokens, {m.engines} engine(s) of tp "
+             f"{m.tp}, {m.sequences_per_engine} sequences each, on {m.gpu}:"]
+    lines += [f"  {name:<18}{_gib(value):>14}" + ("  <- dominates" if name == m.dominant
+                                                  else "")
+              for name, value in m.components.items()]
+    lines.append(f"  {'per GPU':<18}{_gib(m.total_bytes):>14}  of {_gib(m.usable_bytes)} "
+                 f"({m.utilization:.0%}, {'fits' if m.fits else 'DOES NOT FIT'})")
+    lines += [f"  note: {n}" for n in m.notes]
+    return m.as_dict(), "\n".join(lines)
+
+
+_MORE_COMMANDS = {"import": _import, "cheapest": _cheapest, "rl": _rl}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

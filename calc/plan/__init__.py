@@ -11,27 +11,44 @@ configure it.
 - :func:`training_cost`: FLOPs, step time, time and money to train N tokens;
 - :func:`export`: DeepSpeed, Accelerate FSDP, torchtitan, Megatron-LM, HF Trainer settings;
 - :func:`kv_cache_bytes`: the KV cache of inference and RL rollouts;
-- :func:`advise`: parallelism layouts of N GPUs that fit, ranked by estimated step time.
+- :func:`advise`: parallelism layouts of N GPUs that fit, ranked by estimated step time;
+- :func:`import_config`: a DeepSpeed, Accelerate or HF Trainer config as a scenario;
+- :func:`cheapest`: the cheapest GPU type and count that fits and meets a deadline;
+- :func:`rl_memory`: RL fine-tuning: training, rollout KV cache and engine weights per GPU.
 """
 
 from ._common import PlanError
 from .advise import DEFAULT_INTER_NODE_GBPS, AdviceResult, Plan, StepTime, advise
+from .cheapest import DEFAULT_MAX_GPUS, CheapestResult, Option, cheapest
 from .compare import Comparison, GpuFit, compare, compare_gpus
 from .cost import DEFAULT_MFU, Flops, TrainingCost, flops_per_token, training_cost
 from .export import FORMATS, Export, ExportError, ExportFormat, export
 from .fit import DEFAULT_TARGET, FitResult, fits_target, max_micro_batch, max_seq_len
+from .importers import (
+    IMPORT_FORMATS,
+    ConfigImportError,
+    Imported,
+    ImportFormat,
+    import_config,
+    parse_yaml,
+)
 from .kv_cache import KVQuant, kv_cache_bytes
 from .prices import PRICES, GpuPrice
 from .recommend import Recommendation, Recommendations, recommend
+from .rl import RLMemory, rl_memory
 
 __all__ = [
     "DEFAULT_INTER_NODE_GBPS",
+    "DEFAULT_MAX_GPUS",
     "DEFAULT_MFU",
     "DEFAULT_TARGET",
     "FORMATS",
+    "IMPORT_FORMATS",
     "PRICES",
     "AdviceResult",
+    "CheapestResult",
     "Comparison",
+    "ConfigImportError",
     "Export",
     "ExportError",
     "ExportFormat",
@@ -39,22 +56,30 @@ __all__ = [
     "Flops",
     "GpuFit",
     "GpuPrice",
+    "ImportFormat",
+    "Imported",
     "KVQuant",
+    "Option",
     "Plan",
     "PlanError",
+    "RLMemory",
     "Recommendation",
     "Recommendations",
     "StepTime",
     "TrainingCost",
     "advise",
+    "cheapest",
     "compare",
     "compare_gpus",
     "export",
     "fits_target",
     "flops_per_token",
+    "import_config",
     "kv_cache_bytes",
     "max_micro_batch",
     "max_seq_len",
+    "parse_yaml",
     "recommend",
+    "rl_memory",
     "training_cost",
 ]

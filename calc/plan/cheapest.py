@@ -1,0 +1,202 @@
+"""The cheapest GPU type and count to train N tokens: every GPU preset with a price, every
+power-of-two count up to `max_gpus`, the scenario as given and (if it does not fit) with
+ZeRO-3, ranked by cost.
+
+For each GPU type and count the model-parallel part of the scenario (tp x pp x cp) is kept and
+dp = count / (tp x pp x cp); micro-batch and accumulation are kept too, so the global batch
+grows with dp. A layout qualifies when it fits (the :func:`calc.plan.fits_target` rule, default
+target 0.85) and :func:`calc.plan.training_cost` finishes `tokens` within the deadline.
+
+Under that cost model the GPU-hours of a GPU type do not depend on the count (step time is
+FLOPs / (GPUs x peak x mfu): twice the GPUs, half the time), so within a GPU type the ranking
+is by cost and then by fewer GPUs: the smallest job that fits and meets the deadline. What
+more GPUs really cost (communication, a lower MFU at scale) is in `mfu`, not modelled apart;
+:func:`calc.plan.advise` estimates it for one GPU type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..estimate import estimate
+from ..presets import UnknownPreset, resolve_gpu
+from ..scenario import Scenario, ScenarioError, parse_scenario
+from ._common import PlanError, ScenarioInput, changed
+from .cost import DEFAULT_MFU, TrainingCost, training_cost
+from .fit import DEFAULT_TARGET, fits_target
+from .prices import PRICES
+
+DEFAULT_MAX_GPUS = 512  # 64 nodes of 8
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One GPU type and count that fits and meets the deadline."""
+
+    gpu: str
+    gpus: int
+    scenario: Scenario  # as estimated: the input with gpu, dp (and perhaps zero) changed
+    device_bytes: int
+    usable_bytes: int
+    cost: TrainingCost
+    changes: tuple[str, ...]  # what was changed beyond gpu and dp (e.g. "zero 3")
+
+    def as_dict(self) -> dict[str, Any]:
+        c = self.cost
+        return {"gpu": self.gpu, "gpus": self.gpus, "dp": self.scenario.parallelism.dp,
+                "zero": self.scenario.parallelism.zero, "changes": list(self.changes),
+                "device_bytes": self.device_bytes, "usable_bytes": self.usable_bytes,
+                "train_hours": c.train_seconds / 3600, "gpu_hours": c.gpu_hours,
+                "price_per_gpu_hour": c.price_per_gpu_hour, "cost_usd": c.cost_usd,
+                "step_seconds": c.step_seconds, "tokens_per_step": c.tokens_per_step,
+                "scenario": self.scenario.model_dump(mode="json")}
+
+
+@dataclass(frozen=True, slots=True)
+class CheapestResult:
+    """`options`: the best layout of each priced GPU type (the fewest GPUs among the
+    cheapest), cheapest first; `unpriced`: the same for GPUs without a price, by GPU-hours;
+    `all_options`: every qualifying layout, cheapest first; `rejected`: per GPU type with no
+    layout, why."""
+
+    tokens: int
+    deadline_hours: float | None
+    options: tuple[Option, ...]
+    unpriced: tuple[Option, ...]
+    all_options: tuple[Option, ...]
+    rejected: dict[str, str]
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def best(self) -> Option | None:
+        return self.options[0] if self.options else None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"tokens": self.tokens, "deadline_hours": self.deadline_hours,
+                "options": [o.as_dict() for o in self.options],
+                "unpriced": [o.as_dict() for o in self.unpriced],
+                "all_options": [o.as_dict() for o in self.all_options],
+                "rejected": dict(self.rejected), "notes": list(self.notes)}
+
+
+def _counts(max_gpus: int, model_parallel: int) -> list[int]:
+    counts, n = [], 1
+    while n <= max_gpus:
+        if n % model_parallel == 0:
+            counts.append(n)
+        n *= 2
+    return counts
+
+
+def _gpu_ids(gpus: list[str] | tuple[str, ...] | None) -> list[str]:
+    if gpus is None:
+        return list(PRICES)
+    ids = []
+    for name in gpus:
+        try:
+            ids.append(resolve_gpu(name).id)
+        except UnknownPreset as exc:
+            raise PlanError("gpus", str(exc)) from None
+    return list(dict.fromkeys(ids))
+
+
+def cheapest(
+    scenario: ScenarioInput, tokens: int, *, deadline_hours: float | None = None,
+    gpus: list[str] | tuple[str, ...] | None = None, max_gpus: int = DEFAULT_MAX_GPUS,
+    mfu: float = DEFAULT_MFU, target: float = DEFAULT_TARGET,
+) -> CheapestResult:
+    """The cheapest GPU type and count that fits and trains `tokens` within the deadline.
+
+    `gpus`: GPU preset ids to consider (default: every GPU with a list price in
+    :data:`calc.plan.PRICES`); the scenario's own `gpu` and `dp` are replaced.
+
+        >>> r = cheapest({"model": "llama-3.2-1b", "training": {"seq_len": 2048}}, 10**9,
+        ...              gpus=["h100-sxm-80gb", "a100-80gb"], max_gpus=8)
+        >>> r.best.gpus, sorted({o.gpu for o in r.options})
+        (1, ['a100-80gb', 'h100-sxm-80gb'])
+    """
+    base = parse_scenario(scenario)
+    if tokens <= 0:
+        raise PlanError("tokens", f"must be positive, got {tokens}")
+    if deadline_hours is not None and deadline_hours <= 0:
+        raise PlanError("deadline_hours", f"must be positive, got {deadline_hours}")
+    if max_gpus < 1:
+        raise PlanError("max_gpus", f"must be at least 1, got {max_gpus}")
+    if not 0 < target <= 1:
+        raise PlanError("target", f"must be in (0, 1], got {target}")
+    p = base.parallelism
+    model_parallel = p.tp * p.pp * p.cp
+    counts = _counts(max_gpus, model_parallel)
+    if not counts:
+        raise PlanError("max_gpus", f"no power of two up to {max_gpus} is a multiple of "
+                        f"tp x pp x cp ({model_parallel})")
+    priced: list[Option] = []
+    unpriced: list[Option] = []
+    rejected: dict[str, str] = {}
+    for gpu in _gpu_ids(gpus):
+        found, reason = _options_on(base, gpu, counts, tokens, deadline_hours, mfu, target)
+        if not found:
+            rejected[gpu] = reason
+        for option in found:
+            (priced if option.cost.cost_usd is not None else unpriced).append(option)
+    priced.sort(key=lambda o: (o.cost.cost_usd, o.gpus, o.cost.train_seconds))
+    unpriced.sort(key=lambda o: (o.cost.gpu_hours, o.gpus))
+    best: dict[str, Option] = {}
+    for option in priced:
+        best.setdefault(option.gpu, option)
+    fewest: dict[str, Option] = {}
+    for option in unpriced:
+        fewest.setdefault(option.gpu, option)
+    notes = [f"dp = GPUs / (tp x pp x cp = {model_parallel}); micro-batch "
+             f"{base.training.micro_batch_size} x accumulation "
+             f"{base.training.gradient_accumulation_steps} kept, so the global batch grows "
+             "with dp",
+             "prices are list prices (unverified, vary by provider and month); the cost model "
+             f"assumes {mfu:.0%} of peak at every GPU count"]
+    return CheapestResult(tokens, deadline_hours, tuple(best.values()),
+                          tuple(fewest.values()), tuple(priced), rejected, tuple(notes))
+
+
+def _options_on(
+    base: Scenario, gpu: str, counts: list[int], tokens: int, deadline_hours: float | None,
+    mfu: float, target: float,
+) -> tuple[list[Option], str]:
+    """The qualifying counts on one GPU type, or why there are none."""
+    p = base.parallelism
+    model_parallel = p.tp * p.pp * p.cp
+    out: list[Option] = []
+    reason = f"does not fit {target:.0%} of the GPU at up to {counts[-1]} GPUs, even with ZeRO-3"
+    fastest: float | None = None
+    for count in counts:
+        dp = count // model_parallel
+        tries: list[tuple[dict[str, int], tuple[str, ...]]] = [({"dp": dp}, ())]
+        if p.zero != 3:
+            tries.append(({"dp": dp, "zero": 3}, ("zero 3",)))
+        for par, changes in tries:
+            try:
+                s = changed(base, parallelism=par, gpu=gpu)
+                report = estimate(s)
+            except ScenarioError as exc:
+                reason = str(exc)
+                continue
+            if not fits_target(report, target):
+                continue
+            try:
+                cost = training_cost(s, tokens, mfu=mfu)
+            except PlanError as exc:
+                reason = str(exc)
+                break
+            hours = cost.train_seconds / 3600
+            fastest = hours if fastest is None else min(fastest, hours)
+            if deadline_hours is None or hours <= deadline_hours:
+                out.append(Option(gpu, count, s, report.device_bytes, report.usable_bytes, cost,
+                                  changes))
+            break  # the scenario as given fits: ZeRO-3 is not needed
+    if not out and fastest is not None:
+        reason = (f"misses the deadline: the fastest layout that fits takes {fastest:,.1f} h "
+                  f"at up to {counts[-1]} GPUs")
+    return out, reason
+
+
+__all__ = ["DEFAULT_MAX_GPUS", "CheapestResult", "Option", "cheapest"]
