@@ -31,6 +31,13 @@ PAGES: dict[str, str] = {
     "reference/api.md": "docs_reference:api",
     "reference/formulas.md": "docs_reference:formulas",
     "concepts/index.md": "docs_walkthroughs:concepts",
+    "tools/fit-search.md": "docs_tools:fit_search",
+    "tools/recommendations.md": "docs_tools:recommendations",
+    "tools/advisor.md": "docs_tools:advisor",
+    "tools/compare.md": "docs_tools:comparison",
+    "tools/cost.md": "docs_tools:cost",
+    "tools/export.md": "docs_tools:export_page",
+    "tools/kv-cache.md": "docs_tools:kv_cache",
 }
 
 

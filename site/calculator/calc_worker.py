@@ -7,6 +7,8 @@ either way. Every call returns a JSON string:
     {"ok": true, "report": <calc estimate --json>, "report_text": <the same, as the CLI prints it>,
      "gpus": [<one card per GPU preset>]}
     {"ok": false, "field": "training.seq_len", "message": "..."}
+
+The planning calls (`plan`, `compare`, `export`) answer the same way, with calc.plan's JSON.
 """
 
 from __future__ import annotations
@@ -15,8 +17,20 @@ import json
 from typing import Any
 
 from calc import ConfigError, ScenarioError, estimate, from_hf_config
-from calc.plan import compare_gpus
+from calc.plan import (
+    DEFAULT_MFU,
+    DEFAULT_TARGET,
+    ExportError,
+    PlanError,
+    compare_gpus,
+    max_micro_batch,
+    training_cost,
+)
+from calc.plan import compare as plan_compare
+from calc.plan import export as plan_export
 from calc.plan import recommend as plan_recommend
+
+COST_TOKENS = 10**9  # training_cost needs a token count; step time and tokens/s do not depend on it
 
 
 def _error(field: str, message: str) -> str:
@@ -57,4 +71,41 @@ def recommend(scenario_json: str) -> str:
     return json.dumps({"ok": True, **recs.as_dict()})
 
 
-__export__ = ["run", "architecture", "recommend"]
+def plan(scenario_json: str) -> str:
+    """The largest micro-batch within the default target, and the estimated step time.
+
+    Each part answers on its own: `max_micro_batch` and `cost` are calc.plan's JSON, or
+    {"error": {"field", "message"}} where that tool cannot answer for this scenario."""
+    try:
+        scenario: dict[str, Any] = json.loads(scenario_json)
+        fit = max_micro_batch(scenario, DEFAULT_TARGET).as_dict()
+    except (ScenarioError, PlanError) as exc:
+        return _error(exc.field, exc.message)
+    try:
+        cost: dict[str, Any] = training_cost(scenario, COST_TOKENS, mfu=DEFAULT_MFU).as_dict()
+    except PlanError as exc:
+        cost = {"error": {"field": exc.field, "message": exc.message}}
+    return json.dumps({"ok": True, "max_micro_batch": fit, "cost": cost})
+
+
+def compare(request_json: str) -> str:
+    """Scenarios side by side: {"scenarios": [...], "labels": [...]} -> calc.plan.compare's JSON."""
+    try:
+        request = json.loads(request_json)
+        comparison = plan_compare(request["scenarios"], request.get("labels"))
+    except (ScenarioError, PlanError) as exc:
+        return _error(exc.field, exc.message)
+    return json.dumps({"ok": True, **comparison.as_dict()})
+
+
+def export(request_json: str) -> str:
+    """{"scenario": ..., "format": ...} -> calc.plan.export's JSON, or the setting it cannot express."""
+    try:
+        request = json.loads(request_json)
+        result = plan_export(request["scenario"], request["format"])
+    except (ScenarioError, ExportError) as exc:
+        return _error(exc.field, exc.message)
+    return json.dumps({"ok": True, **result.as_dict()})
+
+
+__export__ = ["run", "architecture", "recommend", "plan", "compare", "export"]

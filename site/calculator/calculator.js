@@ -218,7 +218,132 @@ async function update() {
   render(payload, "live");
   timings.firstLive ??= performance.now();
   say(`Live: computed in your browser by calc ${payload.report.calc_version}.`);
-  showRecommendations(scenario, mine).catch(failed);
+  afterResult(scenario, mine).catch(failed);
+}
+
+// After the result, off the recalculation path: each answer is dropped, and the chain stops,
+// as soon as a newer scenario is asked for.
+async function afterResult(scenario, mine) {
+  await showPlan(scenario, mine);
+  if (mine !== seq) return;
+  await showExport(scenario, mine);
+  if (mine !== seq) return;
+  await showRecommendations(scenario, mine);
+}
+
+// ---- planning: the largest micro-batch within the target, and the estimated step time ----
+const secs = (s) => (s >= 100 ? `${s.toFixed(0)} s` : s >= 1 ? `${s.toFixed(2)} s` : `${(1000 * s).toFixed(0)} ms`);
+const count = (n) => Math.round(n).toLocaleString("en-US");
+
+async function showPlan(scenario, mine) {
+  const answer = JSON.parse(await worker.sync.plan(JSON.stringify(scenario)));
+  if (mine !== seq) return;
+  const box = $("calc-plan");
+  if (!answer.ok) { box.innerHTML = ""; return; }
+  const fit = answer.max_micro_batch;
+  const target = pct(fit.target).replace(".0%", "%");
+  const maxmb = fit.micro_batch_size === null
+    ? `<p id="calc-maxmb" data-value="">No micro-batch fits within ${target} of the GPU: ${esc(fit.reason)}.</p>`
+    : `<p id="calc-maxmb" data-value="${fit.micro_batch_size}">Largest micro-batch within ${target} of the GPU:
+       <strong class="calc-num">${fit.micro_batch_size}</strong> (${gib(fit.device_bytes)} of ${gib(fit.limit_bytes)})${
+       fit.next_value ? `; ${fit.next_value} would need ${gib(fit.next_device_bytes)}` : ""}.
+       ${fit.micro_batch_size !== scenario.training.micro_batch_size
+         ? `<button type="button" class="calc-link" id="calc-use-maxmb">use it</button>` : ""}
+       ${fit.notes.map((n) => `<small>${esc(n)}</small>`).join(" ")}</p>`;
+  const c = answer.cost;
+  const cost = c.error
+    ? `<p id="calc-cost" data-state="error">Step time: not estimated (${esc(c.error.field)}: ${esc(c.error.message)}).</p>`
+    : `<p id="calc-cost" data-step-seconds="${c.step_seconds}" data-tokens-per-second="${c.tokens_per_second}">
+       Step time ≈ <strong class="calc-num">${secs(c.step_seconds)}</strong> for ${count(c.tokens_per_step)} tokens,
+       ≈ <strong class="calc-num">${count(c.tokens_per_second)}</strong> tokens/s on ${c.gpus} GPU${c.gpus > 1 ? "s" : ""}.
+       <small>An estimate, not a measurement: it assumes the job sustains ${pct(c.mfu).replace(".0%", "%")} of the GPU's dense
+       ${esc(scenario.training.precision)} peak (${c.peak_tflops_per_gpu} TFLOPS) on the FLOPs it executes (the model FLOPs
+       utilisation, MFU, is an assumption); communication and pipeline bubbles are not modelled apart.
+       ${c.notes.map(esc).join(" ")}</small></p>`;
+  box.innerHTML = `<h3>Batch and speed</h3>${maxmb}${cost}`;
+}
+
+// ---- export: the scenario as a framework's configuration (calc.plan.export) ----
+const FORMATS = { deepspeed: "DeepSpeed", "accelerate-fsdp": "Accelerate FSDP", torchtitan: "torchtitan",
+                  megatron: "Megatron-LM", "hf-trainer": "HF Trainer" };
+
+async function showExport(scenario, mine) {
+  const format = $("calc-export-format").value;
+  const answer = JSON.parse(await worker.sync.export(JSON.stringify({ scenario, format })));
+  if (mine !== seq || format !== $("calc-export-format").value) return;
+  const pre = $("calc-export-text");
+  pre.dataset.format = format;
+  if (answer.ok) {
+    pre.textContent = answer.text;
+    pre.dataset.state = "live";
+    $("calc-export-notes").innerHTML = answer.notes.map((n) => `<li>${esc(n)}</li>`).join("");
+  } else {
+    pre.textContent = `${FORMATS[format]} cannot run this scenario as set: ${answer.field}: ${answer.message}`;
+    pre.dataset.state = "error";
+    $("calc-export-notes").innerHTML = "";
+  }
+}
+
+// ---- compare: pinned scenarios side by side (calc.plan.compare), differences from the first ----
+const PINS = "calc.pinned-scenarios";
+const pinned = () => JSON.parse(localStorage.getItem(PINS) || "[]");
+const signed = (b) => `${b > 0 ? "+" : b < 0 ? "−" : "±"}${gib(Math.abs(b))}`;
+let compareSeq = 0;
+
+function pin(name, scenario) {
+  localStorage.setItem(PINS, JSON.stringify([...pinned(), { name, scenario }]));
+  showComparison().catch(failed);
+  say(`Pinned “${name}” for comparison.`);
+}
+
+async function showComparison() {
+  const list = pinned();
+  const box = $("calc-compare");
+  if (!list.length) { box.innerHTML = ""; return; }
+  const head = `<h3>Compare pinned scenarios</h3>`;
+  const removers = list.map((e, i) => `<button type="button" class="calc-link" data-unpin="${i}"
+    aria-label="Remove ${esc(e.name)} from the comparison">remove</button>`);
+  if (!worker) {
+    box.innerHTML = `${head}<p>${list.length} pinned; the comparison is computed as soon as Python is ready.</p>
+      <ul>${list.map((e, i) => `<li>${esc(e.name)} ${removers[i]}</li>`).join("")}</ul>`;
+    return;
+  }
+  const mine = ++compareSeq;
+  const answer = JSON.parse(await worker.sync.compare(JSON.stringify({
+    scenarios: list.map((e) => e.scenario), labels: list.map((e) => e.name) })));
+  if (mine !== compareSeq) return;
+  if (!answer.ok) {
+    box.innerHTML = `${head}<p class="calc-status calc-status--error">A pinned scenario is not valid:
+      ${esc(answer.field)}: ${esc(answer.message)}</p><ul>${list.map((e, i) => `<li>${esc(e.name)} ${removers[i]}</li>`).join("")}</ul>`;
+    return;
+  }
+  const cols = answer.scenarios;
+  const cell = (key, value, text, extra = "") => `<td class="calc-num${extra}" data-key="${key}" data-value="${esc(value)}">${text}</td>`;
+  const row = (label, key, fmt) => `<tr><th scope="row">${label}</th>${cols.map((c) => cell(key, c[key], fmt(c[key], c))).join("")}</tr>`;
+  const bytesWithDiff = (key) => (v, c, i = cols.indexOf(c)) =>
+    `${gib(v)}${i > 0 ? `<br><small data-diff="${c.difference[key]}">${signed(c.difference[key])}</small>` : ""}`;
+  const components = Object.keys(cols[0].components).map((k) =>
+    `<tr><th scope="row">${esc(COMPONENTS[k] ?? k)}</th>${cols.map((c, i) => cell(`components.${k}`, c.components[k],
+      `${gib(c.components[k])}${i > 0 ? `<br><small data-diff="${c.difference.components[k]}">${signed(c.difference.components[k])}</small>` : ""}`)).join("")}</tr>`).join("");
+  box.innerHTML = `${head}<div class="calc-compare-wrap"><table class="calc-table calc-compare" id="calc-compare-table">
+    <caption>Differences are from the first (${esc(answer.baseline)}).</caption>
+    <thead><tr><th></th>${cols.map((c, i) => `<th scope="col" data-label="${esc(c.label)}">${esc(c.label)}
+      <br>${removers[i]}</th>`).join("")}</tr></thead><tbody>
+    ${row("Model", "model", esc)}
+    ${row("GPU", "gpu", (v, c) => `${esc(DATA.gpus[v]?.name ?? v)} × ${c.gpus}`)}
+    ${row("Peak allocated", "peak_bytes", bytesWithDiff("peak_bytes"))}
+    ${row("Device memory", "device_bytes", bytesWithDiff("device_bytes"))}
+    ${row("Utilization", "utilization", (v) => pct(v))}
+    ${row("Fits", "fits", (v) => (v ? "yes" : "<strong>no</strong>"))}
+    ${row("Peak phase", "peak_phase", (v) => esc(v.replace("_", " ")))}
+    ${row("Micro-batch", "micro_batch_size", String)}
+    ${row("Accumulation steps", "gradient_accumulation_steps", String)}
+    ${row("Data parallel", "dp", String)}
+    ${row("Global batch (sequences)", "global_batch_size", String)}
+    ${row("Sequence length", "seq_len", String)}
+    ${row("Tokens per step", "tokens_per_step", count)}
+    <tr><th colspan="${cols.length + 1}">Per component, at the peak</th></tr>${components}
+    </tbody></table></div>`;
 }
 
 // ---- recommendations: each lever re-estimated by calc; "Apply" loads its scenario ----
@@ -249,6 +374,7 @@ function renderSaved() {
   $("calc-saved").innerHTML = list.length ? `<h3>Saved in this browser</h3><ul class="calc-saved">${list.map((e, i) =>
     `<li><a href="#s=${encodeScenario(e.scenario)}">${esc(e.name)}</a>
      <small>${e.device_bytes ? gib(e.device_bytes) : ""}</small>
+     <button type="button" class="calc-link" data-pin-saved="${i}">pin to compare</button>
      <button type="button" class="calc-link" data-forget="${i}">remove</button></li>`).join("")}</ul>` : "";
 }
 
@@ -259,8 +385,34 @@ function addTools() {
     <button type="button" class="md-button" id="calc-download">Download .json</button>
     <label class="md-button" for="calc-upload">Open .json</label>
     <input type="file" id="calc-upload" accept="application/json,.json" hidden>
-    <button type="button" class="md-button" id="calc-copy-json">Copy report JSON</button>`);
-  $("calc-results").insertAdjacentHTML("afterend", '<div id="calc-recs"></div><div id="calc-saved"></div>');
+    <button type="button" class="md-button" id="calc-copy-json">Copy report JSON</button>
+    <button type="button" class="md-button" id="calc-pin">Pin to compare</button>`);
+  // the results column: the result, then what is computed after it
+  const results = $("calc-results");
+  const side = Object.assign(document.createElement("div"), { className: "calc-side" });
+  results.replaceWith(side);
+  side.append(results);
+  side.insertAdjacentHTML("beforeend", `<div id="calc-plan" class="calc-plan"></div>
+    <div id="calc-export" class="calc-export"><h3>Export</h3>
+      <p><label for="calc-export-format">Configuration for</label>
+      <select id="calc-export-format">${Object.entries(FORMATS).map(([id, name]) =>
+        `<option value="${id}"${id === "accelerate-fsdp" ? " selected" : ""}>${esc(name)} (${id})</option>`).join("")}</select>
+      <button type="button" class="md-button" id="calc-export-copy">Copy</button></p>
+      <pre id="calc-export-text" data-state="static">The configuration is written by calc as soon as Python is ready.</pre>
+      <ul id="calc-export-notes" class="calc-export-notes"></ul></div>
+    <div id="calc-recs"></div><div id="calc-saved"></div>`);
+  side.closest(".calc-grid").insertAdjacentHTML("afterend", '<section id="calc-compare" class="calc-compare-box" aria-label="Comparison"></section>');
+  $("calc-pin").addEventListener("click", () => {
+    const scenario = readScenario();
+    pin(`${typeof scenario.model === "string" ? scenario.model : "custom model"} · b${scenario.training.micro_batch_size} × ${scenario.training.seq_len} on ${scenario.gpu}`, scenario);
+  });
+  $("calc-export-format").addEventListener("change", () => {
+    if (worker) showExport(readScenario(), seq).catch(failed);
+  });
+  $("calc-export-copy").addEventListener("click", async () => {
+    try { await navigator.clipboard.writeText($("calc-export-text").textContent); say("Configuration copied."); }
+    catch { say("Select the configuration text to copy it."); }
+  });
   $("calc-save").addEventListener("click", () => {
     const scenario = readScenario();
     const report = JSON.parse($("estimate-json").textContent);
@@ -298,6 +450,20 @@ function addTools() {
       const rec = recommended[Number(apply.dataset.apply)];
       if (rec) { fillForm(rec.scenario); clearErrors(); schedule(0); say(`Applied: ${rec.title}.`); }
     }
+    const pinSaved = e.target.closest("[data-pin-saved]");
+    if (pinSaved) {
+      const entry = saved()[Number(pinSaved.dataset.pinSaved)];
+      if (entry) pin(entry.name, entry.scenario);
+    }
+    const unpin = e.target.closest("[data-unpin]");
+    if (unpin) {
+      localStorage.setItem(PINS, JSON.stringify(pinned().filter((_, i) => i !== Number(unpin.dataset.unpin))));
+      showComparison().catch(failed);
+    }
+    if (e.target.closest("#calc-use-maxmb")) {
+      const value = $("calc-maxmb").dataset.value;
+      if (value) { writeField("training.micro_batch_size", Number(value)); schedule(0); }
+    }
     const forget = e.target.closest("[data-forget]");
     if (forget) {
       localStorage.setItem(STORE, JSON.stringify(saved().filter((_, i) => i !== Number(forget.dataset.forget))));
@@ -305,6 +471,7 @@ function addTools() {
     }
   });
   renderSaved();
+  showComparison().catch(failed);
 }
 
 async function askArchitecture(hfConfig) {
@@ -398,6 +565,7 @@ async function start() {
   timings.pythonReady = performance.now();
   if (modelSpec && typeof modelSpec === "object" && "hf_config" in modelSpec) await askArchitecture(modelSpec.hf_config);
   await update();
+  if (pinned().length) await showComparison();
 }
 
 // ---- wiring ----

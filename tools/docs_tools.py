@@ -1,0 +1,257 @@
+"""The Planning tools pages' numbers: each page's example computed with calc.plan at build time.
+
+Every page shows the CLI call with the output the CLI prints for it (run in-process, now), the
+Python call's figures, and links that open the example in the calculator. Where the prose draws
+a conclusion ("the next micro-batch does not fit"), `claim` asserts it, so a change to the
+library that would turn a page false fails the build instead of shipping it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shlex
+import tempfile
+from typing import Any
+
+from docs_common import calc_link, gib, md_table, num_gib, pct
+
+from calc import COMPONENTS, estimate, parse_scenario
+from calc.cli import main as cli_main
+from calc.plan import (
+    DEFAULT_MFU,
+    DEFAULT_TARGET,
+    ExportError,
+    KVQuant,
+    advise,
+    compare,
+    export,
+    kv_cache_bytes,
+    max_micro_batch,
+    max_seq_len,
+    recommend,
+    training_cost,
+)
+
+# The examples: a ZeRO-3 full fine-tune on one H100 node, and a run that does not fit one A100.
+ZERO3: dict[str, Any] = {
+    "model": "llama-3.1-8b", "gpu": "h100-sxm-80gb",
+    "training": {"seq_len": 4096, "activation_checkpointing": "full"},
+    "parallelism": {"dp": 8, "zero": 3},
+}
+ZERO3_FLAGS = ["--model", "llama-3.1-8b", "--seq-len", "4096", "--activation-checkpointing",
+               "full", "--dp", "8", "--zero", "3", "--gpu", "h100-sxm-80gb"]
+TIGHT: dict[str, Any] = {"model": "llama-3.1-8b", "gpu": "a100-80gb", "training": {"seq_len": 8192}}
+TIGHT_FLAGS = ["--model", "llama-3.1-8b", "--seq-len", "8192", "--gpu", "a100-80gb"]
+
+
+def claim(src: str, ok: bool, what: str) -> None:
+    if not ok:
+        raise AssertionError(f"{src}: the page says {what!r}, the library no longer agrees; "
+                             "revise the page")
+
+
+def cli(argv: list[str], display: list[str] | None = None) -> str:
+    """A console block: `$ calc ...` and what the CLI prints for it, run now."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        rc = cli_main(argv)
+    if rc != 0:
+        raise AssertionError(f"calc {' '.join(argv)} exited with {rc}")
+    shown = " ".join(shlex.quote(a) for a in (display or argv))
+    return f"```console\n$ calc {shown}\n{out.getvalue().rstrip()}\n```"
+
+
+def _base(src: str) -> dict[str, str]:
+    return {"target": f"{DEFAULT_TARGET:.0%}", "mfu": f"{DEFAULT_MFU:.0%}"}
+
+
+def fit_search(src: str) -> dict[str, str]:
+    ctx = _base(src)
+    mb = max_micro_batch(ZERO3)
+    claim(src, mb.value is not None and mb.next_device_bytes is not None, "a micro-batch fits")
+    assert mb.value is not None and mb.next_device_bytes is not None and mb.scenario is not None
+    claim(src, mb.device_bytes is not None and mb.device_bytes <= mb.limit_bytes
+          < mb.next_device_bytes, "the value fits and the next does not")
+    seq = max_seq_len(ZERO3)
+    claim(src, seq.value is not None, "a sequence length fits")
+    assert seq.value is not None and seq.scenario is not None
+    e = estimate(ZERO3)
+    ctx.update(
+        base_link=calc_link(ZERO3, src), base_device=gib(e.device_bytes),
+        usable=gib(e.usable_bytes), limit=gib(mb.limit_bytes),
+        mb=str(mb.value), mb_device=gib(mb.device_bytes or 0), mb_link=calc_link(mb.scenario, src),
+        mb_next=str(mb.next_value), mb_next_device=gib(mb.next_device_bytes),
+        seq=f"{seq.value:,}", seq_device=gib(seq.device_bytes or 0),
+        seq_link=calc_link(seq.scenario, src),
+        seq_notes="; ".join(seq.notes) or "none",
+        mb_cli=cli(["max-batch", *ZERO3_FLAGS]),
+        seq_cli=cli(["max-seq", *ZERO3_FLAGS]),
+    )
+    return ctx
+
+
+def recommendations(src: str) -> dict[str, str]:
+    ctx = _base(src)
+    recs = recommend(TIGHT)
+    base = recs.base
+    claim(src, not base.fits, "the example does not fit")
+    claim(src, bool(recs.levers), "there are levers")
+    rows = [[str(i), f"[{r.title}]({calc_link(r.scenario, src)})", num_gib(r.device_bytes),
+             pct(r.saving_percent / 100), "yes" if r.fits else "no", r.cost]
+            for i, r in enumerate(recs.levers[:6], 1)]
+    best = recs.levers[0]
+    claim(src, estimate(best.scenario).device_bytes == base.device_bytes - best.saving_bytes,
+          "each saving is re-estimated")
+    ctx.update(
+        base_link=calc_link(TIGHT, src), base_device=gib(base.device_bytes),
+        usable=gib(base.usable_bytes), levers=str(len(recs.levers)),
+        fitting=str(sum(r.fits for r in recs.levers)), best=best.title,
+        best_saving=gib(best.saving_bytes),
+        table=md_table(["#", "change (opens the calculator)", "GiB after", "saved", "fits", "cost"],
+                       rows, "rlrrcl"),
+        larger=", ".join(f"[{r.title.removeprefix('a larger GPU: ')}]({calc_link(r.scenario, src)})"
+                         for r in recs.larger_gpus[:3]) or "none",
+        cli=cli(["recommend", *TIGHT_FLAGS]),
+    )
+    return ctx
+
+
+ADVISE = {"model": "llama-3.1-8b", "gpu": "h100-sxm-80gb", "gpus": 16, "seq_len": 8192,
+          "global_batch": 64}
+
+
+def advisor(src: str) -> dict[str, str]:
+    ctx = _base(src)
+    a = ADVISE
+    res = advise(a["model"], a["gpu"], a["gpus"], a["seq_len"], a["global_batch"], top=5)
+    claim(src, bool(res.plans), "the advisor finds plans")
+    rows = []
+    for p in res.plans:
+        d = p.as_dict()
+        lay = d["layout"]
+        rows.append([str(p.rank), f"[tp {lay['tp']} · pp {lay['pp']} · dp {lay['dp']} · cp {lay['cp']}]"
+                     f"({calc_link(p.scenario, src)})", str(lay["zero"]),
+                     lay["activation_checkpointing"],
+                     f"{lay['micro_batch_size']} × {lay['gradient_accumulation_steps']}",
+                     pct(d["estimate"]["utilization"]), f"{d['step_time_s']:.3f}",
+                     f"{d['tokens_per_s']:,.0f}", d["why"]])
+    ctx.update(
+        gpus=str(a["gpus"]), batch=str(a["global_batch"]), seq=f"{a['seq_len']:,}",
+        searched=str(res.searched), estimates=str(res.estimates), fitting=str(res.fitting),
+        best_link=calc_link(res.plans[0].scenario, src),
+        table=md_table(["#", "layout (opens the calculator)", "ZeRO", "checkpointing",
+                        "micro-batch × accumulation", "memory", "s/step", "tokens/s", "why"],
+                       rows, "rlcccrrrl"),
+        cli=cli(["advise", "--model", a["model"], "--gpu", a["gpu"], "--gpus", str(a["gpus"]),
+                 "--global-batch", str(a["global_batch"]), "--seq-len", str(a["seq_len"]),
+                 "--top", "5"]),
+    )
+    return ctx
+
+
+def comparison(src: str) -> dict[str, str]:
+    ctx = _base(src)
+    zero2 = {**ZERO3, "parallelism": {"dp": 8, "zero": 2}}
+    c = compare([ZERO3, zero2], labels=["zero3", "zero2"]).as_dict()
+    a, b = c["scenarios"]
+    claim(src, b["difference"]["device_bytes"] > 0, "ZeRO-2 needs more memory than ZeRO-3")
+    claim(src, b["difference"]["components"]["parameters"] > 0,
+          "the difference is in the parameters")
+    rows = [["device memory", gib(a["device_bytes"]), gib(b["device_bytes"]),
+             gib(b["difference"]["device_bytes"])],
+            ["peak allocated", gib(a["peak_bytes"]), gib(b["peak_bytes"]),
+             gib(b["difference"]["peak_bytes"])],
+            ["utilization", pct(a["utilization"]), pct(b["utilization"]), ""],
+            ["global batch", str(a["global_batch_size"]), str(b["global_batch_size"]), ""]]
+    rows += [[COMPONENTS.get(k, k) if isinstance(COMPONENTS, dict) else k, gib(a["components"][k]),
+              gib(b["components"][k]), gib(b["difference"]["components"][k])]
+             for k in a["components"]]
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = []
+        for name, s in (("zero3", ZERO3), ("zero2", zero2)):
+            path = os.path.join(tmp, f"{name}.json")
+            with open(path, "w") as f:
+                json.dump(s, f)
+            paths.append(path)
+        block = cli(["compare", *paths], ["compare", "zero3.json", "zero2.json"])
+    ctx.update(
+        zero3_link=calc_link(ZERO3, src), zero2_link=calc_link(zero2, src),
+        table=md_table(["", "zero3 (baseline)", "zero2", "zero2 − zero3"], rows, "lrrr"),
+        diff=gib(b["difference"]["device_bytes"]),
+        diff_params=gib(b["difference"]["components"]["parameters"]),
+        cli=block, zero3_json=json.dumps(ZERO3),
+    )
+    return ctx
+
+
+TOKENS = 10**10
+
+
+def cost(src: str) -> dict[str, str]:
+    ctx = _base(src)
+    c = training_cost(ZERO3, TOKENS)
+    claim(src, c.fits, "the example fits")
+    f = c.flops_per_token
+    ctx.update(
+        link=calc_link(ZERO3, src), tokens=f"{TOKENS:,}", tokens_short="1e10",
+        gpus=str(c.gpus), peak=f"{c.peak_tflops_per_gpu:g}", tokens_per_step=f"{c.tokens_per_step:,}",
+        flops_token=f"{f.executed / 1e9:.1f} GFLOP", flops_model=f"{f.model / 1e9:.1f} GFLOP",
+        recompute=f"{f.recompute / 1e9:.1f} GFLOP", achieved_mfu=pct(c.model_flops_utilization),
+        step=f"{c.step_seconds:.3f} s", tps=f"{c.tokens_per_second:,.0f}", steps=f"{c.steps:,}",
+        days=f"{c.train_seconds / 86400:.2f}", gpu_hours=f"{c.gpu_hours:,.0f}",
+        cost=f"${c.cost_usd:,.0f}" if c.cost_usd is not None else "no price",
+        price=f"{c.price_per_gpu_hour:g}" if c.price_per_gpu_hour is not None else "none",
+        price_source=c.price_source or "none",
+        cli=cli(["cost", *ZERO3_FLAGS, "--tokens", "1e10"]),
+    )
+    return ctx
+
+
+def export_page(src: str) -> dict[str, str]:
+    ctx = _base(src)
+    e = export(ZERO3, "accelerate-fsdp")
+    master = {**ZERO3, "training": {**ZERO3["training"], "mixed_precision": "master"}}
+    ds = export(master, "deepspeed")
+    try:
+        export(ZERO3, "deepspeed")
+    except ExportError as exc:
+        refused = f"{exc.field}: {exc.message}"
+    else:  # pragma: no cover - the page's point
+        raise AssertionError(f"{src}: DeepSpeed no longer refuses mixed_precision amp; revise")
+    claim(src, ds.data["zero_optimization"]["stage"] == 3, "DeepSpeed gets ZeRO stage 3")
+    ctx.update(
+        link=calc_link(ZERO3, src), master_link=calc_link(master, src),
+        fsdp=e.text.rstrip("\n"), fsdp_notes="\n".join(f"- {n}" for n in e.notes) or "- none",
+        deepspeed=ds.text.rstrip("\n"), refused=refused,
+        cli=cli(["export", "--format", "accelerate-fsdp", *ZERO3_FLAGS]),
+    )
+    return ctx
+
+
+def kv_cache(src: str) -> dict[str, str]:
+    ctx = _base(src)
+    model, batch, seq = "llama-3.1-8b", 8, 8192
+    full = kv_cache_bytes(model, batch=batch, seq=seq)
+    fp8 = kv_cache_bytes(model, batch=batch, seq=seq, dtype_bytes=1)
+    int4 = kv_cache_bytes(model, batch=batch, seq=seq, quant=KVQuant(bits=4))
+    tp2 = kv_cache_bytes(model, batch=batch, seq=seq, tp=2)
+    claim(src, fp8 * 2 == full and tp2 * 2 == full, "fp8 and tp 2 halve the cache")
+    claim(src, int4 < fp8, "a 4-bit cache is smaller than fp8")
+    train = {"model": model, "gpu": "h100-sxm-80gb",
+             "training": {"seq_len": seq, "activation_checkpointing": "full", "finetuning": "lora"}}
+    e = estimate(train)
+    parse_scenario(train)
+    ctx.update(
+        model=model, batch=str(batch), seq=f"{seq:,}", full=gib(full), fp8=gib(fp8),
+        int4=gib(int4), tp2=gib(tp2), train_device=gib(e.device_bytes),
+        together=gib(e.device_bytes + full), usable=gib(e.usable_bytes),
+        together_share=pct((e.device_bytes + full) / e.usable_bytes),
+        link=calc_link(train, src),
+        cli=cli(["kv-cache", model, "--seq-len", str(seq), "--batch", str(batch)]),
+        cli_int4=cli(["kv-cache", model, "--seq-len", str(seq), "--batch", str(batch),
+                      "--quant-bits", "4"]),
+    )
+    return ctx
