@@ -21,6 +21,7 @@ PLACEHOLDER = re.compile(r"\{\{ ([A-Za-z0-9_.]+) \}\}")
 # page source -> "module:function" (in tools/) computing its placeholders
 PAGES: dict[str, str] = {
     "accuracy.md": "docs_accuracy:context",
+    "performance.md": "docs_perf:context",
     "gpus.md": "docs_gpus:context",
     "walkthroughs/fit-llama-8b-8k.md": "docs_walkthroughs:llama_8k",
     "walkthroughs/where-the-bytes-go.md": "docs_walkthroughs:qwen_bytes",

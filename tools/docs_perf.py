@@ -1,0 +1,70 @@
+"""The speed page: renders the benchmarks' data files (never numbers typed into prose).
+
+`benchmarks/bench_estimate.py` writes `benchmarks/results/estimator_speed.json`;
+`benchmarks/bench_site.py` (make bench-site) writes `benchmarks/results/site_speed.json`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def _verdict(value: float, target: float) -> str:
+    return "met" if value <= target else "**missed**"
+
+
+def context(src: str) -> dict[str, str]:
+    est = json.loads((RESULTS / "estimator_speed.json").read_text())
+    site = json.loads((RESULTS / "site_speed.json").read_text())
+    r, s, t = est["results"], site["summary"], site["targets_ms"]
+    m = site["machine"]
+    rows = [
+        ("One estimate, from a parsed scenario", f"{r['parsed_us']} µs", "< 100 µs",
+         _verdict(r["parsed_us"], 100)),
+        ("One estimate, from a dict (validation included)", f"{r['dict_us']} µs", "< 100 µs",
+         _verdict(r["dict_us"], 100)),
+        ("10,000 scenarios (best of 3)", f"{r['sweep_10000_s']} s", "< 1 s",
+         _verdict(r["sweep_10000_s"], 1.0)),
+    ]
+    site_rows = [
+        ("Numbers on screen (build-time report), cold / repeat",
+         f"{s['numbers_on_screen_ms']['cold']:.0f} / {s['numbers_on_screen_ms']['repeat']:.0f} ms",
+         f"< {t['numbers_on_screen']} ms",
+         _verdict(max(s["numbers_on_screen_ms"].values()), t["numbers_on_screen"])),
+        ("First live result, cold", f"{s['cold_first_live_ms'] / 1000:.1f} s",
+         f"< {t['cold_first_live'] / 1000:.0f} s", _verdict(s["cold_first_live_ms"], t["cold_first_live"])),
+        ("First live result, repeat visit", f"{s['repeat_first_live_ms'] / 1000:.1f} s",
+         f"< {t['repeat_first_live'] / 1000:.0f} s",
+         _verdict(s["repeat_first_live_ms"], t["repeat_first_live"])),
+        ("Longest main-thread task while Python starts", f"{s['longest_task_ms']['cold']:.0f} ms",
+         f"< {t['longest_task']} ms", _verdict(s["longest_task_ms"]["cold"], t["longest_task"])),
+        ("Recalculation after an input change (median)", f"{s['recalc_ms']['median_painted']:.1f} ms",
+         f"< {t['recalc']} ms", _verdict(s["recalc_ms"]["median_painted"], t["recalc"])),
+    ]
+
+    def table(items: list[tuple[str, str, str, str]]) -> str:
+        lines = ["| measure | measured | target | |", "| --- | --- | --- | --- |"]
+        lines += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in items]
+        return "\n".join(lines)
+
+    transfer = s["cold_transfer"]
+    return {
+        "estimator_table": table(rows),
+        "estimator_when": f"{est['date']}, {est['machine']['python']} on {est['machine']['machine']}"
+                          f" ({est['machine']['nproc']} cores)",
+        "estimator_method": est["method"],
+        "site_table": table(site_rows),
+        "site_when": f"{site['date']}, {m['nproc']} cores ({m['cpu_model']}), Chromium "
+                     f"{m['chromium']}, Pyodide {site['site']['pyodide']}",
+        "site_method": site["method"],
+        "transfer": f"{transfer['until_live_bytes'] / 2**20:.1f} MiB "
+                    f"({transfer['until_live_gzip_bytes_estimate'] / 2**20:.1f} MiB if served "
+                    f"compressed) in {transfer['requests_until_live']} requests until the first "
+                    f"live result; {transfer['with_precache_bytes'] / 2**20:.1f} MiB including "
+                    f"the offline copy; {site['summary']['repeat_transfer_bytes']} bytes on a "
+                    "repeat visit",
+    }
