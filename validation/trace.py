@@ -554,22 +554,23 @@ def _fake_safe_module_to():
 
     def to(self, *args, **kwargs):
         device, dtype, _, _ = torch._C._nn._parse_to(*args, **kwargs)
+
+        def moved(t):
+            """`t` on the target device/dtype, or None when it is there already."""
+            tdt = dtype if (dtype is not None and t.is_floating_point()) else t.dtype
+            tdev = device if device is not None else t.device
+            return None if (t.dtype == tdt and t.device == tdev) else t.detach().to(
+                device=tdev, dtype=tdt)
+
         for mod in self.modules():
             for name, p in list(mod._parameters.items()):
-                if p is None:
-                    continue
-                tdt = dtype if (dtype is not None and p.is_floating_point()) else p.dtype
-                tdev = device if device is not None else p.device
-                if p.dtype != tdt or p.device != tdev:
-                    mod._parameters[name] = torch.nn.Parameter(p.detach().to(device=tdev, dtype=tdt),
-                                                               requires_grad=p.requires_grad)
+                new = None if p is None else moved(p)
+                if new is not None:
+                    mod._parameters[name] = torch.nn.Parameter(new, requires_grad=p.requires_grad)
             for name, b in list(mod._buffers.items()):
-                if b is None:
-                    continue
-                tdt = dtype if (dtype is not None and b.is_floating_point()) else b.dtype
-                tdev = device if device is not None else b.device
-                if b.dtype != tdt or b.device != tdev:
-                    mod._buffers[name] = b.to(device=tdev, dtype=tdt)
+                new = None if b is None else moved(b)
+                if new is not None:
+                    mod._buffers[name] = new
         return self
 
     torch.nn.Module.to = to
