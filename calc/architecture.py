@@ -20,6 +20,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -80,9 +81,45 @@ class Architecture(BaseModel):
             raise ValueError(f"unknown activation {v!r}; known: {', '.join(sorted(ACTIVATIONS))}")
         return v
 
+    # Cross-field rules sit on the field they constrain (its predecessors are in info.data), so
+    # the error names that field: `model.num_key_value_heads`, not just `model`.
+    @field_validator("num_key_value_heads")
+    @classmethod
+    def _kv_divides_heads(cls, k: int | None, info: ValidationInfo) -> int | None:
+        a = info.data.get("num_attention_heads")
+        if k is not None and a and a % k:
+            raise ValueError(f"must divide num_attention_heads ({a}), got {k}")
+        return k
+
+    @field_validator("num_experts_per_tok")
+    @classmethod
+    def _top_k_within_experts(cls, top_k: int, info: ValidationInfo) -> int:
+        experts = info.data.get("num_local_experts", 0)
+        if experts and not 0 < top_k <= experts:
+            raise ValueError(f"must be between 1 and num_local_experts ({experts})")
+        if not experts and top_k:
+            raise ValueError("is set but num_local_experts is 0")
+        return top_k
+
+    @field_validator("first_k_dense_replace")
+    @classmethod
+    def _dense_within_layers(cls, n: int, info: ValidationInfo) -> int:
+        layers = info.data.get("num_hidden_layers")
+        if layers and n > layers:
+            raise ValueError(f"cannot exceed num_hidden_layers ({layers})")
+        return n
+
+    @field_validator("mlp_only_layers")
+    @classmethod
+    def _layers_in_range(cls, ids: tuple[int, ...], info: ValidationInfo) -> tuple[int, ...]:
+        layers = info.data.get("num_hidden_layers")
+        bad = [i for i in ids if layers and not 0 <= i < layers]
+        if bad:
+            raise ValueError(f"has layer indices out of range: {bad}")
+        return ids
+
     @model_validator(mode="after")
     def _consistent(self) -> Architecture:
-        a, k = self.num_attention_heads, self.kv_heads
         if self.is_mla:
             missing = [
                 n for n in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
@@ -90,28 +127,11 @@ class Architecture(BaseModel):
             ]
             if missing:
                 raise ValueError(f"multi-head latent attention needs {', '.join(missing)}")
-        elif self.head_dim is None and self.hidden_size % a:
+        elif self.head_dim is None and self.hidden_size % self.num_attention_heads:
             raise ValueError(
-                f"hidden_size ({self.hidden_size}) must be divisible by num_attention_heads ({a}) "
-                "unless head_dim is given"
+                f"hidden_size ({self.hidden_size}) must be divisible by num_attention_heads "
+                f"({self.num_attention_heads}) unless head_dim is given"
             )
-        if a % k:
-            raise ValueError(
-                f"num_attention_heads ({a}) must be divisible by num_key_value_heads ({k})"
-            )
-        if self.num_local_experts:
-            if not 0 < self.num_experts_per_tok <= self.num_local_experts:
-                raise ValueError(
-                    "num_experts_per_tok must be between 1 and num_local_experts "
-                    f"({self.num_local_experts}) for a mixture-of-experts model"
-                )
-        elif self.num_experts_per_tok:
-            raise ValueError("num_experts_per_tok is set but num_local_experts is 0")
-        if self.first_k_dense_replace > self.num_hidden_layers:
-            raise ValueError("first_k_dense_replace cannot exceed num_hidden_layers")
-        bad = [i for i in self.mlp_only_layers if not 0 <= i < self.num_hidden_layers]
-        if bad:
-            raise ValueError(f"mlp_only_layers has layer indices out of range: {bad}")
         return self
 
     # Derived quantities: computed, never stored.

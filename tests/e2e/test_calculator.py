@@ -123,6 +123,28 @@ def test_bad_input_marks_the_field_and_keeps_the_last_result(
     calculator.page.wait_for_selector(f'[name="{name}"]:not([aria-invalid])', timeout=10_000)
 
 
+@pytest.mark.parametrize(("name", "value", "marked", "words"), [
+    # the model group: an architecture field, and a pasted config.json
+    ("model.num_key_value_heads", "3", "model.num_key_value_heads", "must divide"),
+    ("model.hf_config", '{"model_type": "llama"}', "model.hf_config", "is required"),
+    # the GPU group: a card the scenario's precision cannot run on
+    ("gpu", "v100-32gb", "training.precision", "does not support bf16"),
+])
+def test_bad_input_in_the_model_and_gpu_groups_is_named(
+        calculator: Calculator, name: str, value: str, marked: str, words: str) -> None:
+    calculator.open()
+    before = calculator.report()
+    field = calculator.field(name)
+    if name == "gpu":
+        field.select_option(value)
+    else:
+        field.fill(value)
+    calculator.page.wait_for_selector(f'[name="{marked}"][aria-invalid="true"]', timeout=30_000)
+    error_id = calculator.field(marked).get_attribute("aria-describedby")
+    assert words in calculator.page.inner_text(f"#{error_id}")
+    assert calculator.report() == before
+
+
 def test_every_input_has_a_visible_label(calculator: Calculator) -> None:
     calculator.open(live=False)
     unlabeled = calculator.page.evaluate("""() => [...document.querySelectorAll(
