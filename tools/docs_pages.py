@@ -39,6 +39,9 @@ PAGES: dict[str, str] = {
     "tools/cost.md": "docs_tools:cost",
     "tools/export.md": "docs_tools:export_page",
     "tools/kv-cache.md": "docs_tools:kv_cache",
+    "tools/import.md": "docs_tools:import_page",
+    "tools/cheapest.md": "docs_tools:cheapest_page",
+    "tools/rl.md": "docs_tools:rl_page",
 }
 
 

@@ -255,3 +255,96 @@ def kv_cache(src: str) -> dict[str, str]:
                       "--quant-bits", "4"]),
     )
     return ctx
+
+
+# ---- import, cheapest, RL (calc.plan.import_config, cheapest, rl_memory) ----------------------
+
+DS_CONFIG: dict[str, Any] = {  # a DeepSpeed config as a colleague might hand it over
+    "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 8,
+    "train_batch_size": 128, "bf16": {"enabled": True}, "gradient_clipping": 1.0,
+    "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}},
+}
+
+
+def import_page(src: str) -> dict[str, str]:
+    from calc.plan import import_config
+
+    ctx = _base(src)
+    imported = import_config(DS_CONFIG, "deepspeed", model="llama-3-8b", gpu="a100-80gb",
+                             seq_len=4096)
+    scenario = imported.scenario.model_dump(mode="json")
+    report = estimate(scenario)
+    claim(src, scenario["parallelism"]["dp"] == 8, "dp is read from train_batch_size as 8")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "ds_config.json")
+        with open(path, "w") as f:
+            json.dump(DS_CONFIG, f)
+        block = cli(["import", "--format", "deepspeed", path, "--model", "llama-3-8b",
+                     "--gpu", "a100-80gb", "--seq-len", "4096"],
+                    display=["import", "--format", "deepspeed", "ds_config.json", "--model",
+                             "llama-3-8b", "--gpu", "a100-80gb", "--seq-len", "4096"])
+    ctx.update(
+        config=json.dumps(DS_CONFIG, indent=2), scenario=json.dumps(scenario, indent=2),
+        notes="\n".join(f"- {n}" for n in imported.notes) or "- none",
+        device=gib(report.device_bytes), usable=gib(report.usable_bytes),
+        share=pct(report.utilization), verdict="fits" if report.fits else "does not fit",
+        host=gib(report.host_bytes), link=calc_link(scenario, src), cli=block,
+    )
+    return ctx
+
+
+CHEAP: dict[str, Any] = {"model": "llama-3-8b",
+                         "training": {"seq_len": 4096, "activation_checkpointing": "full"}}
+CHEAP_TOKENS, CHEAP_HOURS = 2 * 10**9, 24.0
+
+
+def cheapest_page(src: str) -> dict[str, str]:
+    from calc.plan import cheapest
+
+    ctx = _base(src)
+    result = cheapest(CHEAP, CHEAP_TOKENS, deadline_hours=CHEAP_HOURS)
+    claim(src, bool(result.options), "some GPU type meets the deadline")
+    options = [o.as_dict() for o in result.options]
+    rows = [[o["gpu"], str(o["gpus"]), f"zero {o['zero']}", gib(o["device_bytes"]),
+             f"{o['train_hours']:.1f} h", f"{o['gpu_hours']:,.0f}", f"${o['cost_usd']:,.0f}"]
+            for o in options]
+    best = result.options[0]
+    ctx.update(
+        tokens=f"{CHEAP_TOKENS:,}", hours=f"{CHEAP_HOURS:g}",
+        table=md_table(["GPU", "count", "sharding", "memory per GPU", "time", "GPU-hours", "cost"],
+                       rows),
+        best=f"{best.gpus} x {best.gpu}", best_cost=f"${options[0]['cost_usd']:,.0f}",
+        link=calc_link(best.scenario.model_dump(mode="json"), src),
+        base_link=calc_link(CHEAP, src),
+        unpriced=", ".join(o.gpu for o in result.unpriced) or "none",
+        cli=cli(["cheapest", "--model", "llama-3-8b", "--seq-len", "4096",
+                 "--activation-checkpointing", "full", "--tokens", "2e9",
+                 "--deadline-hours", "24"]),
+    )
+    return ctx
+
+
+RL: dict[str, Any] = {"model": "qwen2.5-7b", "training": {"activation_checkpointing": "full"},
+                      "parallelism": {"tp": 4}}
+
+
+def rl_page(src: str) -> dict[str, str]:
+    from calc.plan import rl_memory
+
+    ctx = _base(src)
+    m = rl_memory(RL, prompts=32, samples_per_prompt=8, response_len=7168, prompt_len=1024)
+    d = m.as_dict()
+    parts = d["components"]
+    rows = [[name.replace("_", " "), gib(value)] for name, value in parts.items()]
+    rows.append(["per GPU", gib(d["total_bytes"])])
+    trained = {**RL, "training": {**RL["training"], "seq_len": d["seq_len"]}}
+    ctx.update(
+        table=md_table(["part", "per GPU"], rows), sequences=str(d["sequences"]),
+        seq=f"{d['seq_len']:,}", dominant=d["dominant"].replace("_", " "),
+        share=pct(d["utilization"]), usable=gib(d["usable_bytes"]),
+        verdict="fits" if d["fits"] else "does not fit", link=calc_link(trained, src),
+        cli=cli(["rl", "--model", "qwen2.5-7b", "--tp", "4", "--activation-checkpointing",
+                 "full", "--prompts", "32", "--samples-per-prompt", "8", "--response-len",
+                 "7168", "--prompt-len", "1024"]),
+    )
+    return ctx
