@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from .architecture import ACTIVATIONS, Architecture
 from .numerics import Numerics
-from .params import LayerParams, Linear
+from .params import LayerParams, Linear, lora_targets
 from .scenario import Parallelism, Training
 
 
@@ -96,10 +96,10 @@ def decoder_layer(
 ) -> LayerActivations:
     """Activations of one decoder layer (HF transformers' modules, or Megatron's)."""
     if t.implementation == "megatron":
-        return _megatron_layer(arch, layer, n, t, s)
+        return _megatron_layer(arch, layer, t, s)
     saved = _Saved()
     lora = t.finetuning in ("lora", "qlora")
-    targets = _lora_targets(arch, t) if lora else frozenset()
+    targets = lora_targets(t.lora_targets) if lora else frozenset()
     T, tp = s.tokens, s.tp
     res = n.residual
 
@@ -125,7 +125,7 @@ def decoder_layer(
     c = n.compute
     a, k, d = s.heads, s.kv_heads, s.head_dim
     if arch.is_mla:
-        _mla(arch, n, saved, s, targets, trainable_weights)
+        _mla(arch, n, saved, s)
     elif arch.traits.qk_norm:
         for heads in (a, k):
             # per-head RMSNorm of the (low-precision) projection output: fp32 copy of its
@@ -160,7 +160,7 @@ def decoder_layer(
             saved.add("dropout", probs)
     o_proj = linears.get("o_proj")
     if o_proj is not None and o_proj.name in targets:
-        _lora_adapter_input(n, saved, "attention", T * ad, c, drop)
+        _lora_adapter_input(n, saved, "attention", T * ad, drop)
 
     # --- MLP ---------------------------------------------------------------------------------
     if layer.moe:
@@ -173,7 +173,7 @@ def decoder_layer(
         kept = "full" if trainable_weights else ("adapter" if mlp[-1].name in targets else "none")
         _mlp_core(arch, n, saved, "mlp", T, f, down_input=kept == "full")
         if kept == "adapter":
-            _lora_adapter_input(n, saved, "mlp", T * f, c, drop)
+            _lora_adapter_input(n, saved, "mlp", T * f, drop)
 
     # --- residual dropout --------------------------------------------------------------------
     if arch.resid_pdrop:
@@ -186,13 +186,12 @@ def decoder_layer(
         saved.add("lora", T * t.lora_rank * len(adapters) * r_width)
         if n.autocast:  # cached low-precision copies of the trainable adapter weights
             saved.add("weight_copies", c * sum(
-                t.lora_rank * (lin.in_features // (tp if lin.tp == "row" else 1)
-                               + lin.out_features // (tp if lin.tp == "column" else 1))
-                for lin in adapters))
+                t.lora_rank * sum(lin.local_shape(tp)) for lin in adapters))
 
     # --- weight copies autocast makes and autograd keeps ---------------------------------------
     if n.autocast and t.finetuning != "qlora":
-        saved.add("weight_copies", _linear_weights_local(layer, p) * c)
+        saved.add("weight_copies", c * sum(lin.local_counts(p.tp, p.ep)[0]
+                                           for lin in layer.linears))
 
     # --- transients --------------------------------------------------------------------------
     f_local = layer.widest_row_input // tp
@@ -256,9 +255,7 @@ def _norm(arch: Architecture, n: Numerics, saved: _Saved, elems: int, tokens: in
 def _norm_of_output(arch: Architecture, n: Numerics, saved: _Saved, elems: int,
                     tokens: int) -> None:
     """Gemma 2/3 post-norms read a sublayer output (low precision), not the residual."""
-    c = n.compute
     saved.add("norms", elems * 4 + tokens * 4 + elems * 4)  # fp32 copy, rsqrt, normalised
-    del c
 
 
 def _linear_inputs(
@@ -277,26 +274,15 @@ def _linear_inputs(
             saved.add(key, elems * (n.linear_input if n.linear_input < z_width else z_width))
     for lin in consumers:
         if lin.name in targets:
-            _lora_adapter_input(n, saved, key, elems, z_width, dropout)
+            _lora_adapter_input(n, saved, key, elems, dropout)
 
 
-def _lora_targets(arch: Architecture, t: Training) -> frozenset[str]:
-    if t.lora_targets == "query_value":  # peft's default for Llama-family (fused: qkv_proj)
-        return frozenset({"q_proj", "v_proj", "qkv_proj"})
-    attention = {"q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj"}
-    if t.lora_targets == "attention":
-        return frozenset(attention)
-    return frozenset(attention | {"gate_proj", "up_proj", "down_proj", "gate_up_proj", "fc_in",
-                                  "fc_out"})
-
-
-def _lora_adapter_input(n: Numerics, saved: _Saved, key: str, elems: int, x_width: int,
+def _lora_adapter_input(n: Numerics, saved: _Saved, key: str, elems: int,
                         dropout: float = 0.0) -> None:
     """What one LoRA adapter keeps of its input: always its own copy. peft casts x to the
     adapter dtype (fp32, `autocast_adapter_dtype`), so lora_A keeps that fp32 copy; under
     autocast lora_A casts it back down and keeps the low-precision cast instead (traced: on
     o_proj this copy sits beside SDPA's saved output). Only in pure fp32 is x itself kept."""
-    del x_width  # the copy is made whatever the input's width
     saved.add(key, elems * (n.compute if n.autocast else 4))
     if dropout:
         saved.add("dropout", elems)  # lora_dropout keeps a one-byte mask of the input
@@ -339,8 +325,7 @@ def _moe(arch: Architecture, layer: LayerParams, n: Numerics, saved: _Saved, s: 
         _mlp_core(arch, n, saved, "mlp", T, arch.shared_expert_intermediate_size // s.tp)
 
 
-def _mla(arch: Architecture, n: Numerics, saved: _Saved, s: Shape, targets: frozenset[str],
-         trainable: bool) -> None:
+def _mla(arch: Architecture, n: Numerics, saved: _Saved, s: Shape) -> None:
     """DeepSeek's multi-head latent attention: the low-rank paths add their own inputs."""
     T, c = s.tokens, n.compute
     assert arch.kv_lora_rank and arch.qk_nope_head_dim and arch.qk_rope_head_dim
@@ -353,19 +338,7 @@ def _mla(arch: Architecture, n: Numerics, saved: _Saved, s: Shape, targets: froz
     saved.add("attention", T * s.heads * (2 * qk + v - 3 * s.head_dim) * c)
 
 
-def _linear_weights_local(layer: LayerParams, p: Parallelism) -> int:
-    total = 0
-    for lin in layer.linears:
-        w = lin.weight_count
-        if lin.tp != "none":
-            w //= p.tp
-        if lin.group == "experts":
-            w //= p.ep
-        total += w
-    return total
-
-
-def _megatron_layer(arch: Architecture, layer: LayerParams, n: Numerics, t: Training,
+def _megatron_layer(arch: Architecture, layer: LayerParams, t: Training,
                     s: Shape) -> LayerActivations:
     """Korthikanti et al. (2022), "Reducing Activation Recomputation in Large Transformer
     Models", Table 2, per layer in bytes with 16-bit activations:
@@ -378,7 +351,7 @@ def _megatron_layer(arch: Architecture, layer: LayerParams, n: Numerics, t: Trai
     MLP intermediate (8 sbh for Q/K/V with MHA, 16 sbh for a 4h GeLU MLP), flash attention drops
     the 5as/h score terms (keeping the fp32 log-sum-exp), and masks exist only with dropout.
     """
-    T, h, tp = s.tokens, s.hidden_full, s.tp
+    T, tp = s.tokens, s.tp
     hs = s.hidden  # h-sized tensors split by tp only with sequence parallelism
     a, k, d = s.heads, s.kv_heads, s.head_dim
     f = max(lin.in_features for lin in layer.linears if lin.tp == "row" and lin.group != "attention")
@@ -398,7 +371,6 @@ def _megatron_layer(arch: Architecture, layer: LayerParams, n: Numerics, t: Trai
     saved.add("mlp", 2 * T * hs)  # fc1 input
     saved.add("mlp", (3 * 2 * T * f) if gated else (2 * 2 * T * f))  # fc1 out(s), fc2 input
     saved.add("dropout", drop * 2 * T * hs)
-    del h, n
     return LayerActivations(
         saved=dict(saved), forward_transient=0, backward_transient=3 * 2 * T * f,
         checkpoint_input=2 * T * hs,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .params import count_params
 from .scenario import Resolved
 
 VALIDATED_FAMILIES = frozenset({"llama", "mistral", "qwen2", "qwen3", "gemma2", "phi3", "gpt2"})
@@ -42,8 +43,6 @@ MAX_TRACED_PARAMS = 8_030_261_248
 
 
 def confidence(r: Resolved) -> dict[str, Any]:
-    from .params import count_params
-
     missing: list[str] = []
     family = r.arch.model_type
     if family not in VALIDATED_FAMILIES:

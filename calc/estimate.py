@@ -23,20 +23,17 @@ from typing import Any
 from ._version import __version__
 from .activations import (
     LayerActivations,
-    Shape,
     decoder_layer,
     eager_mask,
     embedding_activations,
     head_activations,
     shape,
 )
-from .activations import _lora_targets as lora_targets
-from .architecture import Architecture
 from .confidence import confidence
 from .logits import logits_memory
 from .numerics import numerics
 from .overhead import overhead
-from .params import count_params
+from .params import count_params, lora_targets
 from .scenario import Parallelism, Resolved, Scenario, parse_scenario, resolve
 from .states import Stage, local_params, model_states, stages
 
@@ -188,7 +185,7 @@ def estimate(scenario: Scenario | dict[str, Any] | str) -> Estimate:
     trainable = counts.total
     if t.finetuning != "full":
         whole = Stage(0, counts.dense_layers, counts.moe_layers, embedding=True, head=True)
-        trainable = local_params(arch, t, Parallelism(), whole, lora_targets(arch, t)).trainable
+        trainable = local_params(arch, t, Parallelism(), whole, lora_targets(t.lora_targets)).trainable
     return Estimate(
         scenario=resolved.scenario,
         resolved=resolved,
@@ -206,7 +203,7 @@ def _stage(r: Resolved, stage: Stage) -> StageEstimate:
     n = numerics(t, p)
     s = shape(arch, t, p)
     lora = t.finetuning != "full"
-    targets = lora_targets(arch, t) if lora else frozenset()
+    targets = lora_targets(t.lora_targets) if lora else frozenset()
     local = local_params(arch, t, p, stage, targets)
     ms = model_states(local, n, t, p, arch)
     counts = count_params(arch)
@@ -348,4 +345,4 @@ def _worst(name: str, candidates: list[tuple[dict[str, int], ...]]) -> Phase:
     return Phase(name, worst, best)
 
 
-__all__ = ["COMPONENTS", "PHASES", "Architecture", "Estimate", "Phase", "Shape", "estimate"]
+__all__ = ["COMPONENTS", "PHASES", "Estimate", "Phase", "estimate"]

@@ -21,8 +21,6 @@ from functools import lru_cache
 
 from .scenario import Parallelism, Training
 
-BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
-
 
 @dataclass(frozen=True, slots=True)
 class Numerics:

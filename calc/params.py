@@ -41,6 +41,25 @@ class Linear:
     def bias_count(self) -> int:
         return self.out_features * self.copies if self.bias else 0
 
+    def local_shape(self, tp: int) -> tuple[int, int]:
+        """(outputs, inputs) of one copy on one GPU: column-parallel splits the outputs,
+        row-parallel the inputs (Megatron-LM)."""
+        return (self.out_features // (tp if self.tp == "column" else 1),
+                self.in_features // (tp if self.tp == "row" else 1))
+
+    def local_counts(self, tp: int, ep: int) -> tuple[int, int]:
+        """(weights, biases) on one GPU: tp splits split weights (and column biases; a
+        row-parallel bias is added after the reduction, whole), ep divides routed experts."""
+        w, b = self.weight_count, self.bias_count
+        if self.tp != "none":
+            w //= tp
+            if self.tp == "column":
+                b //= tp
+        if self.group == "experts":
+            w //= ep
+            b //= ep
+        return w, b
+
 
 @dataclass(frozen=True, slots=True)
 class LayerParams:
@@ -113,6 +132,19 @@ class ParamCounts:
         routed = self.moe_layer.group_count("experts")
         inactive = routed - routed // self.experts * self.experts_per_token
         return self.total - self.moe_layers * inactive
+
+
+def lora_targets(targets: str) -> frozenset[str]:
+    """The projections a LoRA adapter attaches to, by `training.lora_targets` (the names of
+    :func:`layer_params`'s linears; `query_value` is peft's default for Llama-family models,
+    the fused qkv projection where there is one)."""
+    if targets == "query_value":
+        return frozenset({"q_proj", "v_proj", "qkv_proj"})
+    attention = {"q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj"}
+    if targets == "attention":
+        return frozenset(attention)
+    return frozenset(attention | {"gate_proj", "up_proj", "down_proj", "gate_up_proj", "fc_in",
+                                  "fc_out"})
 
 
 def _norm_size(arch: Architecture) -> int:

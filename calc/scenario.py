@@ -250,9 +250,6 @@ class Resolved:
         return self.scenario.parallelism
 
 
-_GPU_DTYPE_NAME = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "fp32": "fp32"}
-
-
 def resolve(scenario: Scenario) -> Resolved:
     """Look up presets and check the combination; raise :class:`ScenarioError` if impossible."""
     warnings: list[EstimateWarning] = []

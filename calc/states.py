@@ -18,7 +18,7 @@ from functools import lru_cache
 
 from .architecture import Architecture
 from .numerics import Numerics
-from .params import LayerParams, Linear, ParamCounts, count_params
+from .params import LayerParams, ParamCounts, count_params
 from .scenario import Parallelism, Training
 
 
@@ -58,24 +58,11 @@ class LocalParams:
 
     total: int  # all parameters held (frozen included)
     trainable: int
-    experts: int  # routed-expert part of `total` (sharded over dp x cp / ep)
     largest_tensor: int  # the biggest single trainable tensor (for per-tensor temporaries)
     per_layer: int  # one decoder layer (FSDP gathers one at a time)
     linear_weights: int  # all linear weights (QLoRA quantises these)
     root: int  # embedding + head + final norm (FSDP's root unit)
     factored: int  # Adafactor's second moment: rows + cols per trainable matrix, vectors whole
-
-
-def _split(lin: Linear, tp: int, ep: int) -> tuple[int, int]:
-    w, b = lin.weight_count, lin.bias_count
-    if lin.tp != "none":
-        w //= tp
-        if lin.tp == "column":
-            b //= tp
-    if lin.group == "experts":
-        w //= ep
-        b //= ep
-    return w, b
 
 
 def local_params(arch: Architecture, t: Training, p: Parallelism, stage: Stage,
@@ -90,15 +77,14 @@ def _local_params(arch: Architecture, finetuning: str, lora_rank: int, tp: int, 
                   stage: Stage, targets: frozenset[str]) -> LocalParams:
     counts: ParamCounts = count_params(arch)
     lora = finetuning in ("lora", "qlora")
-    total = trainable = experts = linear_w = adapters = factored = 0
+    total = trainable = linear_w = adapters = factored = 0
     largest = 0
     per_layer = 0
     for layer, n in ((counts.dense_layer, stage.dense_layers), (counts.moe_layer, stage.moe_layers)):
         if layer is None or n == 0:
             continue
-        lt, le, lw, la, big, fac = _layer_local(layer, lora, lora_rank, tp, ep, targets)
+        lt, lw, la, big, fac = _layer_local(layer, lora, lora_rank, tp, ep, targets)
         total += n * lt
-        experts += n * le
         linear_w += n * lw
         adapters += n * la
         factored += n * fac
@@ -130,23 +116,20 @@ def _local_params(arch: Architecture, finetuning: str, lora_rank: int, tp: int, 
     else:
         trainable = total
         largest = max(largest, vocab_part if (stage.embedding or stage.head) else 0)
-    return LocalParams(total, trainable, experts, largest, per_layer, linear_w, root, factored)
+    return LocalParams(total, trainable, largest, per_layer, linear_w, root, factored)
 
 
 def _layer_local(layer: LayerParams, lora: bool, rank: int, tp: int, ep: int,
-                 targets: frozenset[str]) -> tuple[int, int, int, int, int, int]:
-    """(params, expert params, linear weights, LoRA params, largest tensor, Adafactor factors)
+                 targets: frozenset[str]) -> tuple[int, int, int, int, int]:
+    """(params, linear weights, LoRA params, largest tensor, Adafactor factors)
     of one decoder layer on one GPU."""
-    total = experts = linear = adapters = largest = factored = 0
+    total = linear = adapters = largest = factored = 0
     for lin in layer.linears:
-        w, b = _split(lin, tp, ep)
+        w, b = lin.local_counts(tp, ep)
         total += w + b
         linear += w
         copies = lin.copies // (ep if lin.group == "experts" else 1)
-        rows = lin.out_features // (tp if lin.tp == "column" else 1)
-        cols = lin.in_features // (tp if lin.tp == "row" else 1)
-        if lin.group == "experts":
-            experts += w + b
+        rows, cols = lin.local_shape(tp)
         if lora:
             size = rank * (rows + cols) * copies if lin.name in targets else 0
             adapters += size
@@ -159,7 +142,7 @@ def _layer_local(layer: LayerParams, lora: bool, rank: int, tp: int, ep: int,
     total += layer.norm_count
     if not lora:
         factored += layer.norm_count
-    return total, experts, linear, adapters, largest, factored
+    return total, linear, adapters, largest, factored
 
 
 # ---------------------------------------------------------------------------------------------

@@ -79,11 +79,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..activations import _lora_targets as lora_targets
 from ..architecture import Architecture
 from ..estimate import Estimate, estimate
 from ..numerics import numerics
 from ..overhead import overhead
+from ..params import lora_targets
 from ..scenario import (
     Checkpointing,
     ModelSpec,
@@ -321,7 +321,7 @@ class _Search:
         self._cache: dict[tuple[_Layout, str, int], Estimate] = {}
         r = resolve(base)
         self.limit = target * r.gpu.usable_bytes
-        self._targets = (lora_targets(r.arch, base.training)
+        self._targets = (lora_targets(base.training.lora_targets)
                          if base.training.finetuning != "full" else frozenset())
 
     def parallelism(self, lay: _Layout) -> Parallelism:
