@@ -25,6 +25,8 @@ from pydantic import (
     model_validator,
 )
 
+from .errors import FieldError
+
 ModelType = Literal[
     "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3", "gpt2",
     "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3",
@@ -240,13 +242,8 @@ ACTIVATIONS: dict[str, Literal["native", "gelu_new"]] = {
 # Reading a pasted config.json
 # ---------------------------------------------------------------------------------------------
 
-class ConfigError(ValueError):
+class ConfigError(FieldError):
     """A `config.json` that cannot be read; `field` names the offending key."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
 
 
 def from_hf_config(config: dict[str, Any]) -> tuple[Architecture, list[str]]:

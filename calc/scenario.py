@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .architecture import Architecture, ConfigError, from_hf_config
+from .errors import FieldError
 from .presets import GpuPreset, ModelPreset, UnknownPreset, resolve_gpu, resolve_model
 
 SCHEMA_VERSION = 1
@@ -128,13 +129,8 @@ class Scenario(_Strict):
 # Errors and warnings
 # ---------------------------------------------------------------------------------------------
 
-class ScenarioError(ValueError):
+class ScenarioError(FieldError):
     """Bad input: `field` is the dotted path (`training.seq_len`), `message` the rule broken."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import FieldError
 from ..scenario import Scenario, parse_scenario
 
 GiB = 1024**3
@@ -11,15 +12,8 @@ GiB = 1024**3
 ScenarioInput = Scenario | dict[str, Any] | str
 
 
-class PlanError(ValueError):
-    """A planning request that cannot be answered: `field` names the input, `message` the rule.
-
-    Shaped like :class:`calc.ScenarioError` so callers and the CLI report both the same way."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
+class PlanError(FieldError):
+    """A planning request that cannot be answered: `field` names the input, `message` the rule."""
 
 
 def changed(

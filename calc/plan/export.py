@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from ..architecture import Architecture
+from ..errors import FieldError
 from ..scenario import Resolved, parse_scenario, resolve
 from ._common import ScenarioInput
 from ._formats import to_toml, to_yaml
@@ -30,13 +31,8 @@ ExportFormat = Literal["deepspeed", "accelerate-fsdp", "torchtitan", "megatron",
 FORMATS: tuple[str, ...] = get_args(ExportFormat)
 
 
-class ExportError(ValueError):
+class ExportError(FieldError):
     """The target framework cannot express a setting: `field` names it, `message` says why."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
 
 
 @dataclass(frozen=True, slots=True)
