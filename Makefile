@@ -76,12 +76,13 @@ $(VAL)/.installed: validation/requirements.txt
 	$(VAL)/bin/pip install -q --upgrade pip
 	$(VAL)/bin/pip install -q torch==2.13.0
 	DS_BUILD_OPS=0 $(VAL)/bin/pip install -q -r validation/requirements.txt
+	$(VAL)/bin/pip install -q --no-deps torchtitan==0.3.0  # its imports are in requirements.txt
 	touch $@
 
 trace: $(VAL)/.installed
 	$(VAL)/bin/python validation/trace.py --all
 
-## verify-exports: parse calc's framework exports with DeepSpeed, Accelerate, transformers
+## verify-exports: parse calc's framework exports with DeepSpeed, Accelerate, transformers, torchtitan
 verify-exports: $(VAL)/.installed
 	DS_BUILD_OPS=0 $(VAL)/bin/python validation/verify_exports.py
 

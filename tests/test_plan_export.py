@@ -2,7 +2,6 @@
 and refusals that name the setting the framework cannot express."""
 
 import json
-import tomllib
 
 import pytest
 
@@ -67,24 +66,66 @@ def test_accelerate_pure_precision_writes_no_and_quotes_it() -> None:
 
 
 def test_torchtitan_golden() -> None:
+    """torchtitan 0.3.0 reads no TOML: `ConfigManager.parse_args` (torchtitan/config/manager.py)
+    takes --module/--config and tyro overrides named as in torchtitan/config/configs.py,
+    components/optimizer/optimizer.py and components/loss.py; the activation-checkpointing
+    policy is a subcommand (distributed/activation_checkpoint.py). verify_exports.py parses
+    this form with torchtitan itself."""
     e = export({"model": "llama-3.1-8b",
-                "training": {"seq_len": 8192, "activation_checkpointing": "selective",
+                "training": {"seq_len": 8192, "activation_checkpointing": "full",
                              "gradient_accumulation_steps": 2},
                 "parallelism": {"dp": 4, "tp": 2, "zero": 3, "sequence_parallel": True}},
                "torchtitan")
-    assert tomllib.loads(e.text) == e.data == {
-        "job": {"description": "calc export: llama-3.1-8b"},
-        "model": {"name": "llama3", "flavor": "8B"},
-        "optimizer": {"name": "AdamW", "implementation": "fused"},
-        "training": {"local_batch_size": 1, "global_batch_size": 8, "seq_len": 8192,
-                     "mixed_precision_param": "bfloat16", "mixed_precision_reduce": "float32",
-                     "enable_cpu_offload": False},
-        "parallelism": {"data_parallel_replicate_degree": 1, "data_parallel_shard_degree": 4,
-                        "fsdp_reshard_after_forward": "always", "tensor_parallel_degree": 2,
-                        "pipeline_parallel_degree": 1, "context_parallel_degree": 1,
-                        "expert_parallel_degree": 1},
-        "activation_checkpoint": {"mode": "selective", "selective_ac_option": "op"},
-    }
+    assert e.data == [
+        "--module llama3", "--config llama3_8b", "--training.local_batch_size 1",
+        "--training.global_batch_size 8", "--training.seq_len 8192", "--training.dtype float32",
+        "--training.mixed_precision_param bfloat16", "--training.no_enable_cpu_offload",
+        "--training.disable_cuda_graphs", "--parallelism.data_parallel_replicate_degree 1",
+        "--parallelism.data_parallel_shard_degree 4",
+        "--parallelism.fsdp_reshard_after_forward always",
+        "--parallelism.tensor_parallel_degree 2", "--parallelism.enable_sequence_parallel",
+        "--parallelism.pipeline_parallel_degree 1", "--parallelism.context_parallel_degree 1",
+        "--parallelism.expert_parallel_degree 1",
+        "--optimizer.param_groups.0.optimizer_name AdamW", "--optimizer.implementation fused",
+        "--loss.num_chunks 1", "activation-checkpoint:full",
+    ]
+    assert e.text == " \\\n".join(e.data) + "\n"  # one argument a line, as a shell reads it
+
+
+def test_torchtitan_pipeline_counts_accumulation_as_micro_batches() -> None:
+    """torchtitan splits `local_batch_size` into pipeline micro-batches of
+    `pipeline_parallel_microbatch_size` within one step; calc (like Megatron) counts the
+    gradient-accumulation steps as the micro-batches in flight."""
+    e = export({"model": "llama-3.1-70b",
+                "training": {"micro_batch_size": 2, "gradient_accumulation_steps": 8,
+                             "activation_checkpointing": "full"},
+                "parallelism": {"dp": 4, "tp": 8, "pp": 4, "zero": 3,
+                                "sequence_parallel": True}}, "torchtitan")
+    assert {"--training.local_batch_size 16", "--training.global_batch_size 64",
+            "--parallelism.pipeline_parallel_microbatch_size 2",
+            "--parallelism.pipeline_parallel_schedule 1F1B"} <= set(e.data)
+
+
+def test_torchtitan_pure_bf16_and_chunked_loss() -> None:
+    """`training.dtype bfloat16` keeps weights, gradients and optimizer states in bf16 (pure);
+    a chunked loss gets chunks of about T h / V tokens that divide the rank's sequence."""
+    e = export({"model": "qwen3-0.6b",
+                "training": {"seq_len": 8192, "mixed_precision": "pure", "loss": "chunked",
+                             "optimizer_impl": "for_loop"},
+                "parallelism": {"dp": 4, "cp": 2, "zero": 2}}, "torchtitan")
+    assert {"--training.dtype bfloat16", "--parallelism.fsdp_reshard_after_forward never",
+            "--optimizer.implementation for-loop", "--loss.num_chunks 256"} <= set(e.data)
+    # Qwen3 0.6B: V / h = 151936 / 1024 = 148.4 -> 149, rounded up to a divisor of 8192 / 2
+    assert any("256 chunks of 16 tokens" in n for n in e.notes)
+
+
+def test_torchtitan_registry_has_no_config_for_some_presets() -> None:
+    """A config function fixes the model; qwen3's 8B flavor and llama3_405b (Float8 linears)
+    have no plain bf16 config in 0.3.0."""
+    for model in ("qwen3-8b", "llama-3.1-405b", "llama-3.2-1b"):
+        with pytest.raises(ExportError) as exc:
+            export({"model": model}, "torchtitan")
+        assert exc.value.field == "model"
 
 
 def test_megatron_golden() -> None:
@@ -108,6 +149,18 @@ def test_megatron_golden() -> None:
         "--attention-backend flash",
     ]
     assert e.text.split(" \\\n")[0] == "--num-layers 80"
+
+
+def test_megatron_zero3_is_torch_fsdp2_without_gradient_accumulation_fusion() -> None:
+    """validate_args (megatron/training/arguments.py, megatron-core 0.19.2) asserts that
+    --use-torch-fsdp2 runs without gradient-accumulation fusion and with untied embeddings."""
+    e = export({"model": "llama-3-8b", "training": {"mixed_precision": "master"},
+                "parallelism": {"dp": 8, "zero": 3}}, "megatron")
+    assert {"--use-torch-fsdp2", "--no-gradient-accumulation-fusion"} <= set(e.data)
+    with pytest.raises(ExportError) as exc:
+        export({"model": "qwen3-0.6b", "training": {"mixed_precision": "master"},
+                "parallelism": {"dp": 8, "zero": 3}}, "megatron")
+    assert exc.value.field == "parallelism.zero" and "tied embeddings" in exc.value.message
 
 
 def test_hf_trainer_golden() -> None:
@@ -143,10 +196,16 @@ def test_hf_trainer_master_precision_embeds_the_deepspeed_config() -> None:
                          "training": {"activation_checkpointing": "selective"}},
      "training.activation_checkpointing"),
     ("torchtitan", {"training": {"finetuning": "lora"}}, "training.finetuning"),
-    ("torchtitan", {"parallelism": {"tp": 2}}, "parallelism.sequence_parallel"),
+    ("torchtitan", {"training": {"activation_checkpointing": "selective"}},
+     "training.activation_checkpointing"),
+    ("torchtitan", {"training": {"mixed_precision": "master"}}, "training.mixed_precision"),
+    ("torchtitan", {"model": "qwen3-30b-a3b", "parallelism": {"dp": 4, "ep": 4}},
+     "parallelism.ep"),
     ("megatron", {"training": {"mixed_precision": "amp"}}, "training.mixed_precision"),
     ("megatron", {"training": {"mixed_precision": "master", "optimizer": "adafactor"}},
      "training.optimizer"),
+    ("megatron", {"training": {"mixed_precision": "master"},
+                  "parallelism": {"dp": 4, "pp": 2, "zero": 3}}, "parallelism.zero"),
     ("hf-trainer", {"parallelism": {"pp": 2}}, "parallelism.pp"),
     ("hf-trainer", {"training": {"recompute_layers": 2, "activation_checkpointing": "full"}},
      "training.recompute_layers"),

@@ -1,6 +1,6 @@
 """Parse calc's framework exports with the frameworks themselves and check the values.
 
-    make verify-exports     # needs .venv-val (torch 2.13.0 CPU) plus deepspeed
+    make verify-exports     # in .venv-val: torch 2.13.0 CPU, DeepSpeed, torchtitan and the rest
 
 Not part of `make test`: these libraries need torch. Each scenario is exported, handed to the
 framework's own config parser, and the parsed values are compared with the scenario.
@@ -11,14 +11,21 @@ framework's own config parser, and the parsed values are compared with the scena
 - Accelerate (`accelerate.commands.config.config_args.load_config_from_file`).
 - Hugging Face (`transformers.TrainingArguments`): built with `use_cpu=True`, since bf16 is
   refused on a machine without a GPU; nothing else is changed.
+- torchtitan 0.3.0 (`torchtitan.config.ConfigManager.parse_args`, the parser `torchtitan.train`
+  runs): the arguments load the named config function and apply the overrides; the parallel
+  degrees are also handed to `ParallelDims`, which checks that they multiply to the world size.
+- Megatron-LM (`megatron.training.arguments.parse_args`), when this interpreter can import it:
+  megatron-core ships the parser from 0.17 on, and those releases need Python >= 3.12, which
+  `.venv-val` (torch 2.13.0 CPU, Python 3.11) is not. Run `python verify_exports.py megatron`
+  with megatron-core installed in a Python 3.12 environment.
 
-Not checked, with the reason printed: torchtitan (0.3 reads Python config registries, no longer
-TOML job files, and its model registry does not import beside torch 2.13 here) and Megatron-LM
-(its argument parser ships with the Megatron-LM repository, not the megatron-core package).
+    python validation/verify_exports.py [FORMAT ...]     # default: every format
 """
 
 from __future__ import annotations
 
+import logging
+import shlex
 import sys
 import tempfile
 from collections.abc import Callable
@@ -28,6 +35,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from calc.plan import export
+from calc.scenario import Resolved, parse_scenario, resolve
 
 SCENARIOS: dict[str, dict[str, Any]] = {
     "zero2-offload-master": {
@@ -47,7 +55,56 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "training": {"micro_batch_size": 2, "activation_checkpointing": "full"},
         "parallelism": {"dp": 8, "zero": 3},
     },
+    "4d-pp-tp-sp": {
+        "model": "llama-3.1-70b",
+        "training": {"micro_batch_size": 2, "gradient_accumulation_steps": 8, "seq_len": 8192,
+                     "activation_checkpointing": "full"},
+        "parallelism": {"dp": 4, "tp": 8, "pp": 4, "zero": 3, "sequence_parallel": True},
+    },
+    "pure-cp-chunked": {
+        "model": "qwen3-0.6b",
+        "training": {"micro_batch_size": 4, "seq_len": 8192, "mixed_precision": "pure",
+                     "optimizer_impl": "foreach", "loss": "chunked"},
+        "parallelism": {"dp": 4, "cp": 2, "zero": 2},
+    },
+    "moe-ep-offload": {
+        "model": "qwen3-30b-a3b",
+        "training": {"gradient_accumulation_steps": 4, "optimizer": "adam",
+                     "optimizer_impl": "for_loop"},
+        "parallelism": {"dp": 8, "zero": 3, "ep": 8, "offload_optimizer": True,
+                        "offload_params": True},
+    },
+    "megatron-3d-block": {
+        "model": "llama-3.1-70b",
+        "training": {"seq_len": 8192, "mixed_precision": "master",
+                     "gradient_accumulation_steps": 16, "activation_checkpointing": "full",
+                     "recompute_layers": 4, "implementation": "megatron"},
+        "parallelism": {"dp": 4, "tp": 8, "pp": 4, "zero": 1, "sequence_parallel": True},
+    },
+    "megatron-fsdp2": {
+        "model": "llama-3-8b",
+        "training": {"micro_batch_size": 2, "mixed_precision": "master",
+                     "activation_checkpointing": "full"},
+        "parallelism": {"dp": 8, "zero": 3},
+    },
+    "megatron-moe-selective": {
+        "model": "qwen3-30b-a3b",
+        "training": {"micro_batch_size": 2, "gradient_accumulation_steps": 2, "seq_len": 4096,
+                     "mixed_precision": "master", "activation_checkpointing": "selective",
+                     "implementation": "megatron"},
+        "parallelism": {"dp": 8, "ep": 8, "zero": 2},
+    },
 }
+
+
+def _resolved(scenario: dict[str, Any]) -> Resolved:
+    """The scenario with calc's defaults filled in: the values the export must carry."""
+    return resolve(parse_scenario(scenario))
+
+
+def _argv(text: str) -> list[str]:
+    """The export's command line as a shell splits it (backslash-newline continues a line)."""
+    return shlex.split(text.replace("\\\n", " "))
 
 
 def check_deepspeed(name: str, scenario: dict[str, Any]) -> str:
@@ -100,31 +157,138 @@ def check_hf_trainer(name: str, scenario: dict[str, Any]) -> str:
     return f"micro {args.per_device_train_batch_size} x gas {args.gradient_accumulation_steps}"
 
 
+def check_torchtitan(name: str, scenario: dict[str, Any]) -> str:
+    from torchtitan.config import ConfigManager
+    from torchtitan.distributed import ParallelDims
+    from torchtitan.distributed.activation_checkpoint import FullAC
+
+    r = _resolved(scenario)
+    t, p, arch = r.training, r.parallelism, r.arch
+    argv = _argv(export(scenario, "torchtitan").text)
+    logging.disable(logging.WARNING)  # the config functions' checkpoint and asset-path warnings
+    try:
+        cfg: Any = ConfigManager().parse_args(argv)
+    finally:
+        logging.disable(logging.NOTSET)
+    model = cfg.model_spec.model
+    assert (model.dim, len(model.layers), model.vocab_size) == \
+        (arch.hidden_size, arch.num_hidden_layers, arch.vocab_size)
+    m, g = t.micro_batch_size, t.gradient_accumulation_steps
+    tr, par = cfg.training, cfg.parallelism
+    assert tr.global_batch_size == m * g * p.dp
+    assert tr.seq_len == t.seq_len
+    # torchtitan's own arithmetic (trainer.py): accumulation steps and pipeline micro-batches
+    accumulation = tr.global_batch_size // (tr.local_batch_size * p.dp)
+    if p.pp > 1:
+        micro_batches = tr.local_batch_size // par.pipeline_parallel_microbatch_size
+        assert (accumulation, micro_batches) == (1, g)
+        assert par.pipeline_parallel_microbatch_size == m
+        assert par.pipeline_parallel_schedule == "1F1B"
+    else:
+        assert (tr.local_batch_size, accumulation) == (m, g)
+    pure = t.precision == "bf16" and t.mixed_precision == "pure"
+    assert tr.dtype == ("bfloat16" if pure else "float32")
+    assert tr.mixed_precision_param == ("float32" if t.precision == "fp32" else "bfloat16")
+    assert tr.enable_cpu_offload == p.offload_params == p.offload_optimizer
+    assert tr.disable_cuda_graphs
+    dims = ParallelDims.from_config(par, p.world_size)  # checks the product is the world size
+    assert (dims.dp_replicate, dims.dp_shard) == ((1, p.dp) if p.zero else (p.dp, 1))
+    assert (dims.tp, dims.pp, dims.cp, dims.ep) == (p.tp, p.pp, p.cp, p.ep)
+    assert par.fsdp_reshard_after_forward == ("always" if p.zero == 3 else "never")
+    if p.tp > 1:
+        assert par.enable_sequence_parallel == p.sequence_parallel
+    ac = cfg.activation_checkpoint
+    assert {"none": ac is None, "full": isinstance(ac, FullAC.Config)}[t.activation_checkpointing]
+    names = {group.optimizer_name for group in cfg.optimizer.param_groups}
+    assert names == {"AdamW" if t.optimizer == "adamw" else "Adam"}
+    assert cfg.optimizer.implementation == t.optimizer_impl.replace("_", "-")
+    chunks = cfg.loss.num_chunks
+    assert (t.seq_len // p.cp) % chunks == 0 and (chunks > 1) == (t.loss == "chunked")
+    return (f"{argv[1]}/{argv[3]}: shard {dims.dp_shard} tp {dims.tp} pp {dims.pp} "
+            f"cp {dims.cp} ep {dims.ep}, local {tr.local_batch_size}, {tr.dtype}")
+
+
+def check_megatron(name: str, scenario: dict[str, Any]) -> str:
+    from megatron.training.arguments import parse_args
+
+    r = _resolved(scenario)
+    t, p, arch = r.training, r.parallelism, r.arch
+    argv, sys.argv = sys.argv, ["pretrain_gpt.py", *_argv(export(scenario, "megatron").text)]
+    try:
+        a = parse_args()  # reads sys.argv, as pretrain_gpt.py does
+    finally:
+        sys.argv = argv
+    assert (a.num_layers, a.hidden_size, a.ffn_hidden_size, a.num_attention_heads) == \
+        (arch.num_hidden_layers, arch.hidden_size, arch.intermediate_size,
+         arch.num_attention_heads)
+    assert (a.num_query_groups or a.num_attention_heads) == arch.kv_heads
+    if arch.is_moe:
+        assert (a.num_experts, a.moe_router_topk) == \
+            (arch.num_local_experts, arch.num_experts_per_tok)
+    assert (a.seq_length, a.micro_batch_size) == (t.seq_len, t.micro_batch_size)
+    parallel = (a.tensor_model_parallel_size, a.pipeline_model_parallel_size,
+                a.context_parallel_size, a.expert_model_parallel_size)
+    assert parallel == (p.tp, p.pp, p.cp, p.ep)
+    # Megatron's arithmetic (validate_args, which needs a GPU when tp or cp > 1): data parallel
+    # from the world size, then micro-batches per step from the global batch
+    dp = p.world_size // (a.tensor_model_parallel_size * a.pipeline_model_parallel_size
+                          * a.context_parallel_size)
+    steps = divmod(a.global_batch_size, a.micro_batch_size * dp)
+    assert steps == (t.gradient_accumulation_steps, 0)
+    assert a.sequence_parallel == p.sequence_parallel
+    assert a.use_distributed_optimizer == (p.zero in (1, 2))
+    assert a.use_torch_fsdp2 == (p.zero == 3)
+    assert a.gradient_accumulation_fusion == (p.zero != 3)  # validate_args asserts it for FSDP2
+    assert (a.bf16, a.fp16) == (t.precision in ("bf16", "fp8"), t.precision == "fp16")
+    assert a.fp8 == ("hybrid" if t.precision == "fp8" else None)
+    recompute = {"none": None}.get(t.activation_checkpointing, t.activation_checkpointing)
+    assert a.recompute_granularity == recompute
+    if recompute == "full":
+        assert (a.recompute_method, a.recompute_num_layers) == \
+            (("uniform", 1) if t.recompute_layers is None else ("block", t.recompute_layers))
+    assert a.optimizer == ("adam" if t.optimizer in ("adam", "adamw") else "sgd")
+    return (f"tp {a.tensor_model_parallel_size} pp {a.pipeline_model_parallel_size} "
+            f"ep {a.expert_model_parallel_size}, micro {a.micro_batch_size}, "
+            f"recompute {a.recompute_granularity}")
+
+
 CHECKS: dict[str, tuple[Callable[[str, dict[str, Any]], str], tuple[str, ...]]] = {
     "deepspeed": (check_deepspeed, ("zero2-offload-master", "zero3-master")),
     "accelerate-fsdp": (check_accelerate, ("fsdp2-amp",)),
     "hf-trainer": (check_hf_trainer, ("zero2-offload-master", "fsdp2-amp")),
-}
-NOT_CHECKED = {
-    "torchtitan": "torchtitan 0.3 reads Python config registries, not TOML job files, and its "
-    "model registry does not import beside torch 2.13 here",
-    "megatron": "Megatron-LM's argument parser ships with its repository, not with megatron-core",
+    "torchtitan": (check_torchtitan, ("fsdp2-amp", "4d-pp-tp-sp", "pure-cp-chunked",
+                                      "moe-ep-offload")),
+    "megatron": (check_megatron, ("megatron-3d-block", "megatron-fsdp2",
+                                  "megatron-moe-selective")),
 }
 
 
-def main() -> int:
+def _megatron_missing() -> str | None:
+    """Why Megatron-LM's parser cannot be imported here, or None when it can."""
+    try:
+        import megatron.training.arguments  # noqa: F401
+    except ImportError as exc:
+        return (f"Megatron-LM's parser does not import here ({exc}): megatron-core ships "
+                "megatron/training/arguments.py from 0.17 on, which needs Python >= 3.12; "
+                f"this is {sys.version.split()[0]}")
+    return None
+
+
+def main(formats: list[str]) -> int:
     failed = 0
-    for fmt, (check, names) in CHECKS.items():
+    for fmt in formats or list(CHECKS):
+        check, names = CHECKS[fmt]
+        why = _megatron_missing() if fmt == "megatron" else None
+        if why:
+            print(f"skip  {fmt:<16} {why}")
+            continue
         for name in names:
             try:
                 print(f"ok    {fmt:<16} {name:<22} {check(name, SCENARIOS[name])}")
-            except Exception as exc:  # report every failure, then exit non-zero
+            except (Exception, SystemExit) as exc:  # tyro exits on a bad argument
                 failed += 1
                 print(f"FAIL  {fmt:<16} {name:<22} {type(exc).__name__}: {exc}")
-    for fmt, why in NOT_CHECKED.items():
-        print(f"skip  {fmt:<16} {why}")
     return 1 if failed else 0
 
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -1,12 +1,10 @@
-"""Hand-written YAML and TOML emitters for the small, fixed shapes the exports produce.
+"""A hand-written YAML emitter for the small, fixed shapes the exports produce.
 
-Only what the exports need: nested mappings of str, bool, int, float (YAML, TOML tables one
-level deep) and lists of str. Strings are quoted whenever they could read as anything else.
+Only what the exports need: nested mappings of str, bool, int, float and lists of str. Strings are quoted whenever they could read as anything else.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -49,30 +47,3 @@ def to_yaml(data: dict[str, Any], indent: int = 0) -> str:
         else:
             lines.append(f"{pad}{key}: {_yaml_scalar(value)}")
     return "\n".join(lines) + "\n"
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    return json.dumps(str(value))  # a TOML basic string is a JSON string for these inputs
-
-
-def to_toml(tables: dict[str, dict[str, Any]]) -> str:
-    """TOML of tables of scalars (one level: `[table]` then `key = value`).
-
-        >>> print(to_toml({"job": {"name": "x", "n": 2}}), end="")
-        [job]
-        name = "x"
-        n = 2
-    """
-    out: list[str] = []
-    for name, table in tables.items():
-        if out:
-            out.append("")
-        out.append(f"[{name}]")
-        out += [f"{key} = {_toml_value(value)}" for key, value in table.items()]
-    return "\n".join(out) + "\n"

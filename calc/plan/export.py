@@ -9,9 +9,14 @@ dropped silently. Learning rates and schedules are not part of a scenario and no
 Keys follow each framework's documentation:
 - DeepSpeed: https://www.deepspeed.ai/docs/config-json/
 - Accelerate (FSDP2): https://huggingface.co/docs/accelerate/usage_guides/fsdp
-- torchtitan: torchtitan/config/job_config.py (`[training] local_batch_size`, 2025; older
-  releases call it `batch_size`)
-- Megatron-LM: megatron/training/arguments.py
+- torchtitan 0.3.0 (PyPI), which reads no TOML job files: `ConfigManager.parse_args` in
+  torchtitan/config/manager.py takes `--module` and `--config` (a function of the model's
+  config_registry.py) and tyro overrides of `Trainer.Config` (torchtitan/trainer.py; the
+  `training` and `parallelism` fields in torchtitan/config/configs.py, `optimizer` in
+  components/optimizer/optimizer.py, `loss` in components/loss.py); activation checkpointing
+  is a subcommand (`ActivationCheckpointingConfig` in distributed/activation_checkpoint.py)
+- Megatron-LM: megatron/training/arguments.py, which the megatron-core wheel ships from 0.17
+  (checked against 0.19.2)
 - transformers: `TrainingArguments`
 """
 
@@ -25,7 +30,7 @@ from ..architecture import Architecture
 from ..errors import FieldError
 from ..scenario import Resolved, parse_scenario, resolve
 from ._common import ScenarioInput
-from ._formats import to_toml, to_yaml
+from ._formats import to_yaml
 
 ExportFormat = Literal["deepspeed", "accelerate-fsdp", "torchtitan", "megatron", "hf-trainer"]
 FORMATS: tuple[str, ...] = get_args(ExportFormat)
@@ -59,12 +64,17 @@ DECODER_LAYER = {
     "phi3": "Phi3DecoderLayer", "gpt2": "GPT2Block", "deepseek_v3": "DeepseekV3DecoderLayer",
 }
 
-# torchtitan's model registry: preset id -> (model name, flavor).
-TORCHTITAN_MODELS = {
-    "llama-3-8b": ("llama3", "8B"), "llama-3.1-8b": ("llama3", "8B"),
-    "llama-3-70b": ("llama3", "70B"), "llama-3.1-70b": ("llama3", "70B"),
-    "llama-3.1-405b": ("llama3", "405B"), "deepseek-v3": ("deepseek_v3", "671B"),
-    "qwen3-0.6b": ("qwen3", "0.6B"), "qwen3-8b": ("qwen3", "8B"), "qwen3-32b": ("qwen3", "32B"),
+# torchtitan 0.3.0's config registry: preset id -> (--module, --config function). The function
+# fixes the model (its flavor is no command-line setting), so presets without one are refused.
+TORCHTITAN_CONFIGS = {
+    "llama-3-8b": ("llama3", "llama3_8b"), "llama-3.1-8b": ("llama3", "llama3_8b"),
+    "llama-3-70b": ("llama3", "llama3_70b"), "llama-3.1-70b": ("llama3", "llama3_70b"),
+    "qwen3-0.6b": ("qwen3", "qwen3_0_6b"), "qwen3-32b": ("qwen3", "qwen3_32b"),
+    "qwen3-30b-a3b": ("qwen3", "qwen3_30b_a3b"), "deepseek-v3": ("deepseek_v3", "deepseek_v3_671b"),
+}
+_TORCHTITAN_NO_CONFIG = {
+    "llama-3.1-405b": "its llama3_405b config trains with Float8 linear layers",
+    "qwen3-8b": "the 8B flavor has only NVFP4 and SFT configs",
 }
 
 _DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
@@ -297,34 +307,48 @@ def _accelerate_fsdp(r: Resolved) -> Export:
 # torchtitan
 # ---------------------------------------------------------------------------------------------
 
+def _torchtitan_loss_chunks(r: Resolved) -> int:
+    """`--loss.num_chunks` for a chunked loss: chunks of about T h / V tokens, as logits.py
+    models one, rounded up to a divisor of the rank's sequence (torchtitan splits it evenly)."""
+    h, V = r.arch.hidden_size, -(-r.arch.vocab_size // r.parallelism.tp)
+    local = r.training.seq_len // r.parallelism.cp
+    return next(n for n in range(min(-(-V // h), local), local + 1) if local % n == 0)
+
+
 def _torchtitan(r: Resolved) -> Export:
     t, p = r.training, r.parallelism
     fw = "torchtitan"
     preset = r.preset.id if r.preset else None
-    if preset not in TORCHTITAN_MODELS:
-        raise ExportError("model", f"torchtitan has no flavor for {preset or 'a custom model'}; "
-                          f"known: {', '.join(TORCHTITAN_MODELS)}")
-    name, flavor = TORCHTITAN_MODELS[preset]
+    if preset not in TORCHTITAN_CONFIGS:
+        why = _TORCHTITAN_NO_CONFIG.get(preset or "", "no config function")
+        raise ExportError("model", f"torchtitan 0.3.0 has no config for "
+                          f"{preset or 'a custom model'} ({why}); known: "
+                          f"{', '.join(TORCHTITAN_CONFIGS)}")
+    module, config = TORCHTITAN_CONFIGS[preset]
     if t.finetuning != "full":
-        raise ExportError("training.finetuning", "torchtitan trains all weights; no LoRA")
+        raise ExportError("training.finetuning", "torchtitan's LoRA is a model converter set in "
+                          "a config function, not a command-line setting")
     if t.attention == "eager":
-        raise ExportError("training.attention", "torchtitan uses SDPA / flex attention")
-    if t.loss == "chunked":
-        raise ExportError("training.loss", "torchtitan has no chunked cross-entropy")
-    if p.tp > 1 and not p.sequence_parallel:
-        raise ExportError("parallelism.sequence_parallel", "torchtitan's tensor parallelism "
-                          "always shards the sequence in norms (sequence parallel)")
+        raise ExportError("training.attention", "torchtitan's models use flex, SDPA or varlen "
+                          "attention, which never keep the score matrix: use flash")
+    if t.activation_checkpointing == "selective":
+        raise ExportError("training.activation_checkpointing", "torchtitan's selective "
+                          "checkpointing is a per-op policy (it recomputes every second matmul), "
+                          "not the attention-core recomputation the estimate models, which with "
+                          "flash attention equals none: use none or full")
     if t.recompute_layers is not None:
         raise ExportError("training.recompute_layers", "torchtitan checkpoints every layer "
                           "in full mode")
     _no_fp8(r, fw)
     if t.precision == "fp16":
         raise ExportError("training.precision", "torchtitan computes in bfloat16 or float32")
-    if t.precision == "bf16" and t.mixed_precision != "amp":
-        raise ExportError("training.mixed_precision", "torchtitan keeps fp32 weights and "
-                          "computes in bfloat16 (amp)")
+    if t.precision == "bf16" and t.mixed_precision == "master":
+        raise ExportError("training.mixed_precision", "torchtitan keeps fp32 weights with "
+                          "bfloat16 compute (amp) or everything in bfloat16 (pure); no bfloat16 "
+                          "weights with fp32 master copies")
     if t.optimizer not in ("adamw", "adam"):
-        raise ExportError("training.optimizer", "torchtitan builds Adam or AdamW")
+        raise ExportError("training.optimizer", "torchtitan's optimizer names are Adam, AdamW "
+                          "and DistMuon")
     if p.zero == 1:
         raise ExportError("parallelism.zero", "torchtitan shards with FSDP2: zero 0 (replicate), "
                           "2 or 3; there is no optimizer-only stage")
@@ -332,38 +356,63 @@ def _torchtitan(r: Resolved) -> Export:
         raise ExportError("parallelism.zero", "torchtitan shards parameters over the context-"
                           "parallel ranks with FSDP: use zero 2 or 3 with cp > 1")
     offload = _fsdp_offload(r, fw)
-    tables: dict[str, dict[str, Any]] = {
-        "job": {"description": f"calc export: {preset}"},
-        "model": {"name": name, "flavor": flavor},
-        "optimizer": {"name": "AdamW" if t.optimizer == "adamw" else "Adam",
-                      "implementation": t.optimizer_impl.replace("_", "-")},
-        "training": {
-            "local_batch_size": t.micro_batch_size,
-            "global_batch_size": t.micro_batch_size * t.gradient_accumulation_steps * p.dp,
-            "seq_len": t.seq_len,
-            "mixed_precision_param": _DTYPE[t.precision],
-            "mixed_precision_reduce": "float32",
-            "enable_cpu_offload": offload,
-        },
-        "parallelism": {
-            "data_parallel_replicate_degree": p.dp if p.zero == 0 else 1,
-            "data_parallel_shard_degree": 1 if p.zero == 0 else p.dp,
-            "fsdp_reshard_after_forward": "always" if p.zero == 3 else "never",
-            "tensor_parallel_degree": p.tp,
-            "pipeline_parallel_degree": p.pp,
-            "context_parallel_degree": p.cp,
-            "expert_parallel_degree": p.ep,
-        },
-        "activation_checkpoint": {"mode": t.activation_checkpointing},
-    }
-    if t.activation_checkpointing == "selective":
-        tables["activation_checkpoint"]["selective_ac_option"] = "op"
-    notes = [f"launch on {p.world_size} GPUs; learning rate and data are not exported",
-             "older torchtitan releases name local_batch_size batch_size and have no "
-             "global_batch_size (no gradient accumulation)"]
+    if offload and p.zero == 0:
+        raise ExportError("parallelism.offload_params", "torchtitan offloads through FSDP2: "
+                          "use zero 2 or 3")
+    shard = p.dp if p.zero else 1
+    if (shard * p.cp * p.tp) % p.ep:
+        raise ExportError("parallelism.ep", "torchtitan takes the expert-parallel ranks from the "
+                          f"FSDP x cp x tp ranks ({shard * p.cp * p.tp}); ep must divide them"
+                          + (" (zero 0 shards over none: use zero 2 or 3)" if not p.zero else ""))
+    m, g = t.micro_batch_size, t.gradient_accumulation_steps
+    # With pp, torchtitan pipelines the local batch in micro-batches within one step: the
+    # scenario's gradient-accumulation steps become pipeline micro-batches, as Megatron counts them.
+    local = m * g if p.pp > 1 else m
+    pure = t.precision == "bf16" and t.mixed_precision == "pure"
+    param_dtype = _DTYPE["fp32" if t.precision == "fp32" else "bf16"]
+    chunks = _torchtitan_loss_chunks(r) if t.loss == "chunked" else 1
+    args = [f"--module {module}", f"--config {config}",
+            f"--training.local_batch_size {local}", f"--training.global_batch_size {m * g * p.dp}",
+            f"--training.seq_len {t.seq_len}",
+            f"--training.dtype {'bfloat16' if pure else 'float32'}",
+            f"--training.mixed_precision_param {param_dtype}",
+            f"--training.{'' if offload else 'no_'}enable_cpu_offload",
+            "--training.disable_cuda_graphs",
+            f"--parallelism.data_parallel_replicate_degree {1 if p.zero else p.dp}",
+            f"--parallelism.data_parallel_shard_degree {shard}",
+            f"--parallelism.fsdp_reshard_after_forward {'always' if p.zero == 3 else 'never'}",
+            f"--parallelism.tensor_parallel_degree {p.tp}"]
+    if p.tp > 1:
+        args.append(f"--parallelism.{'' if p.sequence_parallel else 'no_'}enable_sequence_parallel")
+    args.append(f"--parallelism.pipeline_parallel_degree {p.pp}")
+    if p.pp > 1:
+        args += [f"--parallelism.pipeline_parallel_microbatch_size {m}",
+                 "--parallelism.pipeline_parallel_schedule 1F1B"]
+    args += [f"--parallelism.context_parallel_degree {p.cp}",
+             f"--parallelism.expert_parallel_degree {p.ep}",
+             "--optimizer.param_groups.0.optimizer_name "
+             + ("AdamW" if t.optimizer == "adamw" else "Adam"),
+             f"--optimizer.implementation {t.optimizer_impl.replace('_', '-')}",
+             f"--loss.num_chunks {chunks}",
+             f"activation-checkpoint:{t.activation_checkpointing}"]
+    notes = [f"launch on {p.world_size} GPUs: torchrun -m torchtitan.train with these arguments "
+             f"(torchtitan 0.3.0); the tokenizer, data and learning rate come from the {config} "
+             "config function",
+             "disable_cuda_graphs: the estimate models eager execution; torchtitan captures "
+             "forward and backward in a CUDA graph by default (not with pp)"]
+    if t.loss == "chunked":
+        notes.append(f"loss chunked: torchtitan's ChunkedLossWrapper in {chunks} chunks of "
+                     f"{t.seq_len // p.cp // chunks} tokens per sequence")
+    else:
+        notes.append("loss standard: torchtitan always wraps the loss in ChunkedLossWrapper; "
+                     "one chunk computes the logits of the whole sequence at once")
+    if p.pp > 1:
+        notes.append(f"pp: local_batch_size {local} is {g} pipeline micro-batches of {m}, "
+                     "in one step without gradient accumulation")
     if t.implementation != "hf":
         notes.append("implementation megatron: the estimate assumed Megatron kernels")
-    return Export("torchtitan", tables, to_toml(tables), tuple(notes))
+    text = " \\\n".join(args) + "\n"
+    return Export("torchtitan", args, text, tuple(notes))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -406,6 +455,17 @@ def _megatron_architecture(arch: Architecture) -> tuple[list[str], list[str]]:
     return args, notes
 
 
+def _megatron_fsdp2(r: Resolved) -> None:
+    """What `validate_args` (megatron/training/arguments.py, megatron-core 0.19.2) asserts for
+    `--use-torch-fsdp2`: no pipeline or expert parallelism, no fp16, untied embeddings."""
+    p, t = r.parallelism, r.training
+    clash = ["pp > 1"] * (p.pp > 1) + ["ep > 1"] * (p.ep > 1) + \
+        ["fp16"] * (t.precision == "fp16") + ["tied embeddings"] * r.arch.tie_word_embeddings
+    if clash:
+        raise ExportError("parallelism.zero", "Megatron-LM's torch FSDP2 (zero 3) does not run "
+                          f"with {', '.join(clash)}; use zero 1 or 2 (the distributed optimizer)")
+
+
 def _megatron(r: Resolved) -> Export:
     t, p = r.training, r.parallelism
     if t.finetuning != "full":
@@ -431,7 +491,8 @@ def _megatron(r: Resolved) -> Export:
     if p.zero in (1, 2):  # the distributed optimizer shards optimizer states (and gradients)
         args.append("--use-distributed-optimizer")
     elif p.zero == 3:
-        args.append("--use-torch-fsdp2")
+        _megatron_fsdp2(r)
+        args += ["--use-torch-fsdp2", "--no-gradient-accumulation-fusion"]
     if t.precision != "fp32":
         if t.mixed_precision != "master":
             raise ExportError("training.mixed_precision", f"Megatron-LM's {t.precision} keeps "
