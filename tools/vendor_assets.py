@@ -11,7 +11,10 @@ What lands there, and from where:
   `pyodide-lock.json`, which lists the Pyodide project's builds of pydantic that we do not ship;
 - `pyodide/*.whl`: the Pyodide-ABI `pydantic_core` wheel and the pure wheels it needs, downloaded
   with pip at the versions `constraints.txt` pins (pip checks each file against the index's
-  sha256), plus this project's own wheel built from the working tree;
+  sha256), plus this project's own wheel built from the working tree; then each of these wheels
+  gets the bytecode of the modules the calculator imports, compiled by the vendored Pyodide
+  itself under Node (tools/bytecode.py), so the browser does not compile pydantic and calc at
+  every start;
 - `pyodide/pyodide-lock.json`: a small lock file naming exactly those wheels with their sha256.
   Pyodide reads it from its `indexURL`, checks each wheel against it, and installs them with no
   micropip and no network beyond the site itself.
@@ -170,6 +173,8 @@ def main() -> None:
     wheels = [*pip_download(abi, python), build_own_wheel()]
     for w in wheels:
         shutil.copy2(w, OUT / "pyodide" / w.name)
+    subprocess.run(["node", str(ROOT / "tools" / "bytecode.mjs"), str(OUT / "pyodide"),
+                    *(w.name for w in wheels)], check=True)
     data = lock([OUT / "pyodide" / w.name for w in wheels], info)
     (OUT / "pyodide" / "pyodide-lock.json").write_text(json.dumps(data, indent=1) + "\n")
     versions = {

@@ -14,7 +14,14 @@ The planning calls (`plan`, `compare`, `export`) answer the same way, with calc.
 from __future__ import annotations
 
 import json
+import os
+import sys
 from typing import Any
+
+if sys.platform == "emscripten":
+    # No pydantic plugins exist in the browser, and looking for them makes pydantic read the
+    # metadata of every installed distribution when it builds its first model.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 from calc import ConfigError, ScenarioError, estimate, from_hf_config
 from calc.plan import (

@@ -3,6 +3,8 @@
 // report computed at build time (data-state="static") and swaps in live results
 // (data-state="live") once Python is running in the worker.
 
+import { StartError, startCalcPython } from "../assets/calc_python.mjs";
+
 const $ = (id) => document.getElementById(id);
 const DATA = JSON.parse($("calc-data").textContent);
 const STATIC = JSON.parse($("calc-static").textContent);
@@ -519,49 +521,16 @@ function failed(error) {
   say(`The live calculator stopped: ${error?.message ?? error}. The last result stays on the page.`, "error");
 }
 
-// When loading fails, name what failed: probe the files the runtime needs.
-async function diagnose(reason) {
-  const root = new URL(DATA.root, location.href);
-  const files = ["vendor/pyscript/core.js", "vendor/pyodide/pyodide.mjs", "vendor/pyodide/pyodide.asm.wasm",
-                 "vendor/pyodide/python_stdlib.zip", "vendor/pyodide/pyodide-lock.json", "calculator/calc_worker.py"];
-  const missing = [];
-  await Promise.all(files.map(async (f) => {
-    try { if (!(await fetch(new URL(f, root), { method: "HEAD" })).ok) missing.push(f); } catch { missing.push(f); }
-  }));
-  if (missing.length) {
-    say(`The live calculator could not start: these files could not be loaded: ${missing.join(", ")}. The result shown was computed when the site was built.`, "error");
-  } else if (!worker) {
-    say(`The live calculator could not start yet (${reason}). The result shown was computed when the site was built.`, "error");
-  }
-}
-
 async function start() {
-  if (typeof WebAssembly !== "object") {
-    say("This browser has no WebAssembly, so the live calculator cannot run. The result shown was computed when the site was built.", "error");
-    return;
-  }
-  const root = new URL(DATA.root, location.href);
-  let core;
+  const built = "The result shown was computed when the site was built.";
   try {
-    core = await import(new URL("vendor/pyscript/core.js", root).href);
-  } catch (e) {
-    return diagnose(`PyScript did not load: ${e.message}`);
-  }
-  const slow = setTimeout(() => diagnose("Python has not started after 30 seconds; still trying"), 30000);
-  try {
-    const pyodide = new URL("vendor/pyodide/pyodide.mjs", root).href; // absolute: resolved per page
-    worker = await core.PyWorker(new URL("calc_worker.py", location.href).href, {
-      version: pyodide, // a worker takes its interpreter URL here, not from config.interpreter
-      config: {
-        packages: ["trainmem-calc"],
-        packages_cache: "passthrough", // install from our pyodide-lock.json: no micropip, no index
-      },
+    worker = await startCalcPython(DATA.root, (why) => {
+      if (!worker) say(`The live calculator could not start yet: ${why}. ${built}`, "error");
     });
   } catch (e) {
-    clearTimeout(slow);
-    return diagnose(`Python did not start: ${e?.message ?? e}`);
+    if (!(e instanceof StartError)) throw e;
+    return say(`The live calculator could not start: ${e.message}. ${built}`, "error");
   }
-  clearTimeout(slow);
   timings.pythonReady = performance.now();
   if (modelSpec && typeof modelSpec === "object" && "hf_config" in modelSpec) await askArchitecture(modelSpec.hf_config);
   await update();
