@@ -20,6 +20,7 @@ test: lint typecheck pytest e2e
 
 lint: venv
 	$(BIN)/ruff check calc tests validation/accuracy.py benchmarks tools site
+	$(BIN)/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
 
 typecheck: venv
 	$(BIN)/mypy
