@@ -178,6 +178,8 @@ def test_deepspeed_train_batch_size_gives_dp() -> None:
      "  fsdp_reshard_after_forward: false\n  fsdp_sharding_strategy: FULL_SHARD\n",
      "fsdp_config.fsdp_sharding_strategy"),
     ("accelerate-fsdp", "distributed_type: MEGATRON_LM\n", "distributed_type"),
+    ("hf-trainer", {"fsdp": 3}, "fsdp"),  # not a TrainingArguments.fsdp value
+    ("hf-trainer", {"fsdp": "full_shard sideways"}, "fsdp"),
 ])
 def test_contradictions_are_errors_naming_the_setting(fmt, cfg, field) -> None:
     with pytest.raises(ConfigImportError) as exc:

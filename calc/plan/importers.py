@@ -405,7 +405,7 @@ def _batch_and_dp(
     m, g, t = vals
     if t is None:
         if dp is None:
-            notes.append("dp: not in the config; assumed 1 (pass dp, the number of GPUs)")
+            notes.append("dp: not in the config; assumed 1 (set dp, the number of GPUs)")
         dp = dp or 1
         return m or 1, g or 1, dp
     if dp is None:
@@ -637,7 +637,15 @@ _HF_DEFAULT_BATCH = 8  # TrainingArguments.per_device_train_batch_size's default
 def _hf_fsdp(value: Any, notes: list[str]) -> tuple[int, bool]:
     if value is True:  # `fsdp=True`: full_shard
         return 3, False
-    options = value.split() if isinstance(value, str) else list(value or [])
+    if value is None or value is False:
+        return 0, False
+    if isinstance(value, str):
+        options: list[Any] = value.split()
+    elif isinstance(value, list):
+        options = value
+    else:  # TrainingArguments.fsdp is list[FSDPOption] | str | bool
+        raise ConfigImportError("fsdp", "must be a string of options (\"full_shard offload\"), "
+                                f"a list of them or true/false, got {value!r}")
     options = [str(o).lower() for o in options]
     stage, offload = 0, False
     for option in options:
@@ -744,7 +752,7 @@ def _import_hf_trainer(data: dict[str, Any], dp: int | None, notes: list[str]
             training["precision"] = "fp16" if fp16 else "bf16"
     else:
         if dp is None:
-            notes.append("dp: TrainingArguments do not say how many GPUs; assumed 1 (pass dp)")
+            notes.append("dp: TrainingArguments do not say how many GPUs; assumed 1 (set dp)")
         dp = dp or 1
         training |= _precision_from_flags(bf16, fp16, "amp", "bf16")
         if fsdp:
@@ -807,8 +815,7 @@ def import_config(
         max_pos = resolve(probe).arch.max_position_embeddings
         training["seq_len"] = min(default, max_pos)
         notes.append(f"seq_len: set by the data pipeline, not the config; "
-                     f"{training['seq_len']} assumed (pass seq_len, or calc estimate - "
-                     "--seq-len N)")
+                     f"{training['seq_len']} assumed (set seq_len)")
     scenario: dict[str, Any] = {"model": model, "training": training,
                                 "parallelism": parallelism}
     if gpu is not None:
