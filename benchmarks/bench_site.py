@@ -21,6 +21,12 @@ same numbers; and the recalculation latency: a select in the form changed (the G
 new live report is in the DOM and until the next frame, median over `--changes` changes. (Typed
 number inputs add calculator.js's 300 ms debounce on top; selects and checkboxes run at once.)
 
+Last, the parallelism advisor's search in the browser (`--advise-runs` times per run, Python
+live): Llama 3.1 70B on 1024 H100 SXM GPUs, 8 per node, 8192-token sequences, 1024 sequences
+per step, through the calculator's advisor panel. `call_ms` is calculator.js's own timing around
+the worker call (`calcTimings.tools.advise`: the request out, calc.plan.advise in Pyodide, the
+JSON back); `dom_ms` is from submitting the panel's form to its answer in the DOM.
+
 Writes `--out` (JSON: date, machine facts, every run, medians, the targets and whether each is
 met) and prints a summary. Not a test: timings on shared machines vary; this records them.
 """
@@ -46,10 +52,12 @@ sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(ROOT))
 from serve import Handler, server  # noqa: E402
 
-from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS  # noqa: E402  (the same browser, same flags)
+from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, encode  # noqa: E402  (the same browser, same flags)
 
 TARGETS_MS = {"numbers_on_screen": 1000, "cold_first_live": 5000, "repeat_first_live": 3000,
-              "longest_task": 200, "recalc": 50}
+              "longest_task": 200, "recalc": 50, "advise_1024": 1000}
+ADVISE_SCENARIO = {"model": "llama-3.1-70b", "gpu": "h100-sxm-80gb", "training": {"seq_len": 8192}}
+ADVISE_INPUTS = {"gpus": 1024, "gpus_per_node": 8, "global_batch": 1024}
 LIVE_TIMEOUT_MS = 120_000
 
 # Installed before any page script: when the build-time numbers are first on screen, and every
@@ -86,6 +94,32 @@ RECALC = """async (gpu) => {
   select.value = gpu;
   select.dispatchEvent(new Event('change', { bubbles: true }));
   return await done;
+}"""
+
+
+# The advisor panel's form filled and submitted `runs` times; per run [call ms, submit-to-DOM ms].
+ADVISE = """async ([inputs, runs]) => {
+  const form = document.getElementById('calc-advise-form');
+  const pre = document.getElementById('calc-advise-json');
+  document.getElementById('calc-advise').open = true;
+  for (const [name, value] of Object.entries(inputs)) form.elements.namedItem(name).value = String(value);
+  const out = [];
+  for (let i = 0; i < runs; i++) {
+    const before = pre.dataset.runs;
+    const t0 = performance.now();
+    const done = new Promise((resolve) => {
+      const obs = new MutationObserver(() => {
+        if (pre.dataset.runs !== before) { obs.disconnect(); resolve(performance.now() - t0); }
+      });
+      obs.observe(pre, { attributes: true });
+    });
+    form.requestSubmit();
+    const dom = await done;
+    const answer = JSON.parse(pre.textContent);
+    if (!answer.ok) throw new Error(`advise: ${answer.field}: ${answer.message}`);
+    out.push([window.calcTimings.tools.advise, dom, answer.plans.length]);
+  }
+  return out;
 }"""
 
 
@@ -194,6 +228,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="cold visits, each in a fresh context")
     parser.add_argument("--repeats", type=int, default=2, help="warm visits after each cold one")
     parser.add_argument("--changes", type=int, default=10, help="input changes timed per run")
+    parser.add_argument("--advise-runs", type=int, default=5,
+                        help="1024-GPU advisor searches timed per run")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "site_speed.json")
     args = parser.parse_args()
     site: Path = args.site
@@ -243,16 +279,21 @@ def main() -> None:
             choices = [g for g in gpus if g != current]
             for j in range(args.changes):
                 recalc.append(page.evaluate(RECALC, choices[j % len(choices)]))
+            advised = advise_in_browser(page, args.advise_runs)
             context.close()
             run = {"cold": cold, "repeat": repeats,
                    "recalc_dom_ms": [round(a, 1) for a, _ in recalc],
                    "recalc_painted_ms": [round(b, 1) for _, b in recalc],
+                   "advise_1024": {"call_ms": [round(a, 1) for a, _, _ in advised],
+                                   "dom_ms": [round(b, 1) for _, b, _ in advised],
+                                   "plans": advised[0][2]},
                    "foreign_requests": foreign}
             runs.append(run)
             warm = ", ".join(f"{r['first_live_ms']:.0f}" for r in repeats)
             print(f"run {i + 1}: numbers {cold['numbers_on_screen_ms']:.0f} ms, cold live "
                   f"{cold['first_live_ms']:.0f} ms, repeat live {warm} ms, longest task "
-                  f"{cold['longest_task_ms']:.0f} ms, recalc median {med(run['recalc_painted_ms']):.0f} ms",
+                  f"{cold['longest_task_ms']:.0f} ms, recalc median {med(run['recalc_painted_ms']):.0f} ms, "
+                  f"advise 1024 GPUs median {med(run['advise_1024']['call_ms']):.0f} ms",
                   flush=True)
         version = browser.version
         browser.close()
@@ -262,6 +303,20 @@ def main() -> None:
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     print_summary(result)
     print(f"wrote {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}")
+
+
+def advise_in_browser(page: Any, runs: int) -> list[tuple[float, float, int]]:
+    """The advisor's 1024-GPU search, `runs` times, on the live page (ADVISE_SCENARIO loaded
+    through the address, its report and the planning after it done first)."""
+    page.evaluate("h => { location.hash = h; }", f"#s={encode(ADVISE_SCENARIO)}")
+    page.wait_for_function(
+        """s => { const el = document.getElementById('estimate-json');
+            if (el.dataset.state !== 'live') return false;
+            const r = JSON.parse(el.textContent);
+            return r.scenario.model === s.model && r.scenario.training.seq_len === s.training.seq_len; }""",
+        arg=ADVISE_SCENARIO, timeout=LIVE_TIMEOUT_MS)
+    time.sleep(1.0)  # what runs after each result (plan, export, recommendations): the worker is idle
+    return [(call, dom, plans) for call, dom, plans in page.evaluate(ADVISE, [ADVISE_INPUTS, runs])]
 
 
 def _calc_data(site: Path) -> str:
@@ -279,6 +334,8 @@ def summarize(runs: list[dict[str, Any]], site: Path, browser_version: str) -> d
     warm = [v for r in runs for v in r["repeat"]]
     recalc = [x for r in runs for x in r["recalc_painted_ms"]]
     recalc_dom = [x for r in runs for x in r["recalc_dom_ms"]]
+    advise_call = [x for r in runs for x in r["advise_1024"]["call_ms"]]
+    advise_dom = [x for r in runs for x in r["advise_1024"]["dom_ms"]]
     versions = json.loads((site / "vendor" / "versions.json").read_text()) \
         if (site / "vendor" / "versions.json").is_file() else {}
     summary = {
@@ -300,12 +357,17 @@ def summarize(runs: list[dict[str, Any]], site: Path, browser_version: str) -> d
             "requests_until_live": int(statistics.median(c["transfer_until_live"]["requests"] for c in cold)),
         },
         "repeat_transfer_bytes": int(statistics.median(w["transfer"]["bytes"] for w in warm)),
+        "advise_1024_ms": {"median_call": med(advise_call), "median_dom": med(advise_dom),
+                           "max_call": round(max(advise_call), 1),
+                           "first_call": med([r["advise_1024"]["call_ms"][0] for r in runs]),
+                           "searches": len(advise_call), "case": {**ADVISE_SCENARIO, **ADVISE_INPUTS}},
     }
     measured = {"numbers_on_screen": summary["numbers_on_screen_ms"]["cold"],
                 "cold_first_live": summary["cold_first_live_ms"],
                 "repeat_first_live": summary["repeat_first_live_ms"],
                 "longest_task": max(summary["longest_task_ms"].values()),
-                "recalc": summary["recalc_ms"]["median_painted"]}
+                "recalc": summary["recalc_ms"]["median_painted"],
+                "advise_1024": summary["advise_1024_ms"]["median_call"]}
     return {
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "machine": machine(browser_version),
@@ -337,6 +399,10 @@ def print_summary(result: dict[str, Any]) -> None:
     print(f"  recalculation after a change:          {s['recalc_ms']['median_painted']:.1f} ms median to paint "
           f"({s['recalc_ms']['median_dom']:.1f} ms to DOM, max {s['recalc_ms']['max_painted']:.0f}, "
           f"{s['recalc_ms']['changes']} changes)   [target < 50: {mark[ok['recalc']]}]")
+    a = s["advise_1024_ms"]
+    print(f"  advisor, 1024 GPUs (70B, 8K tokens):   {a['median_call']:.0f} ms median worker call "
+          f"({a['median_dom']:.0f} ms to DOM, first {a['first_call']:.0f}, max {a['max_call']:.0f}, "
+          f"{a['searches']} searches)   [target < 1000: {mark[ok['advise_1024']]}]")
     print(f"  cold transfer until live:              {t['until_live_bytes'] / 2**20:.1f} MiB raw, "
           f"~{t['until_live_gzip_bytes_estimate'] / 2**20:.1f} MiB gzip ({t['requests_until_live']} requests)")
     print(f"  cold transfer incl. offline precache:  {t['with_precache_bytes'] / 2**20:.1f} MiB raw, "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import importlib.util
+import inspect
 import json
 import shutil
 import sys
@@ -21,6 +22,8 @@ from typing import Any
 from mkdocs.exceptions import PluginError
 
 from calc import Architecture, Parallelism, Scenario, Training, __version__, gpus, models
+from calc.plan import DEFAULT_INTER_NODE_GBPS, DEFAULT_MAX_GPUS, IMPORT_FORMATS, rl_memory
+from calc.plan.advise import DEFAULT_GPUS_PER_NODE, MAX_GPUS
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))  # the page generators (tools/docs_*.py)
@@ -138,6 +141,15 @@ def calculator_html(root: str) -> str:
                    for m in models().values()},
         "gpus": {g.id: {"name": g.name, "aliases": list(g.aliases), "usable_bytes": g.usable_bytes}
                  for g in gpus().values()},
+        # the planning panels' limits and defaults: calc.plan's own
+        "planning": {
+            "advise": {"max_gpus": MAX_GPUS, "gpus_per_node": DEFAULT_GPUS_PER_NODE,
+                       "inter_node_gbps": DEFAULT_INTER_NODE_GBPS},
+            "cheapest": {"max_gpus": DEFAULT_MAX_GPUS},
+            "import_formats": list(IMPORT_FORMATS),
+            "rl": {k: inspect.signature(rl_memory).parameters[k].default
+                   for k in ("kv_dtype_bytes", "colocated")},
+        },
     }
     arch = _fields("model", arch_schema, ARCH_FIELDS, kinds, arch_labels)
     basic = _fields("training", training, BASIC, kinds)
