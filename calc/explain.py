@@ -126,7 +126,7 @@ def _states(e: Estimate) -> list[Step]:
     N = p.shard_group
     zero = p.zero if N > 1 else 0
     phase = e.stage.phases["optimizer_step"].components
-    zero_note = f"ZeRO stage {zero} over N_d = dp \\cdot cp = {N} ranks" if N > 1 else "no data-parallel sharding"
+    zero_note = f"ZeRO stage {zero} over N_d = dp × cp = {N} ranks" if N > 1 else "no data-parallel sharding"
     src = "Rajbhandari et al. (2020), ZeRO, section 3"
 
     def shard(count: int, stage_min: int) -> tuple[int, str]:
@@ -179,11 +179,11 @@ def _states(e: Estimate) -> list[Step]:
         "gradients", "Gradients at the optimizer step", formula, f"M_g = {sub} = {_bytes(grads)}",
         grads, "bytes", "phases.optimizer_step.components.gradients", src,
         f"g = {step_width} bytes" + (" (fp32 for the step: master weights)" if step_width != grad_width else "")
-        + (f"; DDP's flat buckets copy every gradient ({num(bucket)} B)" if bucket else "") + f"; {zero_note}",
+        + (f"; DDP's flat buckets copy every gradient ({bucket:,} B)" if bucket else "") + f"; {zero_note}",
         {"P_train": local.trainable, "N_d": N, "g": step_width}))
     states = sum(ms.optimizer_states.values())
     if states or t.optimizer != "sgd":
-        count, shown = shard(local.trainable, 1)
+        count, _ = shard(local.trainable, 1)
         named = " + ".join(f"\\underbrace{{{num(v)}}}_\\text{{{k.split('/', 1)[1].replace('_', ' ')}}}"
                            for k, v in ms.optimizer_states.items()) or "0"
         _check("optimizer states", states, phase["optimizer_states"])
@@ -193,7 +193,7 @@ def _states(e: Estimate) -> list[Step]:
             "(k\\,w_s + m)",
             f"M_\\text{{opt}} = {named} = {_bytes(states)}", states, "bytes",
             "phases.optimizer_step.components.optimizer_states", src,
-            f"per trainable parameter on this GPU ({shown} = {num(count)}): k states of w_s = "
+            f"per trainable parameter on this GPU ({count:,}): k states of w_s = "
             f"{4 if lora else n.state} bytes, m = {n.master if not lora else 0} bytes of master copy"
             + ("; offloaded to the host, none on the GPU" if p.offload_optimizer and zero >= 1 else ""),
             {"P_train": local.trainable, "N_d": N, "w_s": 4 if lora else n.state,
@@ -287,7 +287,7 @@ def _logits(e: Estimate) -> list[Step]:
         "logits", "Logits and loss at the forward's loss", formula, f"{sub} = {_bytes(value)}",
         value, "bytes", None, "calc/logits.py: Hugging Face ForCausalLMLoss (logits.float(), "
         "log_softmax, nll_loss)",
-        f"T = b s = {num(T)} tokens, V = {num(V)} (per tensor-parallel rank), c = {c}; "
+        f"T = b·s = {T:,} tokens, V = {V:,} (per tensor-parallel rank), c = {c}; "
         "a candidate for the forward's peak (the report's logits/loss when it is the peak)",
         {"T": T, "V": V, "c": c})]
 

@@ -1,14 +1,16 @@
 """Reference pages generated from the code and data: presets (presets/*.json through
 calc.presets), the CLI (calc.cli.build_parser), the Python API (docstrings), and the formula
-reference's values for the default scenario."""
+reference's worked formulas (calc.explain) for the default scenario, which the page recomputes
+live for the scenario in its address (site/reference/formulas.mjs)."""
 
 from __future__ import annotations
 
 import argparse
 import inspect
+import json
 from typing import Any
 
-from docs_common import DEFAULT_SCENARIO, billions, calc_link, gib, md_table, num_gib
+from docs_common import DEFAULT_SCENARIO, billions, encode_scenario, gib, md_table, num_gib
 
 import calc
 import calc.activations
@@ -18,6 +20,7 @@ import calc.plan
 import calc.states
 from calc import estimate, gpus, models
 from calc.cli import build_parser
+from calc.explain import explain
 from calc.overhead import ALLOCATOR_FLOOR, ALLOCATOR_FRACTION, CUDA_CONTEXT, NCCL_PER_GROUP
 
 
@@ -102,23 +105,26 @@ def api(src: str) -> dict[str, str]:
 
 
 def formulas(src: str) -> dict[str, str]:
-    e = estimate(DEFAULT_SCENARIO)
-    rows = [[f"`{k}`", num_gib(v)] for k, v in sorted(e.stage.peak.breakdown.items()) if v]
-    orows = [[f"`{k}`", num_gib(v)] for k, v in e.overhead.items()]
-    t, p = e.scenario.training, e.scenario.parallelism
+    data = {
+        "root": "../../",  # the page is reference/formulas/: relative links from its URL
+        "calculator": "../../calculator/",
+        "link": encode_scenario(DEFAULT_SCENARIO),
+        "static": explain(DEFAULT_SCENARIO).as_dict(),
+    }
+    payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
+    worked = f"""<div id="formula-math" data-state="static" markdown="0">
+<p><strong>Scenario:</strong> <span id="formula-scenario"></span>
+(<a id="formula-open" href="{data['calculator']}#s={data['link']}">open it in the calculator</a>)</p>
+<p id="formula-status" role="status" aria-live="polite"></p>
+<ol id="formula-steps" class="fm-steps"></ol>
+<details><summary>The same steps as JSON (<code>calc.explain</code>)</summary>
+<pre id="explain-json" data-state="static"></pre></details>
+<script type="application/json" id="formula-data">{payload}</script>
+</div>
+<script type="module" src="../formulas.mjs"></script>"""
     return {
-        "link": calc_link(DEFAULT_SCENARIO, src),
-        "scenario": (f"{models()[e.scenario.model if isinstance(e.scenario.model, str) else ''].name}"
-                     if isinstance(e.scenario.model, str) else "custom")
-                    + f", seq_len {t.seq_len}, micro-batch {t.micro_batch_size}, "
-                    f"{t.mixed_precision} {t.precision}, {t.optimizer}, checkpointing "
-                    f"{t.activation_checkpointing}, dp {p.dp}, ZeRO-{p.zero}",
-        "params": f"{e.param_count:,}", "peak": gib(e.peak_bytes), "device": gib(e.device_bytes),
-        "phase": e.peak_phase.replace("_", " "),
-        "breakdown_table": md_table(["breakdown path (at the peak)", "GiB"], rows, "lr"),
-        "overhead_table": md_table(["overhead (empirical)", "GiB"], orows, "lr"),
         "alloc_fraction": f"{ALLOCATOR_FRACTION:g}", "alloc_floor": gib(ALLOCATOR_FLOOR),
         "cuda_context": gib(CUDA_CONTEXT), "nccl": gib(NCCL_PER_GROUP),
-        "states_doc": _doc(calc.states), "activations_doc": _doc(calc.activations),
-        "logits_doc": _doc(calc.logits), "overhead_doc": _doc(calc.overhead),
+        "activations_doc": _doc(calc.activations), "logits_doc": _doc(calc.logits),
+        "overhead_doc": _doc(calc.overhead), "worked": worked,
     }

@@ -187,7 +187,8 @@ built. The live calculator is loading…</p>
 <fieldset><legend>Parallelism and sharding</legend><div class="calc-fields">{adv_parallel}</div></fieldset>
 <fieldset><legend>Training</legend><div class="calc-fields">{adv_training}</div></fieldset>
 </details>
-<p class="calc-share"><a id="calc-share" href="#">Link to this scenario</a>
+<p class="calc-share"><a id="calc-share" href="#">Link to this scenario</a> ·
+<a id="calc-math" href="{root}reference/formulas/">Show the math</a>
 <button type="button" id="calc-copy" class="md-button">Copy link</button>
 <button type="button" id="calc-reset" class="md-button">Reset</button></p>
 </form>

@@ -211,6 +211,7 @@ async function update() {
   const hash = `#s=${encodeScenario(scenario)}`;
   history.replaceState(null, "", hash);
   $("calc-share").href = hash;
+  $("calc-math").href = new URL(`reference/formulas/${hash}`, new URL(DATA.root, location.href)).href;
   if (!worker) return;
   const mine = ++seq;
   const payload = JSON.parse(await worker.sync.run(JSON.stringify(scenario)));

@@ -8,10 +8,12 @@ import re
 from typing import Any
 
 import pytest
+from docs_common import DEFAULT_SCENARIO  # tools/, put on sys.path by conftest
 
 from calc import ScenarioError, estimate, parse_scenario
+from calc.explain import explain
 
-from .conftest import SITE, Calculator, decode
+from .conftest import LIVE_TIMEOUT_MS, SITE, Calculator, decode, encode
 
 WALKTHROUGHS = sorted((SITE / "walkthroughs").glob("*/index.html"))
 
@@ -49,3 +51,58 @@ def test_formulas_render_as_math(calculator: Calculator) -> None:
     calculator.page.goto(calculator.base_url + "reference/formulas/")
     calculator.page.wait_for_selector(".arithmatex .katex", timeout=10_000)
     assert calculator.page.locator(".arithmatex .katex").count() >= 10
+
+
+def formula_page(calculator: Calculator, scenario: dict[str, Any] | None = None) -> Any:
+    url = calculator.base_url + "reference/formulas/" + (f"#s={encode(scenario)}" if scenario else "")
+    calculator.page.goto(url)
+    return calculator.page
+
+
+def explain_json(page: Any, state: str) -> dict[str, Any]:
+    page.wait_for_selector(f"#explain-json[data-state={state}]", state="attached",
+                           timeout=LIVE_TIMEOUT_MS)
+    return json.loads(page.text_content("#explain-json"))  # type: ignore[no-any-return]
+
+
+def test_show_the_math_renders_the_default_scenarios_steps_at_once(calculator: Calculator) -> None:
+    page = formula_page(calculator)
+    shown = explain_json(page, "static")
+    assert shown == json.loads(json.dumps(explain(DEFAULT_SCENARIO).as_dict()))
+    assert page.locator(".fm-step").count() == len(shown["steps"])
+    assert page.locator(".fm-step .fm-values .katex").count() == len(shown["steps"])
+    assert not page.locator(".fm-step .katex-error").count()
+
+
+def test_show_the_math_computes_a_linked_scenario_in_the_browser(calculator: Calculator) -> None:
+    """The calculator's "Show the math" link carries the scenario; the page computes its steps
+    with calc in the browser, equal to CPython's, and each result is the report's number."""
+    scenario = {"model": "qwen2.5-7b", "gpu": "h100-sxm-80gb",
+                "training": {"seq_len": 8192, "micro_batch_size": 2, "finetuning": "lora"},
+                "parallelism": {"dp": 2, "zero": 2}}
+    page = formula_page(calculator, scenario)
+    shown = explain_json(page, "live")
+    assert shown == json.loads(json.dumps(explain(scenario).as_dict()))
+    device = next(s for s in shown["steps"] if s["report"] == "device_bytes")
+    assert device["value"] == estimate(scenario).device_bytes
+    assert page.locator(".fm-step").count() == len(shown["steps"])
+    assert "qwen2.5-7b" in page.inner_text("#formula-scenario")
+    assert "#s=" in page.get_attribute("#formula-open", "href")
+
+
+def test_show_the_math_names_the_field_of_a_bad_linked_scenario(calculator: Calculator) -> None:
+    page = formula_page(calculator, {"model": "gpt2", "training": {"seq_len": 0}})
+    page.wait_for_function(
+        "document.getElementById('formula-status').dataset.kind === 'error'", timeout=LIVE_TIMEOUT_MS)
+    assert "training.seq_len" in page.inner_text("#formula-status")
+    assert page.get_attribute("#explain-json", "data-state") == "static"
+
+
+def test_the_calculators_show_the_math_link_opens_its_scenario(calculator: Calculator) -> None:
+    calculator.open({"model": "gpt2", "training": {"seq_len": 1024, "micro_batch_size": 4}})
+    report = calculator.report()
+    calculator.page.click("#calc-math")
+    shown = explain_json(calculator.page, "live")
+    assert shown["scenario"] == report["scenario"]
+    device = next(s for s in shown["steps"] if s["report"] == "device_bytes")
+    assert device["value"] == report["device_bytes"]

@@ -1,0 +1,97 @@
+// "Show the math": the formula reference's worked formulas, for the scenario in the page address.
+//
+// The page carries calc.explain's answer for the default scenario, computed when the site was
+// built (#explain-json, data-state="static"), and renders it at once. With a scenario in the
+// address (#s=..., the calculator's share-link format; the calculator's "Show the math" link
+// sets it), calc's worker computes the same steps for it and the page swaps them in
+// (data-state="live"). Every number comes from calc.explain; this file only lays it out.
+
+import { StartError, startCalcPython } from "../assets/calc_python.mjs";
+
+const $ = (id) => document.getElementById(id);
+const box = $("formula-math");
+const json = $("explain-json");
+const status = $("formula-status");
+const DATA = JSON.parse($("formula-data").textContent);
+const esc = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
+let worker = null;
+
+function say(text, kind = "info") {
+  status.textContent = text;
+  status.dataset.kind = kind;
+}
+
+// The scenario after "#s=": base64url of its JSON (padding optional), as the calculator writes it.
+function scenarioFromURL() {
+  const m = location.hash.match(/^#s=(.*)$/);
+  if (!m) return null;
+  let s = decodeURIComponent(m[1]).replace(/-/g, "+").replace(/_/g, "/").replace(/=+$/, "");
+  s += "=".repeat((4 - (s.length % 4)) % 4);
+  const bin = atob(s);
+  return JSON.parse(new TextDecoder().decode(Uint8Array.from(bin, (c) => c.charCodeAt(0))));
+}
+
+function tex(el, source) {
+  if (window.katex) window.katex.render(source, el, { displayMode: true, throwOnError: false });
+  else el.textContent = `\\[ ${source} \\]`; // KaTeX failed to load: keep the TeX readable
+}
+
+function describe(scenario) {
+  const t = scenario.training, p = scenario.parallelism;
+  const model = typeof scenario.model === "string" ? scenario.model : "custom model";
+  return `${model} on ${scenario.gpu}, sequence ${t.seq_len}, micro-batch ${t.micro_batch_size}, ` +
+    `${t.mixed_precision} ${t.precision}, ${t.optimizer}, checkpointing ${t.activation_checkpointing}, ` +
+    `tp ${p.tp} pp ${p.pp} dp ${p.dp}, ZeRO-${p.zero}`;
+}
+
+function render(explanation, state, link) {
+  json.textContent = JSON.stringify(explanation, null, 2);
+  json.dataset.state = state;
+  box.dataset.state = state;
+  $("formula-scenario").textContent = describe(explanation.scenario);
+  $("formula-open").href = `${DATA.calculator}#s=${link}`;
+  const list = $("formula-steps");
+  list.replaceChildren();
+  for (const step of explanation.steps) {
+    const li = document.createElement("li");
+    li.id = `math-${step.id}`;
+    li.className = "fm-step";
+    li.innerHTML = `<h3>${esc(step.title)}</h3><div class="fm-formula"></div><div class="fm-values"></div>
+      <p class="fm-meta">${step.note ? `${esc(step.note)}${/[.!?]$/.test(step.note) ? "" : "."} ` : ""}<span class="fm-source">Source: ${esc(step.source)}.</span>
+      ${step.report ? `In the report: <code>${esc(step.report)}</code>.` : ""}</p>`;
+    tex(li.querySelector(".fm-formula"), step.formula);
+    tex(li.querySelector(".fm-values"), step.substituted);
+    list.append(li);
+  }
+}
+
+async function showScenario() {
+  let scenario;
+  try {
+    scenario = scenarioFromURL();
+  } catch (e) {
+    return say(`The address's scenario could not be read (${e.message}); showing the default scenario.`, "error");
+  }
+  if (!scenario) {
+    render(DATA.static, "static", DATA.link);
+    return say("The default scenario, computed when this page was built. Open it from the calculator's “Show the math” link to see your own.");
+  }
+  if (!worker) {
+    say("Computing your scenario's numbers as soon as Python is ready…");
+    try {
+      worker = await startCalcPython(DATA.root, (why) => { if (!worker) say(`Python is slow to start: ${why}.`, "error"); });
+    } catch (e) {
+      if (!(e instanceof StartError)) throw e;
+      return say(`Python could not start: ${e.message}. The default scenario's numbers are shown.`, "error");
+    }
+  }
+  const answer = JSON.parse(await worker.sync.explain(JSON.stringify(scenario)));
+  if (!answer.ok) return say(`This scenario cannot be computed: ${answer.field}: ${answer.message}`, "error");
+  render(answer.explanation, "live", location.hash.slice(3));
+  say("Your scenario, computed in this browser by calc.");
+}
+
+render(DATA.static, "static", DATA.link);
+addEventListener("hashchange", () => showScenario().catch((e) => say(`Stopped: ${e?.message ?? e}`, "error")));
+showScenario().catch((e) => say(`Stopped: ${e?.message ?? e}`, "error"));
