@@ -40,6 +40,7 @@ import gzip
 import json
 import os
 import platform
+import re
 import statistics
 import sys
 import threading
@@ -178,7 +179,19 @@ def transfer(site: Path, entries: list[tuple[float, str, int, int]]) -> dict[str
             "gzip_bytes_estimate": sum(gzipped(site, e[1]) for e in ok)}
 
 
+# What site/assets/pyodide_start.mjs says in the worker's console about starting Python.
+PYTHON_START = re.compile(r"^pyodide: started (afresh|from the saved snapshot) in (\d+) ms")
+
+
 def visit(page: Any, url: str) -> dict[str, Any]:
+    said: list[tuple[str, int]] = []
+
+    def listen(message: Any) -> None:
+        m = PYTHON_START.match(message.text)
+        if m:
+            said.append(("snapshot" if "snapshot" in m.group(1) else "afresh", int(m.group(2))))
+
+    page.on("console", listen)
     page.goto(url)
     page.wait_for_function("window.calcTimings && window.calcTimings.firstLive",
                            timeout=LIVE_TIMEOUT_MS)
@@ -187,12 +200,15 @@ def visit(page: Any, url: str) -> dict[str, Any]:
                       " controlled: Boolean(navigator.serviceWorker && navigator.serviceWorker.controller)})")
     live = t["timings"]["firstLive"]
     tasks = [d for s, d in t["bench"]["longtasks"] if s <= live]
+    page.remove_listener("console", listen)
+    mode, start_ms = said[-1] if said else ("unknown", 0)
     return {"numbers_on_screen_ms": round(t["bench"]["numbersOnScreen"], 1),
             "first_live_ms": round(live, 1),
             "python_ready_ms": round(t["timings"].get("pythonReady", 0), 1),
             "longest_task_ms": round(max(tasks, default=0.0), 1),
             "long_tasks": len(tasks),
-            "controlled_by_service_worker": t["controlled"]}
+            "controlled_by_service_worker": t["controlled"],
+            "python_start": {"mode": mode, "ms": start_ms}}
 
 
 def machine(browser_version: str) -> dict[str, Any]:
@@ -321,7 +337,6 @@ def advise_in_browser(page: Any, runs: int) -> list[tuple[float, float, int]]:
 
 def _calc_data(site: Path) -> str:
     import html
-    import re
 
     text = (site / "calculator" / "index.html").read_text()
     m = re.search(r'<script type="application/json" id="calc-data">(.*?)</script>', text, re.S)
@@ -357,6 +372,15 @@ def summarize(runs: list[dict[str, Any]], site: Path, browser_version: str) -> d
             "requests_until_live": int(statistics.median(c["transfer_until_live"]["requests"] for c in cold)),
         },
         "repeat_transfer_bytes": int(statistics.median(w["transfer"]["bytes"] for w in warm)),
+        # Pyodide's own start (assets/pyodide_start.mjs): afresh on a cold visit, from the
+        # start-up snapshot on a repeat one
+        "python_start_ms": {"cold_afresh": med([c["python_start"]["ms"] for c in cold
+                                                if c["python_start"]["mode"] == "afresh"] or [0]),
+                            "repeat_snapshot": med([w["python_start"]["ms"] for w in warm
+                                                    if w["python_start"]["mode"] == "snapshot"] or [0]),
+                            "repeat_visits_from_snapshot": sum(
+                                w["python_start"]["mode"] == "snapshot" for w in warm),
+                            "repeat_visits": len(warm)},
         "advise_1024_ms": {"median_call": med(advise_call), "median_dom": med(advise_dom),
                            "max_call": round(max(advise_call), 1),
                            "first_call": med([r["advise_1024"]["call_ms"][0] for r in runs]),
@@ -393,6 +417,10 @@ def print_summary(result: dict[str, Any]) -> None:
           f"[target < 5000: {mark[ok['cold_first_live']]}]")
     print(f"  repeat visit (service worker):         {s['repeat_first_live_ms']:.0f} ms   "
           f"[target < 3000: {mark[ok['repeat_first_live']]}]")
+    py = s["python_start_ms"]
+    print(f"  Pyodide start:                         {py['cold_afresh']:.0f} ms afresh (cold), "
+          f"{py['repeat_snapshot']:.0f} ms from the snapshot ({py['repeat_visits_from_snapshot']} "
+          f"of {py['repeat_visits']} repeat visits)")
     print(f"  longest main-thread task:              {s['longest_task_ms']['cold']:.0f} ms cold, "
           f"{s['longest_task_ms']['repeat']:.0f} ms repeat (0: none over 50 ms)   "
           f"[target < 200: {mark[ok['longest_task']]}]")
