@@ -244,3 +244,25 @@ def test_cli_import_error_names_the_setting(tmp_path, capsys) -> None:
     path.write_text('{"bf16": {"enabled": true}, "fp16": {"enabled": true}}')
     assert main(["import", "--format", "deepspeed", str(path), "--model", "gpt2"]) == 2
     assert capsys.readouterr().err.startswith("calc: error: fp16.enabled:")
+
+
+@pytest.mark.parametrize(("args", "ckpt", "layers"), [
+    ({"activation_checkpointing": True}, "full", None),  # transformers 5's name
+    ({"gradient_checkpointing": True}, "full", None),  # its deprecated alias
+    ({"activation_checkpointing": False, "gradient_checkpointing": True}, "none", None),
+    ({"activation_checkpointing": True, "activation_checkpointing_kwargs": {"every_n_layers": 3}},
+     "full", 11),  # layers 0, 3, ..., 30 of llama-3.1-8b's 32
+    ({"gradient_checkpointing": True, "gradient_checkpointing_kwargs": {"use_reentrant": False}},
+     "full", None),
+])
+def test_hf_trainer_activation_checkpointing_by_either_name(args, ckpt, layers) -> None:
+    s, _ = import_config(args, "hf-trainer", model="llama-3.1-8b")
+    assert (s.training.activation_checkpointing, s.training.recompute_layers) == (ckpt, layers)
+
+
+def test_hf_trainer_every_n_layers_must_be_a_positive_integer() -> None:
+    with pytest.raises(ConfigImportError) as exc:
+        import_config({"activation_checkpointing": True,
+                       "activation_checkpointing_kwargs": {"every_n_layers": 0}},
+                      "hf-trainer", model="gpt2")
+    assert exc.value.field == "activation_checkpointing_kwargs.every_n_layers"

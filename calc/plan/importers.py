@@ -684,10 +684,35 @@ def _import_hf_trainer(data: dict[str, Any], dp: int | None, notes: list[str]
                          "sequence the step sees")
     if args.get("packing"):
         notes.append("packing: sequences are packed to max_length; seq_len is that length")
-    if _flag(args, "gradient_checkpointing"):
+    # transformers 5 names it activation_checkpointing(_kwargs); gradient_checkpointing(_kwargs)
+    # are deprecated aliases, read only where the new name is unset (TrainingArguments
+    # __post_init__, transformers 5.23)
+    for new, old in (("activation_checkpointing", "gradient_checkpointing"),
+                     ("activation_checkpointing_kwargs", "gradient_checkpointing_kwargs")):
+        if args.get(new) is not None and args.get(old) is not None:
+            notes.append(f"{old}: a deprecated alias, ignored since {new} is set")
+    key = "activation_checkpointing" if args.get("activation_checkpointing") is not None \
+        else "gradient_checkpointing"
+    if args.get(key) is not None and _flag(args, key):
         training["activation_checkpointing"] = "full"
-        if args.get("gradient_checkpointing_kwargs"):
-            notes.append("gradient_checkpointing_kwargs: reentrant or not, the same memory")
+        kw_key = "activation_checkpointing_kwargs" \
+            if args.get("activation_checkpointing_kwargs") is not None \
+            else "gradient_checkpointing_kwargs"
+        kwargs = args.get(kw_key) or {}
+        if not isinstance(kwargs, dict):
+            raise ConfigImportError(kw_key, f"must be a mapping, got {kwargs!r}")
+        every = kwargs.get("every_n_layers", 1)
+        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+            raise ConfigImportError(f"{kw_key}.every_n_layers",
+                                    f"must be a positive integer, got {every!r}")
+        if every > 1:
+            training["_every_n_layers"] = every  # layers checkpointed: set once the model is known
+        if kwargs.get("offload"):
+            notes.append(f"{kw_key}.offload: saved activations held in host memory; not "
+                         "modelled, so the estimate keeps them on the GPU (conservative)")
+        if set(kwargs) - {"every_n_layers", "offload"}:
+            notes.append(f"{kw_key}: {', '.join(sorted(set(kwargs) - {'every_n_layers', 'offload'}))}"
+                         ": torch.utils.checkpoint options; reentrant or not, the same memory")
     optim = args.get("optim")
     if optim is None:
         notes.append("optim not given: transformers' default adamw_torch assumed (recent "
@@ -807,6 +832,13 @@ def import_config(
     data = _load(text_or_dict, yaml=format == "accelerate-fsdp")
     notes: list[str] = []
     training, parallelism = _IMPORTERS[format](data, dp, notes)
+    every = training.pop("_every_n_layers", None)
+    if every:  # transformers checkpoints layers 0, n, 2n, ...: ceil(L / n) of them
+        layers = resolve(parse_scenario({"model": model, "training": {"seq_len": 1}})
+                         ).arch.num_hidden_layers
+        training["recompute_layers"] = -(-layers // every)
+        notes.append(f"activation checkpointing every {every} layers: "
+                     f"{training['recompute_layers']} of {layers} layers checkpointed")
     if seq_len is not None:
         training["seq_len"] = seq_len
     elif "seq_len" not in training:
