@@ -170,7 +170,7 @@ def test_hf_trainer_golden() -> None:
                "hf-trainer")
     assert json.loads(e.text) == e.data == {
         "per_device_train_batch_size": 4, "gradient_accumulation_steps": 1,
-        "gradient_checkpointing": True, "optim": "adamw_torch_fused", "bf16": True,
+        "activation_checkpointing": True, "optim": "adamw_torch_fused", "bf16": True,
         "fp16": False, "use_liger_kernel": True,
     }
     assert any("LoraConfig(r=16" in n for n in e.notes)

@@ -153,7 +153,7 @@ def check_hf_trainer(name: str, scenario: dict[str, Any]) -> str:
     assert args.per_device_train_batch_size == t["micro_batch_size"]
     assert args.gradient_accumulation_steps == t.get("gradient_accumulation_steps", 1)
     assert args.bf16
-    assert args.gradient_checkpointing == (t.get("activation_checkpointing") == "full")
+    assert args.activation_checkpointing == (t.get("activation_checkpointing") == "full")
     return f"micro {args.per_device_train_batch_size} x gas {args.gradient_accumulation_steps}"
 
 

@@ -213,9 +213,9 @@ def _deepspeed_dict(r: Resolved) -> tuple[dict[str, Any], list[str]]:
             "contiguous_memory_optimization": False, "synchronize_checkpoint_boundary": False,
         }
         notes.append("activation_checkpointing full: Hugging Face models also need "
-                     "model.gradient_checkpointing_enable() (TrainingArguments "
-                     "gradient_checkpointing=True); the section above configures "
-                     "deepspeed.checkpointing")
+                     "model.activation_checkpointing_enable() (TrainingArguments "
+                     "activation_checkpointing=True; gradient_checkpointing before "
+                     "transformers 5); the section above configures deepspeed.checkpointing")
     notes.append("optimizer: set lr, betas and weight_decay in optimizer.params")
     return cfg, notes
 
@@ -547,9 +547,12 @@ def _hf_trainer(r: Resolved) -> Export:
     args: dict[str, Any] = {
         "per_device_train_batch_size": t.micro_batch_size,
         "gradient_accumulation_steps": t.gradient_accumulation_steps,
-        "gradient_checkpointing": t.activation_checkpointing == "full",
+        "activation_checkpointing": t.activation_checkpointing == "full",
     }
     notes: list[str] = []
+    if t.activation_checkpointing == "full":
+        notes.append("activation_checkpointing: transformers 5's name; releases before 5 call "
+                     "it gradient_checkpointing")
     if t.optimizer in ("adamw", "adam"):
         if t.optimizer_impl == "for_loop":
             raise ExportError("training.optimizer_impl", "TrainingArguments' AdamW is fused "
