@@ -181,7 +181,21 @@ def test_hf_trainer_master_precision_embeds_the_deepspeed_config() -> None:
     assert isinstance(e.data, dict)
     assert e.data["deepspeed"] == export(DEEPSPEED, "deepspeed").data
     fsdp = export({"model": "llama-3.2-1b", "parallelism": {"dp": 8, "zero": 3}}, "hf-trainer")
-    assert isinstance(fsdp.data, dict) and fsdp.data["fsdp"] == "full_shard auto_wrap"
+    assert isinstance(fsdp.data, dict) and fsdp.data["fsdp"] is True
+    assert fsdp.data["fsdp_config"] | {"transformer_layer_cls_to_wrap": None} == {
+        "version": 2, "reshard_after_forward": True, "cpu_offload": False,
+        "transformer_layer_cls_to_wrap": None}
+
+
+def test_hf_trainer_fsdp_checkpoints_through_fsdp_config() -> None:
+    """Under FSDP transformers prefers FSDP's own activation checkpointing; the flag beside it
+    would all-gather again in backward. The estimate is the same either way."""
+    e = export({"model": "llama-3.2-1b", "training": {"activation_checkpointing": "full"},
+                "parallelism": {"dp": 8, "zero": 2}}, "hf-trainer")
+    assert isinstance(e.data, dict)
+    assert e.data["fsdp_config"]["activation_checkpointing"] is True
+    assert e.data["fsdp_config"]["reshard_after_forward"] is False
+    assert e.data["activation_checkpointing"] is False
 
 
 @pytest.mark.parametrize(("fmt", "change", "field"), [

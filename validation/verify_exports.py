@@ -55,6 +55,11 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "training": {"micro_batch_size": 2, "activation_checkpointing": "full"},
         "parallelism": {"dp": 8, "zero": 3},
     },
+    "fsdp2-zero2-bf16": {  # FSDP2 without resharding after forward, no checkpointing
+        "model": "qwen2.5-7b",
+        "training": {"micro_batch_size": 4, "gradient_accumulation_steps": 2},
+        "parallelism": {"dp": 4, "zero": 2},
+    },
     "4d-pp-tp-sp": {
         "model": "llama-3.1-70b",
         "training": {"micro_batch_size": 2, "gradient_accumulation_steps": 8, "seq_len": 8192,
@@ -153,7 +158,17 @@ def check_hf_trainer(name: str, scenario: dict[str, Any]) -> str:
     assert args.per_device_train_batch_size == t["micro_batch_size"]
     assert args.gradient_accumulation_steps == t.get("gradient_accumulation_steps", 1)
     assert args.bf16
-    assert args.activation_checkpointing == (t.get("activation_checkpointing") == "full")
+    p = scenario.get("parallelism", {})
+    ckpt = t.get("activation_checkpointing") == "full"
+    if p.get("zero") in (2, 3) and "deepspeed" not in kwargs:  # FSDP: TrainingArguments' own reading
+        plugin = args.fsdp_plugin_args
+        assert plugin["fsdp_version"] == 2
+        assert plugin["reshard_after_forward"] == (p["zero"] == 3)
+        assert bool(plugin.get("cpu_offload")) == bool(p.get("offload_params"))
+        assert bool(plugin.get("activation_checkpointing")) == ckpt
+        return (f"micro {args.per_device_train_batch_size} x gas {args.gradient_accumulation_steps}"
+                f", FSDP{plugin['fsdp_version']} reshard {plugin['reshard_after_forward']}")
+    assert args.activation_checkpointing == ckpt
     return f"micro {args.per_device_train_batch_size} x gas {args.gradient_accumulation_steps}"
 
 
@@ -255,7 +270,7 @@ def check_megatron(name: str, scenario: dict[str, Any]) -> str:
 CHECKS: dict[str, tuple[Callable[[str, dict[str, Any]], str], tuple[str, ...]]] = {
     "deepspeed": (check_deepspeed, ("zero2-offload-master", "zero3-master")),
     "accelerate-fsdp": (check_accelerate, ("fsdp2-amp",)),
-    "hf-trainer": (check_hf_trainer, ("zero2-offload-master", "fsdp2-amp")),
+    "hf-trainer": (check_hf_trainer, ("zero2-offload-master", "fsdp2-amp", "fsdp2-zero2-bf16")),
     "torchtitan": (check_torchtitan, ("fsdp2-amp", "4d-pp-tp-sp", "pure-cp-chunked",
                                       "moe-ep-offload")),
     "megatron": (check_megatron, ("megatron-3d-block", "megatron-fsdp2",

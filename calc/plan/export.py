@@ -580,14 +580,21 @@ def _hf_trainer(r: Resolved) -> Export:
         args["deepspeed"] = ds
         notes += [n for n in ds_notes if not n.startswith("activation_checkpointing")]
     elif p.zero:
-        reshard = _fsdp_reshard(r, fw)
-        options = ["full_shard" if reshard else "shard_grad_op", "auto_wrap"]
-        if _fsdp_offload(r, fw):
-            options.append("offload")
-        args["fsdp"] = " ".join(options)
-        args["fsdp_config"] = {"transformer_layer_cls_to_wrap": [DECODER_LAYER[r.arch.model_type]]}
-        notes.append("fsdp: TrainingArguments' FSDP (FSDP1 flat parameters); the estimate "
-                     "models FSDP2, see --format accelerate-fsdp")
+        # transformers 5: fsdp=True and everything in fsdp_config (an option string such as
+        # "full_shard auto_wrap" is deprecated); version 2 is FSDP2, what the estimate models
+        args["fsdp"] = True
+        args["fsdp_config"] = {
+            "version": 2, "reshard_after_forward": _fsdp_reshard(r, fw),
+            "cpu_offload": _fsdp_offload(r, fw),
+            "transformer_layer_cls_to_wrap": [DECODER_LAYER[r.arch.model_type]],
+        }
+        if t.activation_checkpointing == "full":
+            # FSDP's own checkpointing: the TrainingArguments flag would all-gather again in
+            # backward (transformers warns); the memory is the same
+            args["fsdp_config"]["activation_checkpointing"] = True
+            args["activation_checkpointing"] = False
+        notes.append("fsdp: transformers 5's form (fsdp=True, fsdp_config); releases before 5 "
+                     "take an option string (\"full_shard auto_wrap\") and FSDP1")
     elif p.offload_optimizer or p.offload_params:
         raise ExportError("parallelism.offload_optimizer", "offload needs DeepSpeed or FSDP")
     if t.loss == "chunked":

@@ -788,10 +788,19 @@ def _import_hf_trainer(data: dict[str, Any], dp: int | None, notes: list[str]
                          "fsdp_config sets fsdp_version 2); the estimate models FSDP2")
             fsdp_cfg = args.sub("fsdp_config")
             if fsdp_cfg is not None:
-                for key in ("activation_checkpointing", "fsdp_activation_checkpointing"):
-                    if fsdp_cfg.get(key):
-                        training["activation_checkpointing"] = "full"
-                fsdp_cfg.get("fsdp_version")
+                # transformers 5 reads these with or without the "fsdp_" prefix
+                def setting(key: str) -> Any:
+                    value = fsdp_cfg.get(key)
+                    return fsdp_cfg.get(f"fsdp_{key}") if value is None else value
+
+                if setting("activation_checkpointing"):
+                    training["activation_checkpointing"] = "full"
+                reshard = setting("reshard_after_forward")
+                if isinstance(reshard, bool) and parallelism["zero"] == 3 and not reshard:
+                    parallelism["zero"] = 2  # FSDP2 without resharding: ZeRO-2's layout
+                if setting("cpu_offload"):
+                    parallelism["offload_optimizer"] = parallelism["offload_params"] = True
+                setting("version")
                 readers.append(fsdp_cfg)
     training |= {"micro_batch_size": micro, "gradient_accumulation_steps": accumulation}
     parallelism["dp"] = dp
