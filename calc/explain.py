@@ -198,6 +198,47 @@ def _states(e: Estimate) -> list[Step]:
             + ("; offloaded to the host, none on the GPU" if p.offload_optimizer and zero >= 1 else ""),
             {"P_train": local.trainable, "N_d": N, "w_s": 4 if lora else n.state,
              "m": 0 if lora else n.master}))
+    if ms.gathered_layer:
+        w_g = n.gathered_weight
+        value = local.per_layer * w_g
+        _check("FSDP gather", value, ms.gathered_layer)
+        peak = e.stage.peak.breakdown.get("temporaries/gathered_params")
+        steps.append(Step(
+            "fsdp_buffers", "FSDP: one layer's parameters gathered",
+            "M_\\text{gather} = P_\\text{layer}\\,w_g",
+            f"M_\\text{{gather}} = {num(local.per_layer)} \\cdot {w_g} = {_bytes(value)}", value,
+            "bytes", "breakdown.temporaries/gathered_params" if peak == value else None,
+            "traced: FSDP2 over 2-8 ranks (validation/cases.json); calc/estimate.py",
+            f"FSDP all-gathers each layer before its forward and backward (w_g = {w_g} bytes); "
+            f"around it: the prefetched next layer, 2 M_gather of all-gather outputs in the "
+            f"forward, P_layer (2 w_g + g) = {ms.gathered_grads:,} B of gathered parameters and "
+            f"unsharded gradients in a layer's backward, and the root unit (embedding, head) "
+            f"kept gathered: {ms.root_gathered:,} B",
+            {"P_layer": local.per_layer, "w_g": w_g}))
+    if ms.step_temporary:
+        count, shown = shard(local.trainable, 1)
+        w_s = 4 if lora else n.state
+        impl = t.optimizer_impl if t.optimizer in ("adamw", "adam") else t.optimizer
+        if t.optimizer in ("adamw", "adam") and impl == "foreach":
+            formula, sub = ("M_\\text{step} = \\left\\lceil P_\\text{train} / N_d^{[z\\ge1]} "
+                            "\\right\\rceil w_s", f"{shown} \\cdot {w_s}")
+            value, why = count * w_s, "foreach AdamW's torch._foreach_sqrt copies every second moment"
+        else:  # per-tensor temporaries of the largest tensor
+            k = ms.step_temporary // (local.largest_tensor * w_s) if t.optimizer != "adafactor" \
+                else ms.step_temporary // (local.largest_tensor * 4)
+            width = 4 if t.optimizer == "adafactor" else w_s
+            formula, sub = ("M_\\text{step} = k\\,n_\\text{max}\\,w",
+                            f"{k} \\cdot {num(local.largest_tensor)} \\cdot {width}")
+            value, why = k * local.largest_tensor * width, (
+                f"{impl}: k = {k} temporaries the size of the largest tensor (n_max) at a time")
+        _check("optimizer step temporary", value, ms.step_temporary)
+        bucket_tmp = bool(ms.grad_bucket and p.zero)
+        steps.append(Step(
+            "optimizer_step_temporary", "Temporaries inside optimizer.step()", formula,
+            f"{sub} = {_bytes(value)}", value, "bytes",
+            None if bucket_tmp else "phases.optimizer_step.components.temporaries",
+            "traced: optimizer implementations in validation/cases.json (calc/states.py)", why,
+            {"w_s": w_s, "n_max": local.largest_tensor}))
     return steps
 
 

@@ -93,3 +93,13 @@ def test_any_valid_scenario_explains_consistently(scenario: dict[str, Any]) -> N
     except ScenarioError:
         return
     check(scenario)
+
+
+def test_fsdp_and_optimizer_temporaries_are_explained_where_they_exist() -> None:
+    fsdp = {s.id: s for s in check(CASES[1])}  # ZeRO-3 over 8 GPUs
+    assert fsdp["fsdp_buffers"].value > 0
+    foreach = {"model": "gpt2", "training": {"optimizer_impl": "foreach", "seq_len": 1024}}
+    step = {s.id: s for s in check(foreach)}["optimizer_step_temporary"]
+    assert step.value == estimate(foreach).as_dict()["phases"]["optimizer_step"]["components"][
+        "temporaries"]
+    assert "optimizer_step_temporary" not in {s.id for s in check(CASES[0])}  # fused: none
