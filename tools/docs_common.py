@@ -43,7 +43,7 @@ def billions(n: int) -> str:
 
 def encode_scenario(scenario: Any) -> str:
     """What the calculator reads after `#s=`: base64url of the scenario JSON, unpadded
-    (`encodeScenario` in site/calculator/calculator.js). The scenario is the library's full
+    (`encodeScenario` in site/assets/scenario_link.mjs). The scenario is the library's full
     normalised form, so a link means exactly what the page computed."""
     data = parse_scenario(scenario).model_dump(mode="json")
     raw = json.dumps(data, separators=(",", ":")).encode()

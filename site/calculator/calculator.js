@@ -4,6 +4,7 @@
 // (data-state="live") once Python is running in the worker.
 
 import { StartError, startCalcPython } from "../assets/calc_python.mjs";
+import { encodeScenario, scenarioInAddress } from "../assets/scenario_link.mjs";
 
 const $ = (id) => document.getElementById(id);
 const DATA = JSON.parse($("calc-data").textContent);
@@ -31,26 +32,9 @@ const pct = (x) => `${(100 * x).toFixed(1)}%`;
 const esc = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 const field = (path) => form.elements.namedItem(path);
 
-// ---- share links: "#s=" + base64url(JSON), unpadded; decoding accepts padding and + / too ----
-export function encodeScenario(scenario) {
-  const bytes = new TextEncoder().encode(JSON.stringify(scenario));
-  let bin = "";
-  for (const b of bytes) bin += String.fromCharCode(b);
-  return btoa(bin).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
-}
-
-export function decodeScenario(text) {
-  let s = text.replace(/-/g, "+").replace(/_/g, "/").replace(/=+$/, "");
-  s += "=".repeat((4 - (s.length % 4)) % 4);
-  const bin = atob(s);
-  return JSON.parse(new TextDecoder().decode(Uint8Array.from(bin, (c) => c.charCodeAt(0))));
-}
-
 function scenarioFromURL() {
-  const m = location.hash.match(/^#s=(.*)$/);
-  if (!m) return null;
   try {
-    return decodeScenario(decodeURIComponent(m[1]));
+    return scenarioInAddress();
   } catch (e) {
     say(`The link's scenario could not be read (${e.message}); showing the default scenario.`, "error");
     return null;

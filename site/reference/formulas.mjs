@@ -7,6 +7,7 @@
 // (data-state="live"). Every number comes from calc.explain; this file only lays it out.
 
 import { StartError, startCalcPython } from "../assets/calc_python.mjs";
+import { scenarioInAddress } from "../assets/scenario_link.mjs";
 
 const $ = (id) => document.getElementById(id);
 const box = $("formula-math");
@@ -20,16 +21,6 @@ let worker = null;
 function say(text, kind = "info") {
   status.textContent = text;
   status.dataset.kind = kind;
-}
-
-// The scenario after "#s=": base64url of its JSON (padding optional), as the calculator writes it.
-function scenarioFromURL() {
-  const m = location.hash.match(/^#s=(.*)$/);
-  if (!m) return null;
-  let s = decodeURIComponent(m[1]).replace(/-/g, "+").replace(/_/g, "/").replace(/=+$/, "");
-  s += "=".repeat((4 - (s.length % 4)) % 4);
-  const bin = atob(s);
-  return JSON.parse(new TextDecoder().decode(Uint8Array.from(bin, (c) => c.charCodeAt(0))));
 }
 
 function tex(el, source) {
@@ -69,7 +60,7 @@ function render(explanation, state, link) {
 async function showScenario() {
   let scenario;
   try {
-    scenario = scenarioFromURL();
+    scenario = scenarioInAddress();
   } catch (e) {
     return say(`The address's scenario could not be read (${e.message}); showing the default scenario.`, "error");
   }
