@@ -364,7 +364,7 @@ const IMPORT_NAMES = { deepspeed: "DeepSpeed JSON", "accelerate-fsdp": "Accelera
 const IMPORT_EXAMPLES = {
   deepspeed: '{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 8,\n "bf16": {"enabled": true}, "zero_optimization": {"stage": 3}}',
   "accelerate-fsdp": "distributed_type: FSDP\nmixed_precision: bf16\nnum_processes: 8\nfsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD",
-  "hf-trainer": '{"per_device_train_batch_size": 4, "gradient_accumulation_steps": 4,\n "bf16": true, "gradient_checkpointing": true}',
+  "hf-trainer": '{"per_device_train_batch_size": 4, "gradient_accumulation_steps": 4,\n "bf16": true, "activation_checkpointing": true}',
 };
 const hours = (h) => (h >= 48 ? `${h.toFixed(0)} h (${(h / 24).toFixed(1)} days)` : h >= 1 ? `${h.toFixed(1)} h` : `${(60 * h).toFixed(0)} min`);
 const usd = (x) => `$${x.toLocaleString("en-US", { maximumFractionDigits: x < 100 ? 2 : 0 })}`;
