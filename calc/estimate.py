@@ -34,7 +34,7 @@ from .logits import logits_memory
 from .numerics import numerics
 from .overhead import overhead
 from .params import count_params, lora_targets
-from .scenario import Parallelism, Resolved, Scenario, parse_scenario, resolve
+from .scenario import Parallelism, Resolved, Scenario, Training, parse_scenario, resolve
 from .states import Stage, local_params, model_states, stages
 
 PHASES = ("forward", "backward", "optimizer_step")
@@ -198,6 +198,19 @@ def estimate(scenario: Scenario | dict[str, Any] | str) -> Estimate:
     )
 
 
+def checkpointed_layers(t: Training, layers: int) -> int:
+    """How many of a stage's `layers` keep only their input under activation checkpointing."""
+    if t.activation_checkpointing != "full":
+        return 0
+    return min(t.recompute_layers or layers, layers)
+
+
+def micro_batches_in_flight(t: Training, p: Parallelism, stage: Stage) -> int:
+    """Micro-batches whose activations a stage holds at once: 1F1B keeps min(pp - i, m) on
+    stage i (Narayanan et al. 2021, section 2.2); without pipelining, one."""
+    return min(p.pp - stage.index, t.gradient_accumulation_steps) if p.pp > 1 else 1
+
+
 def _stage(r: Resolved, stage: Stage) -> StageEstimate:
     arch, t, p = r.arch, r.training, r.parallelism
     n = numerics(t, p)
@@ -215,10 +228,8 @@ def _stage(r: Resolved, stage: Stage) -> StageEstimate:
             act = decoder_layer(arch, layer, n, t, p, s, trainable_weights=not lora)
             kinds.append((act, count))
     layer_count = stage.dense_layers + stage.moe_layers
-    ckpt = 0
-    if t.activation_checkpointing == "full":
-        ckpt = min(t.recompute_layers or layer_count, layer_count)
-    in_flight = min(p.pp - stage.index, t.gradient_accumulation_steps) if p.pp > 1 else 1
+    ckpt = checkpointed_layers(t, layer_count)
+    in_flight = micro_batches_in_flight(t, p, stage)
 
     # Saved activations of one micro-batch: checkpointed layers keep only their inputs.
     saved: dict[str, int] = {}

@@ -37,13 +37,14 @@ from .activations import (
     shape,
 )
 from .baselines import korthikanti
-from .estimate import Estimate, estimate
+from .estimate import Estimate, checkpointed_layers, estimate, micro_batches_in_flight
 from .logits import logits_memory
 from .numerics import Numerics, numerics
 from .overhead import ALLOCATOR_FLOOR, ALLOCATOR_FRACTION, CUDA_CONTEXT, NCCL_PER_GROUP
 from .params import LayerParams, ParamCounts, count_params, lora_targets
 from .scenario import Parallelism, Scenario, Training, parse_scenario
 from .states import (
+    BNB_BLOCK,
     NF4_BYTES_PER_WEIGHT,
     LocalParams,
     ModelStates,
@@ -456,13 +457,13 @@ def _optimizer_states(x: _Ctx) -> list[Step]:
             value, formula, sub = count * n.master, f"{ceil} \\cdot 4", f"{tex} \\cdot {n.master}"
             title, what = "fp32 master weights", "an fp32 copy of each trainable parameter"
         elif name.endswith("_8bit"):
-            blocks = -(-count // 256)
+            blocks = -(-count // BNB_BLOCK)
             value = count + 4 * blocks
-            formula = f"n + 4 \\lceil n / 256 \\rceil,\\quad n = {ceil}"
-            sub = f"{tex} + 4 \\cdot \\lceil {num(count)} / 256 \\rceil"
+            formula = f"n + 4 \\lceil n / {BNB_BLOCK} \\rceil,\\quad n = {ceil}"
+            sub = f"{tex} + 4 \\cdot \\lceil {num(count)} / {BNB_BLOCK} \\rceil"
             title = ("8-bit first moment" if name == "exp_avg_8bit" else "8-bit second moment")
-            source = "bitsandbytes 8-bit blockwise optimizers (bnb.optim defaults: block 256)"
-            what = "1 byte per element plus one fp32 absmax per block of 256"
+            source = f"bitsandbytes 8-bit blockwise optimizers (bnb.optim defaults: block {BNB_BLOCK})"
+            what = f"1 byte per element plus one fp32 absmax per block of {BNB_BLOCK}"
         elif name == "factored_second_moment":
             share = count / max(1, local.trainable)
             value = int(4 * local.factored * share)
@@ -592,8 +593,8 @@ def _activations(x: _Ctx) -> list[Step]:
             {"T": s.tokens, "h": s.hidden, "c": n.compute, "r": r_in,
              **{_label(k).replace("\\_", "_"): v for k, v in items.items()}}))
     layers = st.dense_layers + st.moe_layers
-    ckpt = min(t.recompute_layers or layers, layers) if t.activation_checkpointing == "full" else 0
-    in_flight = min(p.pp - st.index, t.gradient_accumulation_steps) if p.pp > 1 else 1
+    ckpt = checkpointed_layers(t, layers)
+    in_flight = micro_batches_in_flight(t, p, st)
     remaining, terms, cache_terms = ckpt, [], []
     per_mb = cache = 0
     for kind, act, count in kinds:

@@ -151,7 +151,7 @@ def _layer_local(layer: LayerParams, lora: bool, rank: int, tp: int, ep: int,
 
 # bitsandbytes 8-bit blockwise optimizers: 1 byte per state element plus one fp32 absmax per
 # block of 256 (bnb.optim defaults: block_wise=True); tensors under 4096 elements stay fp32.
-_BNB_BLOCK = 256
+BNB_BLOCK = 256
 # QLoRA NF4 (Dettmers et al. 2023, section 3): 4-bit weights, blocksize 64, double-quantised
 # absmax (8-bit, plus one fp32 per 256 blocks): 0.5 + 1/64 + 4/(64*256) bytes per weight.
 NF4_BYTES_PER_WEIGHT = 0.5 + 1 / 64 + 4 / (64 * 256)
@@ -256,7 +256,7 @@ def _optimizer_states(t: Training, count: int, width: int, local: LocalParams) -
     if o in ("sgd_momentum", "lion"):
         return {"optimizer_states/momentum": count * width}
     if o == "adamw_8bit":
-        per_state = count + 4 * (-(-count // _BNB_BLOCK))
+        per_state = count + 4 * (-(-count // BNB_BLOCK))
         return {"optimizer_states/exp_avg_8bit": per_state,
                 "optimizer_states/exp_avg_sq_8bit": per_state}
     # Adafactor (Shazeer & Stern 2018, section 3): the second moment of an n x m matrix is kept

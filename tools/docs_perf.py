@@ -63,7 +63,10 @@ def context(src: str) -> dict[str, str]:
         "site_when": f"{site['date']}, {m['nproc']} cores ({m['cpu_model']}), Chromium "
                      f"{m['chromium']}, Pyodide {site['site']['pyodide']}",
         "site_method": site["method"],
-        **_python_start(s.get("python_start_ms")),
+        "python_afresh": f"{s['python_start_ms']['cold_afresh'] / 1000:.1f} s",
+        "python_snapshot": f"{s['python_start_ms']['repeat_snapshot'] / 1000:.2f} s in the run "
+                           f"above, {s['python_start_ms']['repeat_visits_from_snapshot']} of "
+                           f"{s['python_start_ms']['repeat_visits']} repeat visits",
         "transfer": f"{transfer['until_live_bytes'] / 2**20:.1f} MiB "
                     f"({transfer['until_live_gzip_bytes_estimate'] / 2**20:.1f} MiB if served "
                     f"compressed) in {transfer['requests_until_live']} requests until the first "
@@ -71,13 +74,3 @@ def context(src: str) -> dict[str, str]:
                     f"the offline copy; {site['summary']['repeat_transfer_bytes']} bytes on a "
                     "repeat visit",
     }
-
-
-def _python_start(measured: dict[str, float] | None) -> dict[str, str]:
-    """Pyodide's start afresh and from the snapshot, as the benchmark last measured them."""
-    if not measured:  # a results file from before the benchmark recorded it
-        return {"python_afresh": "not measured in this run", "python_snapshot": "not measured"}
-    return {"python_afresh": f"{measured['cold_afresh'] / 1000:.1f} s",
-            "python_snapshot": f"{measured['repeat_snapshot'] / 1000:.2f} s in the run above, "
-                               f"{measured['repeat_visits_from_snapshot']} of "
-                               f"{measured['repeat_visits']} repeat visits"}
