@@ -21,14 +21,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .architecture import Architecture, ConfigError, from_hf_config
 from .errors import FieldError
+from .optimizers import OPTIMIZERS, OptimizerId, OptimizerImpl
 from .presets import GpuPreset, ModelPreset, UnknownPreset, resolve_gpu, resolve_model
 
 SCHEMA_VERSION = 1
 
 Precision = Literal["fp32", "bf16", "fp16", "fp8"]
 MixedPrecision = Literal["pure", "amp", "master"]
-Optimizer = Literal["adamw", "adam", "sgd", "sgd_momentum", "adafactor", "lion", "adamw_8bit"]
-OptimizerImpl = Literal["fused", "foreach", "for_loop"]
+Optimizer = OptimizerId
 Checkpointing = Literal["none", "selective", "full"]
 Attention = Literal["flash", "eager"]
 Loss = Literal["standard", "chunked"]
@@ -347,7 +347,7 @@ def _check(s: Scenario, arch: Architecture, gpu: GpuPreset) -> list[EstimateWarn
              "with precision fp32 there is nothing to mix: computed as pure fp32")
     if t.finetuning == "full" and t.lora_dropout:
         warn("lora_field_unused", "training.lora_dropout", "ignored without LoRA")
-    if t.optimizer in ("adafactor", "lion", "adamw_8bit") and "optimizer_impl" in t.model_fields_set:
+    if not OPTIMIZERS[t.optimizer].implementations and "optimizer_impl" in t.model_fields_set:
         warn("optimizer_impl_unused", "training.optimizer_impl",
              f"{t.optimizer} has one implementation; optimizer_impl is ignored")
     return out
