@@ -8,7 +8,7 @@
 
 from ._version import __version__
 from .architecture import Architecture, ConfigError, from_hf_config
-from .estimate import COMPONENTS, PHASES, Estimate, Phase, estimate
+from .estimate import COMPONENTS, PHASES, Estimate, Moment, estimate
 from .presets import GpuPreset, ModelPreset, gpus, models
 from .scenario import (
     Parallelism,
@@ -22,6 +22,6 @@ from .scenario import (
 
 __all__ = [
     "COMPONENTS", "PHASES", "Architecture", "ConfigError", "Estimate", "GpuPreset", "ModelPreset",
-    "Parallelism", "Phase", "Scenario", "ScenarioError", "Training", "__version__", "estimate",
+    "Moment", "Parallelism", "Scenario", "ScenarioError", "Training", "__version__", "estimate",
     "from_hf_config", "gpus", "models", "normalize_scenario", "parse_scenario", "resolve",
 ]

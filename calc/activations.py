@@ -20,379 +20,346 @@ Rules that decide the numbers (each checked against traced steps, see validation
   the eager path keeps the fp32 softmax and its low-precision cast (a*s per token each).
 - Dropout with p > 0 keeps a one-byte mask.
 
-`implementation: megatron` uses Korthikanti et al. (2022), Table 2, generalised to GQA and
-gated MLPs (see :func:`_megatron_layer`).
+`implementation: megatron` uses Korthikanti et al. (2022), Table 2 (calc/megatron.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
-from .architecture import ACTIVATIONS, Architecture
-from .numerics import Numerics
-from .params import LayerParams, Linear, lora_targets
-from .scenario import Parallelism, Training
-
-
-@dataclass(frozen=True, slots=True)
-class Shape:
-    """Per-GPU sizes the activation formulas use (see the module docstring for symbols)."""
-
-    tokens: int  # T
-    batch: int
-    seq: int  # s / cp, the local sequence
-    hidden: int  # h per GPU for h-sized tensors (split by tp under sequence parallelism)
-    hidden_full: int  # h (linear inputs are gathered to full h under TP)
-    heads: int  # a / tp
-    kv_heads: int  # k / tp
-    head_dim: int
-    tp: int
+from .architecture import ACTIVATIONS
+from .formula import Formula, Term
+from .params import LayerParams, Linear
+from .setup import Setup
+from .sources import TRACED_ACTIVATIONS as SRC
 
 
-def shape(arch: Architecture, t: Training, p: Parallelism) -> Shape:
-    seq = t.seq_len // p.cp
-    h = arch.hidden_size
-    return Shape(
-        tokens=t.micro_batch_size * seq,
-        batch=t.micro_batch_size,
-        seq=seq,
-        hidden=h // p.tp if p.sequence_parallel else h,
-        hidden_full=h,
-        heads=arch.num_attention_heads // p.tp,
-        kv_heads=max(1, arch.kv_heads // p.tp),
-        head_dim=arch.head_size,
-        tp=p.tp,
-    )
+def _f(key: str, expr: str, id: str, title: str) -> Formula:
+    return Formula(f"activations/{key}", expr, id=f"act.{id}", title=title, source=SRC)
 
 
-@dataclass(frozen=True, slots=True)
-class LayerActivations:
-    """Memory of one decoder layer for one micro-batch."""
+# --- norms ----------------------------------------------------------------------------------
+NORM_INPUT = _f("residual", "lambda T, h, r: T * h * r", "norm_input",
+                "A norm's input: the residual itself (LayerNorm; RMSNorm under amp, fp32)")
+NORM_STATS = _f("norms", "lambda T: 8 * T", "norm_stats", "LayerNorm's mean and rstd, fp32")
+NORM_FP32_COPY = _f("norms", "lambda T, h: T * h * 4", "norm_fp32_copy",
+                    "RMSNorm's fp32 copy of a low-precision residual")
+NORM_RSQRT = _f("norms", "lambda T: T * 4", "norm_rsqrt", "RMSNorm's rsqrt(variance), fp32")
+NORM_OUT_FP32 = _f("norms", "lambda T, h: T * h * 4", "norm_normalised_fp32",
+                   "The normalised tensor in fp32, kept by the weight multiply")
+NORM_OUT = _f("norms", "lambda T, h, r: T * h * r", "norm_normalised",
+              "The normalised tensor cast back, kept by the weight multiply")
+POST_NORM = _f("norms", "lambda T, h: T * h * 4 + T * 4 + T * h * 4", "post_norm",
+               "A post-norm on a sublayer's output: fp32 copy, rsqrt, normalised (Gemma 2/3)")
+# --- the projections' inputs ----------------------------------------------------------------
+INPUT_CASTS = _f("attention", "lambda n_r, T, H, q: n_r * T * H * q", "input_casts",
+                 "Under autocast each of the n_r projections keeps its own cast of the input")
+INPUT = _f("attention", "lambda T, H, q, z: T * H * min(q, z)", "input",
+           "The projections' shared input (the normed tensor)")
+ADAPTER_INPUT = _f("attention", "lambda T, d_i, q_a: T * d_i * q_a", "adapter_input",
+                   "A LoRA adapter's own copy of its input (fp32, or autocast's cast of it)")
+ADAPTER_DROPOUT = _f("dropout", "lambda T, d_i: T * d_i", "adapter_dropout",
+                     "lora_dropout's one-byte mask of the input")
+# --- attention --------------------------------------------------------------------------------
+MLA_LATENT = _f("attention", "lambda T, r_q, c: T * r_q * (4 + 4 + c)", "mla_latent",
+                "MLA: a latent's norm (fp32) and the b-projection's input")
+MLA_WIDTHS = _f("attention", "lambda T, a, d_qk, d_v, d, c: T * a * (2 * d_qk + d_v - 3 * d) * c",
+                "mla_widths", "MLA: q, k, v widths beyond head_dim")
+QK_NORM = _f("attention", "lambda T, a_h, d, c_n: T * a_h * d * (4 + c_n) + T * a_h * 4",
+             "qk_norm", "Per-head RMSNorm of q or k: fp32 input, rsqrt, the normalised tensor")
+QKV = _f("attention", "lambda T, a, k, d, c: T * (a + 2 * k) * d * c", "qkv",
+         "q, k, v kept by the attention kernel")
+FUSED_QKV_OUT = _f("attention", "lambda T, a, k, d, c: T * (a + k) * d * c", "fused_qkv_output",
+                   "The fused projection's output, alive beside the rotated q and k (v is a view)")
+ATTN_OUT = _f("attention", "lambda T, a, d, c: T * a * d * c", "attention_output",
+              "The attention output, shared with o_proj's input")
+LSE = _f("attention", "lambda T, a: T * a * 4", "logsumexp", "The kernel's log-sum-exp, fp32")
+TRANSPOSED_OUT = _f("attention", "lambda T, a, d, c: T * a * d * c", "transposed_output",
+                    "rotary by torch.cat: the output copied by transpose().contiguous()")
+EAGER_QKV = _f("attention", "lambda T, a, d, c: 3 * T * a * d * c", "eager_qkv",
+               "Eager attention: q, and k and v expanded to a heads by repeat_kv")
+EAGER_OUT = _f("attention", "lambda T, a, d, c: T * a * d * c", "eager_output",
+               "Eager attention: the output transposed for o_proj")
+SOFTMAX = _f("attention_scores", "lambda b, a, s, c: b * a * s**2 * (4 + c)", "softmax",
+             "Eager attention: the fp32 softmax and its low-precision cast")
+SOFTCAP = _f("attention_scores", "lambda b, a, s, c: b * a * s**2 * c", "softcap",
+             "Gemma 2: tanh(scores / cap) keeps its output")
+SCORES_DROPOUT = _f("dropout", "lambda b, a, s: b * a * s**2", "attention_dropout",
+                    "Attention dropout's one-byte mask")
+# --- MLP --------------------------------------------------------------------------------------
+MLP_GATED = _f("mlp", "lambda n_g, t_m, f, c: n_g * t_m * f * c", "mlp_gated",
+               "Gated MLP: gate out, activation out, up out (and their product for down_proj)")
+MLP_NATIVE = _f("mlp", "lambda t_m, f, c: 2 * t_m * f * c", "mlp_plain",
+                "Plain MLP: fc output (kept by the activation), activation output")
+MLP_GELU_AMP = _f("mlp", "lambda t_m, f, c: t_m * f * (4 + 4 + c + 4 + c)", "mlp_gelu_new_amp",
+                  "GPT-2's gelu_new in Python ops, pow in fp32 under autocast")
+MLP_GELU = _f("mlp", "lambda t_m, f, c: t_m * f * 5 * c", "mlp_gelu_new",
+              "GPT-2's gelu_new in Python ops")
+ROUTER_INPUT = _f("mlp", "lambda T, H, q: T * H * q", "router_input", "The router's input")
+ROUTER_SOFTMAX = _f("mlp", "lambda T, e: T * e * 4", "router_softmax",
+                    "The softmax of the router logits, fp32")
+EXPERT_IO = _f("mlp", "lambda T, K, H, c: T * K * H * c * 2", "expert_io",
+               "Routed experts: the gathered inputs and the outputs of K experts per token")
+RESID_DROPOUT = _f("dropout", "lambda T, h: 2 * T * h", "resid_dropout",
+                   "Residual dropout's masks after attention and after the MLP")
+# --- LoRA and autocast copies -------------------------------------------------------------------
+LORA_A_OUT = _f("lora", "lambda T, r_L, n_a, w_r: T * r_L * n_a * w_r", "lora_a_output",
+                "Each adapter's lora_A output, kept by lora_B")
+ADAPTER_COPIES = _f("weight_copies", "lambda c, r_L, S_a: c * r_L * S_a", "adapter_weight_copies",
+                    "Autocast's low-precision copies of the adapter weights")
+WEIGHT_COPIES = _f("weight_copies", "lambda c, W_l: c * W_l", "weight_copies",
+                   "Autocast's low-precision copy of each weight, kept for backward")
+# --- per layer ------------------------------------------------------------------------------
+CHECKPOINT_INPUT = _f("checkpointed_inputs", "lambda T, h, r: T * h * r", "checkpoint_input",
+                      "What a checkpointed layer keeps: its input")
+FORWARD_TRANSIENT = Formula(
+    "temporaries/layer_forward", "lambda T, H, h, r: T * H * 4 + T * h * r",
+    id="act.forward_transient", source=SRC,
+    title="A layer's widest forward moment: an fp32 H-wide temporary beside the residual")
+FORWARD_TRANSIENT_EAGER = Formula(
+    "temporaries/layer_forward",
+    "lambda T, H, h, r, b, a, s, m, c: max(T * H * 4 + T * h * r, b * a * s**2 * max(0, m - c))",
+    id="act.forward_transient_eager", source=SRC,
+    title="A layer's widest forward moment; eager: the softmax's input beside its output")
+BACKWARD_TRANSIENT = Formula(
+    "temporaries/layer_backward", "lambda T, f_w, c, h, r: 3 * T * f_w * c + 2 * T * h * max(r, c)",
+    id="act.backward_transient", source=SRC,
+    title="A layer's widest backward moment: MLP-wide gradients and the incoming gradient")
+BACKWARD_TRANSIENT_EAGER = Formula(
+    "temporaries/layer_backward",
+    "lambda T, f_w, c, h, r, b, a, s: max(3 * T * f_w * c + 2 * T * h * max(r, c), "
+    "b * a * s**2 * (8 - c))", id="act.backward_transient_eager", source=SRC,
+    title="A layer's widest backward moment; eager: the softmax's fp32 gradients "
+          "(traced: llama-3.1-8b-4L_b1_s8192_amp_eager)")
+# --- the ends of the model ----------------------------------------------------------------------
+HEAD_NORMS = tuple(f.booked("activations/head") for f in (
+    NORM_INPUT, NORM_STATS, NORM_FP32_COPY, NORM_RSQRT, NORM_OUT_FP32, NORM_OUT))
+HEAD_INPUT = _f("head", "lambda T, H, q: T * H * q", "head_input", "The lm_head's saved input")
+HEAD_COPY = _f("weight_copies", "lambda V_t, H, c: V_t * H * c", "head_weight_copy",
+               "Autocast's low-precision copy of the lm_head weight")
+EMBEDDING_DROPOUT = _f("dropout", "lambda T, h: T * h", "embedding_dropout",
+                       "Embedding dropout's one-byte mask (GPT-2's embd_pdrop)")
+EAGER_MASK = _f("attention_mask", "lambda b, s, m: b * s**2 * m", "eager_mask",
+                "Eager attention's (b, 1, s, s) additive causal mask, alive through the forward")
 
-    saved: dict[str, int]  # saved for backward, by path key ("activations/attention", ...)
-    forward_transient: int  # extra bytes alive at the layer's worst forward moment
-    backward_transient: int  # gradient buffers alive at the layer's worst backward moment
-    checkpoint_input: int  # what the layer keeps when checkpointed: its input
-    total: int = 0  # sum of `saved`, derived in __post_init__
+class LayerActivations(NamedTuple):
+    """Memory of one decoder layer for one micro-batch (build it with :func:`layer_activations`)."""
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "total", sum(self.saved.values()))
-
-
-class _Saved(dict[str, int]):
-    """Bytes by breakdown key; `add("mlp", n)` accumulates under "activations/mlp"."""
-
-    def add(self, key: str, nbytes: float) -> None:
-        path = _PATHS.get(key) or _PATHS.setdefault(key, "activations/" + key)
-        self[path] = self.get(path, 0) + int(nbytes)
+    saved: tuple[Term, ...]  # saved for backward (a term twice when two ops save alike)
+    forward_transient: Term  # extra bytes alive at the layer's worst forward moment
+    backward_transient: Term  # gradient buffers alive at the layer's worst backward moment
+    checkpoint_input: Term  # what the layer keeps when checkpointed: its input
+    total: int  # bytes of `saved`
+    weight_copies: tuple[Term, ...]  # the part of `saved` that is autocast's weight cache
+    saves_residual: bool  # a norm keeps the residual itself (the checkpoint's own input)
 
 
-_PATHS: dict[str, str] = {}
+def layer_activations(saved: tuple[Term, ...], forward: Term, backward: Term,
+                      checkpoint_input: Term) -> LayerActivations:
+    copies = tuple(t for t in saved if t.formula.key == "activations/weight_copies")
+    residual = any(t.bytes for t in saved if t.formula.key == "activations/residual")
+    return LayerActivations(saved, forward, backward, checkpoint_input,
+                            sum(t.bytes for t in saved), copies, residual)
 
 
-def decoder_layer(
-    arch: Architecture, layer: LayerParams, n: Numerics, t: Training, p: Parallelism,
-    s: Shape, *, trainable_weights: bool,
-) -> LayerActivations:
-    """Activations of one decoder layer (HF transformers' modules, or Megatron's)."""
-    if t.implementation == "megatron":
-        return _megatron_layer(arch, layer, t, s)
-    saved = _Saved()
-    lora = t.finetuning in ("lora", "qlora")
-    targets = lora_targets(t.lora_targets) if lora else frozenset()
-    T, tp = s.tokens, s.tp
-    res = n.residual
-
+def decoder_layer(x: Setup, layer: LayerParams) -> LayerActivations:
+    """Activations of one decoder layer as transformers' modules save them."""
+    n, T, tp = x.n, x.T, x.tp
+    trainable = not x.lora
+    targets = x.lora_targets
+    r, c = n.residual, n.compute
+    saved: list[Term] = []
     # --- norms before attention and MLP (and Gemma 2's post-norms) ---------------------------
-    z_width = _norm(arch, n, saved, T * s.hidden, T, trainable_weights)
-    z2_width = _norm(arch, n, saved, T * s.hidden, T, trainable_weights)
-    if arch.traits.norms_per_layer == 4:  # post-attention / post-feedforward norms on outputs
-        for _ in range(2):
-            _norm_of_output(arch, n, saved, T * s.hidden, T)
-
-    linears = dict(layer.by_name)
-    attention_in, mlp_in = layer.attention_inputs, layer.mlp_inputs
-
+    z_width = _norm(x, saved, trainable, 2)
+    if x.arch.traits.norms_per_layer == 4:  # post-attention / post-feedforward norms
+        saved += [POST_NORM(T, x.h)] * 2
     # --- inputs of the projections reading the normed hidden states --------------------------
-    drop = t.lora_dropout if lora else 0.0
-    _linear_inputs(n, saved, "attention", attention_in, T * s.hidden_full, z_width, targets,
-                   trainable_weights, drop)
+    drop = x.lora_dropout
+    _linear_inputs(x, saved, "attention", layer.attention_inputs, z_width, trainable, drop)
     if not layer.moe:
-        _linear_inputs(n, saved, "mlp", mlp_in, T * s.hidden_full, z2_width, targets,
-                       trainable_weights, drop)
-
+        _linear_inputs(x, saved, "mlp", layer.mlp_inputs, z_width, trainable, drop)
     # --- attention core ----------------------------------------------------------------------
-    c = n.compute
-    a, k, d = s.heads, s.kv_heads, s.head_dim
+    a, k, d = x.a, x.k, x.d
+    arch = x.arch
     if arch.is_mla:
-        _mla(arch, n, saved, s)
+        assert arch.kv_lora_rank and arch.qk_nope_head_dim and arch.qk_rope_head_dim
+        for rank in (arch.q_lora_rank, arch.kv_lora_rank):
+            if rank:
+                saved.append(MLA_LATENT(T, rank, c))
+        saved.append(MLA_WIDTHS(T, a, arch.qk_nope_head_dim + arch.qk_rope_head_dim,
+                             arch.v_head_dim or arch.qk_nope_head_dim, d, c))
     elif arch.traits.qk_norm:
         for heads in (a, k):
-            # per-head RMSNorm of the (low-precision) projection output: fp32 copy of its
-            # input, rsqrt, and (when its weight trains) the normalised tensor cast back
-            width = 4 + (c if trainable_weights else 0)
-            saved.add("attention", T * heads * d * width + T * heads * 4)
-    q_width = c  # SDPA (lower-precision op under autocast) sees low-precision q, k, v
-    ad = a * d
+            saved.append(QK_NORM(T, heads, d, c if trainable else 0))
     rotary = arch.traits.rotary
-    if t.attention == "flash" or t.activation_checkpointing == "selective":
-        saved.add("attention", T * (a + 2 * k) * d * q_width)  # q, k, v kept by the kernel
+    if not x.eager or x.selective_checkpointing:
+        saved.append(QKV(T, a, k, d, c))  # SDPA sees low-precision q, k, v under autocast
         if arch.traits.fused_qkv and rotary != "none":
-            # v is a view of the fused projection's output, so all of it stays alive beside
-            # the rotated q and k
-            saved.add("attention", T * (a + k) * d * c)
-        saved.add("attention", T * ad * c)  # output, shared with o_proj's input
-        saved.add("attention", T * a * 4)  # log-sum-exp, fp32
-        if rotary == "cat" and trainable_weights:
-            # rotary by torch.cat leaves q laid out (b, a, s, d): the kernel's output follows,
-            # and transpose(1, 2).contiguous() copies it for o_proj
-            saved.add("attention", T * ad * c)
+            saved.append(FUSED_QKV_OUT(T, a, k, d, c))
+        saved.append(ATTN_OUT(T, a, d, c))
+        saved.append(LSE(T, a))
+        if rotary == "cat" and trainable:
+            saved.append(TRANSPOSED_OUT(T, a, d, c))
     else:
-        rep = 1 if k == a else 2  # repeat_kv materialises expanded k and v when GQA
-        saved.add("attention", T * (ad + (ad if rep == 2 else k * d) * 2) * c)
-        if trainable_weights:
-            saved.add("attention", T * ad * c)  # attention output transposed for o_proj
-        probs = s.batch * a * s.seq * s.seq
-        saved.add("attention_scores", probs * (4 + c))  # fp32 softmax + its cast
+        saved.append(EAGER_QKV(T, a, d, c))
+        if trainable:
+            saved.append(EAGER_OUT(T, a, d, c))
+        saved.append(SOFTMAX(x.b, a, x.s, c))
         if arch.attn_logit_softcapping:
-            saved.add("attention_scores", probs * c)  # Gemma 2: tanh(scores / cap) keeps its output
+            saved.append(SOFTCAP(x.b, a, x.s, c))
         if arch.attention_dropout:
-            saved.add("dropout", probs)
-    o_proj = linears.get("o_proj")
-    if o_proj is not None and o_proj.name in targets:
-        _lora_adapter_input(n, saved, "attention", T * ad, drop)
-
+            saved.append(SCORES_DROPOUT(x.b, a, x.s))
+    if "o_proj" in targets and any(lin.name == "o_proj" for lin in layer.linears):
+        _adapter_input(x, saved, "attention", a * d, drop)
     # --- MLP ---------------------------------------------------------------------------------
     if layer.moe:
-        _moe(arch, layer, n, saved, s, z2_width, targets, trainable_weights)
+        _moe(x, layer, saved, z_width, trainable)
     else:
-        mlp = [lin for lin in layer.linears if lin.group == "mlp"]
-        f = mlp[-1].in_features // tp
+        down = [lin for lin in layer.linears if lin.group == "mlp"][-1]
+        f = down.in_features // tp
         # the down projection's input is kept by the projection (full training), by its
         # LoRA adapter (its own copy in pure mode), or by nobody (no adapter on it)
-        kept = "full" if trainable_weights else ("adapter" if mlp[-1].name in targets else "none")
-        _mlp_core(arch, n, saved, "mlp", T, f, down_input=kept == "full")
-        if kept == "adapter":
-            _lora_adapter_input(n, saved, "mlp", T * f, drop)
-
-    # --- residual dropout --------------------------------------------------------------------
+        _mlp_core(x, saved, T, f, down_input=trainable)
+        if not trainable and down.name in targets:
+            _adapter_input(x, saved, "mlp", f, drop)
     if arch.resid_pdrop:
-        saved.add("dropout", 2 * T * s.hidden)  # bool masks after attention and after MLP
-
+        saved.append(RESID_DROPOUT(T, x.h))
     # --- LoRA: lora_A's output kept by lora_B (adapter dtype fp32, or autocast's cast) -------
     if targets:
         adapters = [lin for lin in layer.linears if lin.name in targets]
-        r_width = c if n.autocast else 4
-        saved.add("lora", T * t.lora_rank * len(adapters) * r_width)
+        saved.append(LORA_A_OUT(T, x.lora_rank, len(adapters), c if n.autocast else 4))
         if n.autocast:  # cached low-precision copies of the trainable adapter weights
-            saved.add("weight_copies", c * sum(
-                t.lora_rank * sum(lin.local_shape(tp)) for lin in adapters))
-
-    # --- weight copies autocast makes and autograd keeps ---------------------------------------
-    if n.autocast and t.finetuning != "qlora":
-        saved.add("weight_copies", c * sum(lin.local_counts(p.tp, p.ep)[0]
-                                           for lin in layer.linears))
-
+            saved.append(ADAPTER_COPIES(c, x.lora_rank, sum(sum(lin.local_shape(tp))
+                                                         for lin in adapters)))
+    if n.autocast and not x.qlora:
+        saved.append(WEIGHT_COPIES(c, sum(lin.local_counts(tp, x.ep)[0] for lin in layer.linears)))
     # --- transients --------------------------------------------------------------------------
-    f_local = layer.widest_row_input // tp
-    grad_h = T * s.hidden * max(res, c)
-    backward_transient = 3 * T * f_local * c + 2 * grad_h
-    forward_transient = T * s.hidden_full * 4 + T * s.hidden * res
-    if t.attention == "eager" and t.activation_checkpointing != "selective":
-        probs = s.batch * a * s.seq * s.seq
-        # forward, at the softmax: its input (scores plus the mask, in the mask's dtype) and
-        # its fp32 output coexist; afterwards the output and its cast stay saved
-        forward_transient = max(forward_transient, probs * max(0, mask_width(n) - c))
-        # backward, at the softmax's backward: the low-precision copy of the probabilities is
-        # already released, the fp32 gradient of the output and of the input are alive
-        # (traced: llama-3.1-8b-4L_b1_s8192_amp_eager)
-        backward_transient = max(backward_transient, probs * (8 - c))
-    return LayerActivations(
-        saved=dict(saved),
-        forward_transient=forward_transient,
-        backward_transient=backward_transient,
-        checkpoint_input=T * s.hidden * res,
-    )
-
-
-def mask_width(n: Numerics) -> int:
-    """HF builds the additive 4-D mask in the embeddings' dtype: fp32 under autocast."""
-    return n.residual
-
-
-def eager_mask(t: Training, n: Numerics, s: Shape) -> int:
-    """The (b, 1, s, s) additive causal mask of the eager path, alive for the whole forward."""
-    if t.attention != "eager" or t.implementation != "hf":
-        return 0
-    return s.batch * s.seq * s.seq * mask_width(n)
-
-
-def _norm(arch: Architecture, n: Numerics, saved: _Saved, elems: int, tokens: int,
-          trainable: bool = True) -> int:
-    """Save what one pre-norm keeps; return the width of its output. A frozen norm weight
-    (LoRA) needs no normalised tensor: `weight * y` keeps `y` only for the weight's gradient."""
-    res = n.residual
-    kind = arch.traits.norm_upcast
-    if kind == "native":  # nn.LayerNorm; autocast runs it in fp32
-        saved.add("residual", elems * res)  # its input is the residual itself
-        saved.add("norms", tokens * 8)  # mean and rstd, fp32
-        return 4 if n.autocast else res
-    # RMSNorm with an fp32 upcast (Llama-style and Gemma-style).
-    if res == 4:
-        saved.add("residual", elems * 4)  # the fp32 residual is the upcast input
+    f_w = layer.widest_row_input // tp
+    if x.eager and not x.selective_checkpointing:
+        fwd = FORWARD_TRANSIENT_EAGER(T, x.H, x.h, r, x.b, a, x.s, mask_width(x), c)
+        bwd = BACKWARD_TRANSIENT_EAGER(T, f_w, c, x.h, r, x.b, a, x.s)
     else:
-        saved.add("norms", elems * 4)  # fp32 copy of the low-precision residual
-    saved.add("norms", tokens * 4)  # rsqrt(variance)
+        fwd = FORWARD_TRANSIENT(T, x.H, x.h, r)
+        bwd = BACKWARD_TRANSIENT(T, f_w, c, x.h, r)
+    return layer_activations(tuple(saved), fwd, bwd, CHECKPOINT_INPUT(T, x.h, r))
+
+
+def mask_width(x: Setup) -> int:
+    """HF builds the additive 4-D mask in the embeddings' dtype: fp32 under autocast."""
+    return x.n.residual
+
+
+def eager_mask(x: Setup) -> Term | None:
+    """The (b, 1, s, s) additive causal mask of the eager path, alive for the whole forward."""
+    if not x.eager or x.megatron:
+        return None
+    return EAGER_MASK(x.b, x.s, mask_width(x))
+
+
+_NORMS = (NORM_INPUT, NORM_STATS, NORM_FP32_COPY, NORM_RSQRT, NORM_OUT_FP32, NORM_OUT)
+
+
+def _norm(x: Setup, saved: list[Term], trainable: bool, times: int,
+          formulas: tuple[Formula, ...] = _NORMS) -> int:
+    """Save what `times` pre-norms keep; return the width of their output. A frozen norm
+    weight (LoRA) needs no normalised tensor: `weight * y` keeps `y` only for its gradient.
+    `formulas`: the norm formulas, or their twins booked elsewhere (the head's)."""
+    n, T, h = x.n, x.T, x.h
+    res = n.residual
+    f_input, f_stats, f_copy, f_rsqrt, f_out_fp32, f_out = formulas
+    kind = x.arch.traits.norm_upcast
+    if kind == "native":  # nn.LayerNorm; autocast runs it in fp32
+        saved += [f_input(T, h, res), f_stats(T)] * times  # its input is the residual itself
+        return 4 if n.autocast else res
+    # RMSNorm with an fp32 upcast (Llama-style and Gemma-style): its fp32 input (the fp32
+    # residual itself, or a copy of a low-precision one) and rsqrt(variance)
+    terms = [f_input(T, h, 4) if res == 4 else f_copy(T, h), f_rsqrt(T)]
     if not trainable:
         pass
     elif kind == "gemma" or res == 4:
-        saved.add("norms", elems * 4)  # normalised tensor, fp32, kept by the weight multiply
+        terms.append(f_out_fp32(T, h))
     else:
-        saved.add("norms", elems * res)  # normalised tensor cast back, kept by the multiply
+        terms.append(f_out(T, h, res))
+    saved += terms * times
     return res if kind == "gemma" else (4 if res == 4 else n.compute)
 
 
-def _norm_of_output(arch: Architecture, n: Numerics, saved: _Saved, elems: int,
-                    tokens: int) -> None:
-    """Gemma 2/3 post-norms read a sublayer output (low precision), not the residual."""
-    saved.add("norms", elems * 4 + tokens * 4 + elems * 4)  # fp32 copy, rsqrt, normalised
+_MLP_KEYED = {f: f.booked("activations/mlp") for f in (INPUT_CASTS, INPUT, ADAPTER_INPUT)}
 
 
-def _linear_inputs(
-    n: Numerics, saved: _Saved, key: str, consumers: tuple[Linear, ...], elems: int, z_width: int,
-    targets: frozenset[str], trainable: bool, dropout: float = 0.0,
-) -> None:
-    """Inputs of the projections that read one normed tensor."""
+def _linear_inputs(x: Setup, saved: list[Term], key: str, consumers: tuple[Linear, ...],
+                   z_width: int, trainable: bool, dropout: float = 0.0) -> None:
+    """Inputs of the projections that read one normed tensor (booked under `key`)."""
     if not consumers:
         return
-    cast = n.autocast and z_width != n.compute
-    readers = [lin for lin in consumers if trainable or lin.name in targets]
+    n = x.n
+
+    def f(formula: Formula) -> Formula:
+        return formula if key == "attention" else _MLP_KEYED[formula]
+
     if trainable:
-        if cast:
-            saved.add(key, len(readers) * elems * n.linear_input)  # one cast per matmul
+        if n.autocast and z_width != n.compute:
+            saved.append(f(INPUT_CASTS)(len(consumers), x.T, x.H, n.linear_input))
         else:
-            saved.add(key, elems * (n.linear_input if n.linear_input < z_width else z_width))
+            saved.append(f(INPUT)(x.T, x.H, n.linear_input, z_width))
     for lin in consumers:
-        if lin.name in targets:
-            _lora_adapter_input(n, saved, key, elems, dropout)
+        if lin.name in x.lora_targets:
+            _adapter_input(x, saved, key, x.H, dropout)
 
 
-def _lora_adapter_input(n: Numerics, saved: _Saved, key: str, elems: int,
-                        dropout: float = 0.0) -> None:
+def _adapter_input(x: Setup, saved: list[Term], key: str, width: int, dropout: float) -> None:
     """What one LoRA adapter keeps of its input: always its own copy. peft casts x to the
     adapter dtype (fp32, `autocast_adapter_dtype`), so lora_A keeps that fp32 copy; under
     autocast lora_A casts it back down and keeps the low-precision cast instead (traced: on
     o_proj this copy sits beside SDPA's saved output). Only in pure fp32 is x itself kept."""
-    saved.add(key, elems * (n.compute if n.autocast else 4))
+    formula = ADAPTER_INPUT if key == "attention" else _MLP_KEYED[ADAPTER_INPUT]
+    saved.append(formula(x.T, width, x.n.compute if x.n.autocast else 4))
     if dropout:
-        saved.add("dropout", elems)  # lora_dropout keeps a one-byte mask of the input
+        saved.append(ADAPTER_DROPOUT(x.T, width))
 
 
-
-
-def _mlp_core(arch: Architecture, n: Numerics, saved: _Saved, key: str, tokens: int,
-              f: int, down_input: bool = True) -> None:
-    c = n.compute
-    act = ACTIVATIONS[arch.hidden_act]
-    if arch.traits.mlp == "gated":
-        # gate output (kept by the activation), activation output and up output (kept by
-        # the product), the product (kept by down_proj when it has a weight gradient)
-        saved.add(key, (4 if down_input else 3) * tokens * f * c)
-    elif act == "native":
-        saved.add(key, 2 * tokens * f * c)  # fc output (kept by GELU), GELU output
-    elif n.autocast:
-        # GPT-2's gelu_new in Python ops: pow runs in fp32 under autocast
-        saved.add(key, tokens * f * (4 + 4 + c + 4 + c))
+def _mlp_core(x: Setup, saved: list[Term], tokens: int, f: int, down_input: bool = True) -> None:
+    c = x.n.compute
+    if x.arch.traits.mlp == "gated":
+        saved.append(MLP_GATED(4 if down_input else 3, tokens, f, c))
+    elif ACTIVATIONS[x.arch.hidden_act] == "native":
+        saved.append(MLP_NATIVE(tokens, f, c))
+    elif x.n.autocast:
+        saved.append(MLP_GELU_AMP(tokens, f, c))
     else:
-        saved.add(key, tokens * f * 5 * c)
+        saved.append(MLP_GELU(tokens, f, c))
 
 
-def _moe(arch: Architecture, layer: LayerParams, n: Numerics, saved: _Saved, s: Shape,
-         z_width: int, targets: frozenset[str], trainable: bool) -> None:
+def _moe(x: Setup, layer: LayerParams, saved: list[Term], z_width: int, trainable: bool) -> None:
     """Routed experts: each token visits top-k experts (Mixtral-style dispatch)."""
-    c, T = n.compute, s.tokens
-    e = arch.num_local_experts
-    saved.add("mlp", T * s.hidden_full * (n.linear_input if n.autocast else z_width))  # router in
-    saved.add("mlp", T * e * 4)  # softmax of router logits, fp32
-    routed = T * arch.num_experts_per_tok
-    f = arch.expert_intermediate_size // s.tp
-    saved.add("mlp", routed * s.hidden_full * c * 2)  # gathered expert inputs, expert outputs
-    _mlp_core(arch, n, saved, "mlp", routed, f)
+    arch, n, T = x.arch, x.n, x.T
+    saved.append(ROUTER_INPUT(T, x.H, n.linear_input if n.autocast else z_width))
+    saved.append(ROUTER_SOFTMAX(T, arch.num_local_experts))
+    K = arch.num_experts_per_tok
+    saved.append(EXPERT_IO(T, K, x.H, n.compute))
+    _mlp_core(x, saved, T * K, arch.expert_intermediate_size // x.tp)
     if arch.shared_expert_intermediate_size:
         shared = tuple(lin for lin in layer.linears
                        if lin.group == "shared_expert" and lin.tp != "row")
-        _linear_inputs(n, saved, "mlp", shared, T * s.hidden_full, z_width, targets, trainable)
-        _mlp_core(arch, n, saved, "mlp", T, arch.shared_expert_intermediate_size // s.tp)
+        _linear_inputs(x, saved, "mlp", shared, z_width, trainable)
+        _mlp_core(x, saved, T, arch.shared_expert_intermediate_size // x.tp)
 
 
-def _mla(arch: Architecture, n: Numerics, saved: _Saved, s: Shape) -> None:
-    """DeepSeek's multi-head latent attention: the low-rank paths add their own inputs."""
-    T, c = s.tokens, n.compute
-    assert arch.kv_lora_rank and arch.qk_nope_head_dim and arch.qk_rope_head_dim
-    for rank in (arch.q_lora_rank, arch.kv_lora_rank):
-        if rank:
-            saved.add("attention", T * rank * (4 + 4 + c))  # latent norm (fp32) + b_proj input
-    # q, k, v of the heads differ in width from head_dim: account for them here
-    qk = arch.qk_nope_head_dim + arch.qk_rope_head_dim
-    v = arch.v_head_dim or arch.qk_nope_head_dim
-    saved.add("attention", T * s.heads * (2 * qk + v - 3 * s.head_dim) * c)
-
-
-def _megatron_layer(arch: Architecture, layer: LayerParams, t: Training,
-                    s: Shape) -> LayerActivations:
-    """Korthikanti et al. (2022), "Reducing Activation Recomputation in Large Transformer
-    Models", Table 2, per layer in bytes with 16-bit activations:
-
-    .. math:: sbh\\left(34 + 5\\frac{as}{h}\\right) \\;\\text{(no parallelism)},\\quad
-              sbh\\left(10 + \\frac{24}{t} + 5\\frac{as}{ht}\\right) \\;\\text{(TP)},\\quad
-              \\frac{sbh}{t}\\left(34 + 5\\frac{as}{h}\\right) \\;\\text{(TP + SP)}
-
-    generalised: the 24 sbh of attention and MLP internals are rebuilt from q/k/v widths and the
-    MLP intermediate (8 sbh for Q/K/V with MHA, 16 sbh for a 4h GeLU MLP), flash attention drops
-    the 5as/h score terms (keeping the fp32 log-sum-exp), and masks exist only with dropout.
-    """
-    T, tp = s.tokens, s.tp
-    hs = s.hidden  # h-sized tensors split by tp only with sequence parallelism
-    a, k, d = s.heads, s.kv_heads, s.head_dim
-    f = max(lin.in_features for lin in layer.linears if lin.tp == "row" and lin.group != "attention")
-    f //= tp
-    gated = arch.traits.mlp == "gated"
-    drop = 1 if arch.resid_pdrop or arch.attention_dropout else 0
-    saved = _Saved()
-    saved.add("norms", 2 * 2 * T * hs)  # two LayerNorm inputs
-    saved.add("attention", 2 * T * hs)  # QKV input
-    saved.add("attention", 2 * T * (a + 2 * k) * d)  # Q, K, V
-    saved.add("attention", 2 * T * a * d)  # attention output = projection input
-    if t.attention == "eager" and t.activation_checkpointing != "selective":
-        probs = s.batch * a * s.seq * s.seq
-        saved.add("attention_scores", probs * (2 + 2 * drop + drop))  # softmax, dropout out, mask
-    else:
-        saved.add("attention", 4 * T * a)  # log-sum-exp
-    saved.add("mlp", 2 * T * hs)  # fc1 input
-    saved.add("mlp", (3 * 2 * T * f) if gated else (2 * 2 * T * f))  # fc1 out(s), fc2 input
-    saved.add("dropout", drop * 2 * T * hs)
-    return LayerActivations(
-        saved=dict(saved), forward_transient=0, backward_transient=3 * 2 * T * f,
-        checkpoint_input=2 * T * hs,
-    )
-
-
-def head_activations(arch: Architecture, n: Numerics, t: Training, p: Parallelism,
-                     s: Shape) -> dict[str, int]:
+def head_activations(x: Setup) -> tuple[Term, ...]:
     """The final norm and the lm_head's saved input (and its autocast weight copy)."""
-    norm = _Saved()
-    z_width = _norm(arch, n, norm, s.tokens * s.hidden, s.tokens, t.finetuning == "full")
-    saved = _Saved({"activations/head": sum(norm.values())})
-    if t.loss == "chunked":
-        return dict(saved)  # the fused kernel keeps gradients instead (see logits.py)
-    if t.finetuning == "full":
-        width = n.linear_input if n.autocast else min(z_width, n.linear_input)
-        saved.add("head", s.tokens * s.hidden_full * width)
-    if n.autocast and t.implementation == "hf":
-        saved.add("weight_copies", -(-arch.vocab_size // p.tp) * arch.hidden_size * n.compute)
-    return dict(saved)
+    saved: list[Term] = []
+    z_width = _norm(x, saved, not x.lora, 1, HEAD_NORMS)
+    if x.chunked_loss:
+        return tuple(saved)  # the fused kernel keeps gradients instead (see logits.py)
+    n = x.n
+    if not x.lora:
+        saved.append(HEAD_INPUT(x.T, x.H, n.linear_input if n.autocast
+                             else min(z_width, n.linear_input)))
+    if n.autocast and not x.megatron:
+        saved.append(HEAD_COPY(x.vocab, x.H, n.compute))
+    return tuple(saved)
 
 
-def embedding_activations(arch: Architecture, s: Shape) -> dict[str, int]:
+def embedding_activations(x: Setup) -> tuple[Term, ...]:
     """Embedding dropout keeps a one-byte mask (GPT-2's embd_pdrop)."""
-    return {"activations/dropout": s.tokens * s.hidden} if arch.embd_pdrop else {}
+    return (EMBEDDING_DROPOUT(x.T, x.h),) if x.arch.embd_pdrop else ()

@@ -1,9 +1,11 @@
 """The formulas other calculators use, for the accuracy comparison (not for estimates).
 
-Each returns a per-GPU peak in bytes for a scenario, as its source would compute it: model
-states plus activations summed, no phases, no logits or loss buffers unless the source has them.
-They ignore what they do not model (LoRA, eager attention details, ...), exactly as a user of
-that formula would.
+Each returns a per-GPU peak in bytes, as its source computes it: model states plus activations
+summed, no phases, no logits or loss buffers unless the source has them. They ignore what they do
+not model (LoRA, eager attention details, ...), exactly as a user of that formula would. Their
+symbols are the whole model's: S the sequence length, b the micro-batch, H the hidden size, n_h
+the attention heads, I the MLP intermediate size, V the vocabulary, L the layers, P the
+parameters, t = tp, p = pp.
 """
 
 from __future__ import annotations
@@ -11,84 +13,88 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .params import count_params
-from .scenario import Resolved
+from .formula import Formula, Term
+from .setup import Setup
+from .sources import KORTHIKANTI, MEGATRON_THEORETICAL, TRANSFORMER_MATH
+
+_ACT = "S * b * H * L * (10 + 24 / t + 5 * n_h * S / (H * t))"  # Table 2, with tensor parallelism
+KORTHIKANTI_PEAK = Formula(
+    "baseline/korthikanti",
+    f"lambda P, t, p, S, b, H, L, n_h: floor(16 * P / (t * p) + {_ACT} / p)",
+    id="baseline.korthikanti", source=KORTHIKANTI,
+    title="Korthikanti et al.'s activations plus 16 bytes per parameter",
+    note="mixed-precision Adam's 16 bytes per parameter (Rajbhandari et al. 2020); 16-bit "
+         "activations, no flash attention, no ZeRO, no logits")
+KORTHIKANTI_PEAK_RECOMPUTE = Formula(
+    "baseline/korthikanti", "lambda P, t, p, S, b, H, L: floor(16 * P / (t * p) + "
+    "2 * S * b * H * L / p)", id="baseline.korthikanti_recompute", source=KORTHIKANTI,
+    title="Korthikanti et al. with full recomputation (each layer keeps its input)")
+_MEGATRON_ACT = "(S * b * H * (18 + 4 * I / H) * L + (8 * S * b * p + S * b * H * p))"
+MEGATRON_PEAK = {
+    (distributed, first): Formula(
+        "baseline/megatron",
+        f"lambda {'N, ' if distributed else ''}P, t, p, S, b, H, I, L{', V' if first else ''}: "
+        f"floor({'(6 + 12 / N)' if distributed else '18'} * P / (t * p) + "
+        f"({_MEGATRON_ACT}{' + S * b * H * 4 * (1 + V / H)' if first else ''}) / t)",
+        id=f"baseline.megatron{'_distributed' if distributed else ''}{'_pp1' if first else ''}",
+        source=MEGATRON_THEORETICAL,
+        title="Megatron-LM's theoretical memory" + (" (distributed optimizer)" if distributed
+                                                    else ""),
+        note="18 bytes per parameter, 6 + 12 / N with the distributed optimizer; sbh(18 + 4I/h) "
+             "per layer (selective recomputation assumed); the output layer's terms without pp")
+    for distributed in (False, True) for first in (False, True)}
+ELEUTHER_PEAK = Formula(
+    "baseline/eleuther",
+    f"lambda w_p, P, o_p, t, p, S, b, H, L, n_h: floor((w_p * P + w_p * P + o_p * P) / (t * p) + "
+    f"{_ACT} / p)", id="baseline.eleuther", source=TRANSFORMER_MATH,
+    title="EleutherAI's Transformer Math 101: weights, gradients, optimizer, activations")
+ELEUTHER_PEAK_RECOMPUTE = Formula(
+    "baseline/eleuther", "lambda w_p, P, o_p, t, p, S, b, H, L: floor((w_p * P + w_p * P + "
+    "o_p * P) / (t * p) + 2 * S * b * H * L / p)", id="baseline.eleuther_recompute",
+    source=TRANSFORMER_MATH, title="Transformer Math 101 with full recomputation")
+
+
+def _dims(x: Setup) -> tuple[int, int, int, int, int, int]:
+    a = x.arch
+    return (x.seq_len, x.b, a.hidden_size, a.num_attention_heads, a.num_hidden_layers,
+            x.counts.total)
+
+
+def korthikanti(x: Setup) -> Term:
+    s, b, h, a, L, P = _dims(x)
+    if x.full_checkpointing:
+        return KORTHIKANTI_PEAK_RECOMPUTE(P, x.tp, x.pp, s, b, h, L)
+    return KORTHIKANTI_PEAK(P, x.tp, x.pp, s, b, h, L, a)
+
+
+def megatron_theoretical(x: Setup) -> Term:
+    s, b, h, _, L, P = _dims(x)
+    f, V = x.arch.intermediate_size, x.arch.vocab_size
+    formula = MEGATRON_PEAK[(x.zero >= 1, x.pp == 1)]
+    rest = (P, x.tp, x.pp, s, b, h, f, L, *((V,) if x.pp == 1 else ()))
+    return formula(*((x.N,) if x.zero >= 1 else ()), *rest)
+
+
+def eleuther_transformer_math(x: Setup) -> Term:
+    s, b, h, a, L, P = _dims(x)
+    half = x.n.compute < 4  # 16-bit training: 2-byte weights and gradients, an fp32 master copy
+    w_p = 2 if half else 4
+    o_p = x.optimizer.paper_bytes_per_param - (0 if half else 4)  # no master copy in fp32
+    if x.full_checkpointing:
+        return ELEUTHER_PEAK_RECOMPUTE(w_p, P, o_p, x.tp, x.pp, s, b, h, L)
+    return ELEUTHER_PEAK(w_p, P, o_p, x.tp, x.pp, s, b, h, L, a)
 
 
 @dataclass(frozen=True, slots=True)
 class Baseline:
     name: str
     source: str
-    formula: str
-    predict: Callable[[Resolved], int]
-
-
-def _dims(r: Resolved) -> tuple[int, int, int, int, int, int]:
-    a = r.arch
-    t = r.training
-    return (t.seq_len, t.micro_batch_size, a.hidden_size, a.num_attention_heads,
-            a.num_hidden_layers, count_params(a).total)
-
-
-def _half(r: Resolved) -> bool:
-    return r.training.precision != "fp32"
-
-
-def korthikanti(r: Resolved) -> int:
-    """Activations sbhL(34 + 5as/h) (no recomputation; 2sbhL with full recomputation) plus
-    16 bytes per parameter of mixed-precision Adam model states."""
-    s, b, h, a, L, psi = _dims(r)
-    t, p = r.training, r.parallelism
-    act: float
-    if t.activation_checkpointing == "full":
-        act = 2 * s * b * h * L
-    else:
-        act = s * b * h * L * (10 + 24 / p.tp + 5 * a * s / (h * p.tp))
-    return int(16 * psi / (p.tp * p.pp) + act / p.pp)
-
-
-def megatron_theoretical(r: Resolved) -> int:
-    """Megatron-LM `theoretical_memory_usage.py`: 18 bytes per parameter (6 + 12/dp with the
-    distributed optimizer) and sbh(18 + 4 f/h) per layer (selective recomputation assumed),
-    plus the embedding/output terms, divided by tp."""
-    s, b, h, _, L, psi = _dims(r)
-    p = r.parallelism
-    f = r.arch.intermediate_size
-    per_param = 6 + 12 / p.shard_group if p.zero >= 1 else 18
-    act = s * b * h * (18 + 4 * f / h) * L
-    act += 8 * s * b * p.pp + s * b * h * p.pp
-    if p.pp == 1:
-        act += s * b * h * 4 * (1 + r.arch.vocab_size / h)
-    return int(per_param * psi / (p.tp * p.pp) + act / p.tp)
-
-
-def eleuther_transformer_math(r: Resolved) -> int:
-    """EleutherAI, "Transformer Math 101" (2023): model + gradients + optimizer + activations,
-    activations sbhL(10 + 24/t + 5as/(ht)), 2sbhL with full recomputation."""
-    s, b, h, a, L, psi = _dims(r)
-    t, p = r.training, r.parallelism
-    half = _half(r)
-    model = (2 if half else 4) * psi
-    grads = (2 if half else 4) * psi
-    optimizer = {"adamw": 12, "adam": 12, "sgd_momentum": 8, "sgd": 4,
-                 "adamw_8bit": 6, "adafactor": 4, "lion": 8}[t.optimizer]
-    if not half:
-        optimizer -= 4  # no fp32 master copy when training in fp32
-    act: float
-    if t.activation_checkpointing == "full":
-        act = 2 * s * b * h * L
-    else:
-        act = s * b * h * L * (10 + 24 / p.tp + 5 * a * s / (h * p.tp))
-    return int((model + grads + optimizer * psi) / (p.tp * p.pp) + act / p.pp)
+    predict: Callable[[Setup], Term]
 
 
 BASELINES: tuple[Baseline, ...] = (
     Baseline("korthikanti", "Korthikanti et al. 2022, Table 2 (+16 B/param ZeRO model states)",
-             r"sbhL\left(34 + 5\frac{as}{h}\right) + 16\Psi", korthikanti),
-    Baseline("megatron", "Megatron-LM theoretical_memory_usage.py",
-             r"18\Psi + sbhL\left(18 + 4\frac{f}{h}\right) + 4sbh\left(1 + \frac{V}{h}\right)",
-             megatron_theoretical),
-    Baseline("eleuther", "EleutherAI, Transformer Math 101",
-             r"(2 + 2 + 12)\Psi + sbhL\left(10 + \frac{24}{t} + 5\frac{as}{ht}\right)",
-             eleuther_transformer_math),
+             korthikanti),
+    Baseline("megatron", "Megatron-LM theoretical_memory_usage.py", megatron_theoretical),
+    Baseline("eleuther", "EleutherAI, Transformer Math 101", eleuther_transformer_math),
 )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .optimizers import OPTIMIZERS
 from .params import count_params
 from .scenario import Resolved
 
@@ -16,7 +17,7 @@ VALIDATED_FAMILIES = frozenset({"llama", "mistral", "qwen2", "qwen3", "gemma2", 
 VALIDATED_FEATURES: dict[str, frozenset[Any]] = {
     "training.precision": frozenset({"bf16", "fp32"}),
     "training.mixed_precision": frozenset({"pure", "amp", "master"}),
-    "training.optimizer": frozenset({"adamw", "sgd", "sgd_momentum", "adafactor"}),
+    "training.optimizer": frozenset(o.id for o in OPTIMIZERS.values() if o.traced),
     "training.activation_checkpointing": frozenset({"none", "full"}),
     "training.attention": frozenset({"flash", "eager"}),
     "training.loss": frozenset({"standard"}),

@@ -19,34 +19,43 @@ the forward, which keeps the input gradient and the head's weight gradient inste
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from .formula import Formula, Term
+from .setup import Setup
+from .sources import HF_LOSS, LIGER
 
-from .architecture import Architecture
-from .numerics import Numerics
-from .scenario import Parallelism, Training
+KEY = "logits/loss"
+FORWARD = Formula(KEY, "lambda T, V_t, c, u: T * V_t * (c + u + 4)", id="logits.forward",
+                  title="Logits and loss at the forward's loss", source=HF_LOSS,
+                  note="the logits (c), their fp32 copy (u = 4, none when c = 4) and "
+                       "log_softmax's fp32 output")
+FORWARD_SOFTCAP = Formula(
+    KEY, "lambda T, V_t, c, u: T * V_t * (c + u + 4) + T * V_t * c", id="logits.forward_softcap",
+    title="Logits and loss at the forward's loss, with Gemma 2's soft-capping", source=HF_LOSS,
+    note="soft-capping keeps its tanh output (T V c)")
+BACKWARD = Formula(KEY, "lambda T, V_t: 12 * T * V_t", id="logits.backward",
+                   title="The loss gradients at the start of backward", source=HF_LOSS,
+                   note="the saved log_softmax output and the gradients nll_loss and "
+                        "log_softmax return, all fp32")
+BACKWARD_SOFTCAP = Formula(
+    KEY, "lambda T, V_t, c: 12 * T * V_t + T * V_t * c", id="logits.backward_softcap",
+    title="The loss gradients at the start of backward, with Gemma 2's soft-capping",
+    source=HF_LOSS)
+CHUNKED_FORWARD = Formula(
+    KEY, "lambda T, H, c, V_t: T * H * (c + 4 + 4) + (T * H * c + V_t * H * 4)",
+    id="logits.chunked_forward", title="The fused linear cross-entropy in the forward",
+    source=LIGER, note="one chunk of logits (low precision, fp32 and its gradient) and what the "
+                       "kernel keeps: the input gradient and the fp32 head-weight gradient")
+CHUNKED_KEPT = Formula(
+    KEY, "lambda T, H, c, V_t: T * H * c + V_t * H * 4", id="logits.chunked_backward",
+    title="What the fused linear cross-entropy kept for backward", source=LIGER)
 
 
-@dataclass(frozen=True, slots=True)
-class LogitsMemory:
-    forward_peak: int  # alive while the loss is computed
-    saved: int  # kept for backward after forward
-    backward_peak: int  # alive while the loss backward runs (before the head's matmul)
-
-
-def logits_memory(arch: Architecture, n: Numerics, t: Training, p: Parallelism,
-                  tokens: int) -> LogitsMemory:
-    T = tokens
-    V = -(-arch.vocab_size // p.tp)
-    c = n.compute
-    if t.loss == "chunked":
-        h = arch.hidden_size
-        chunk = T * h * (c + 4 + 4)  # one chunk of logits: low precision, fp32, its gradient
-        kept = T * h * c + V * h * 4  # input gradient and fp32 head-weight gradient
-        return LogitsMemory(forward_peak=chunk + kept, saved=kept, backward_peak=kept)
-    upcast = 0 if c == 4 else 4
-    softcap = T * V * c if arch.final_logit_softcapping else 0
-    return LogitsMemory(
-        forward_peak=T * V * (c + upcast + 4) + softcap,
-        saved=T * V * 4 + softcap,
-        backward_peak=T * V * 12 + softcap,
-    )
+def logits_memory(x: Setup) -> tuple[Term, Term]:
+    """The loss's bytes at the forward's loss and at the start of backward."""
+    T, V, c = x.T, x.vocab, x.n.compute
+    if x.chunked_loss:
+        return CHUNKED_FORWARD(T, x.H, c, V), CHUNKED_KEPT(T, x.H, c, V)
+    u = 0 if c == 4 else 4
+    if x.arch.final_logit_softcapping:
+        return FORWARD_SOFTCAP(T, V, c, u), BACKWARD_SOFTCAP(T, V, c)
+    return FORWARD(T, V, c, u), BACKWARD(T, V)

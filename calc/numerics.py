@@ -19,10 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .scenario import Parallelism, Training
 
-
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)  # memoised singletons: hashed by identity
 class Numerics:
     compute: int  # activations produced by matmuls
     linear_input: int  # the copy of a matmul input saved for backward
@@ -36,12 +34,9 @@ class Numerics:
     fsdp_mixed: bool  # FSDP2 gathers in low precision (no autocast weight copies)
 
 
-def numerics(t: Training, p: Parallelism) -> Numerics:
-    return _numerics(t.precision, t.mixed_precision, p.zero == 3)
-
-
 @lru_cache(maxsize=64)
-def _numerics(precision: str, mixed_precision: str, fsdp: bool) -> Numerics:
+def numerics(precision: str, mixed_precision: str, fsdp: bool) -> Numerics:
+    """Widths for `precision` x `mixed_precision`; `fsdp`: ZeRO stage 3 is asked for."""
     low = 2 if precision in ("bf16", "fp16", "fp8") else 4
     linear_in = 1 if precision == "fp8" else low
     if precision == "fp32":

@@ -39,7 +39,7 @@ class State:
     kind: StateKind
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)  # memoised singletons: hashed by identity
 class Optimizer:
     id: OptimizerId
     name: str

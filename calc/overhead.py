@@ -7,7 +7,9 @@ labelled as such in every report. They are the parts between `peak_bytes` (compa
 
 from __future__ import annotations
 
-from .scenario import Parallelism
+from .formula import Formula, Term
+from .setup import Setup
+from .sources import ALLOCATOR, CUDA_CONTEXT, GPU_PRESETS, NCCL
 
 MiB = 1024**2
 
@@ -21,17 +23,29 @@ ALLOCATOR_FLOOR = 64 * MiB
 
 # EMPIRICAL. A CUDA context with PyTorch's kernels (lazy module loading, CUDA 12): about
 # 500 MiB on A100/H100 as nvidia-smi shows right after `torch.cuda.init()`.
-CUDA_CONTEXT = 500 * MiB
+CUDA_CONTEXT_BYTES = 500 * MiB
 
 # EMPIRICAL. NCCL allocates its channel buffers per communicator (NCCL_BUFFSIZE = 4 MiB per
 # channel and peer direction); in practice about 256 MiB per process group in use.
 NCCL_PER_GROUP = 256 * MiB
 
+ALLOCATOR_TERM = Formula(
+    "overhead/allocator", "lambda M, f_a, M_0: max(M_0, floor(M * f_a))", id="overhead.allocator",
+    title="Allocator cache (empirical)", source=ALLOCATOR,
+    note="the caching allocator's reserve above the allocated peak: reserved = peak + this")
+CONTEXT_TERM = Formula("overhead/cuda_context", "lambda C_x: C_x", id="overhead.cuda_context",
+                       title="CUDA context (empirical)", source=CUDA_CONTEXT)
+NCCL_TERM = Formula("overhead/nccl", "lambda G_n, B_n: G_n * B_n", id="overhead.nccl",
+                    title="NCCL buffers (empirical)", source=NCCL,
+                    note="G_n: process groups of more than one rank (dp x cp, tp, pp, ep)")
+RESERVED = Formula("reserved", "lambda M, A_o: M + A_o", id="overhead.reserved",
+                   title="Reserved by PyTorch's caching allocator", source=ALLOCATOR)
+DEVICE = Formula("device", "lambda M, A_o, C_x, N_o: M + A_o + C_x + N_o", id="overhead.device",
+                 title="On the device (what nvidia-smi shows)", source=GPU_PRESETS)
 
-def overhead(peak_bytes: int, p: Parallelism) -> dict[str, int]:
-    groups = sum(1 for size in (p.dp * p.cp, p.tp, p.pp, p.ep) if size > 1)
-    return {
-        "overhead/allocator": max(ALLOCATOR_FLOOR, int(peak_bytes * ALLOCATOR_FRACTION)),
-        "overhead/cuda_context": CUDA_CONTEXT,
-        "overhead/nccl": groups * NCCL_PER_GROUP,
-    }
+
+def overhead(peak_bytes: int, x: Setup) -> tuple[Term, Term, Term]:
+    """(allocator, CUDA context, NCCL) beside an allocated peak of `peak_bytes`."""
+    groups = sum(1 for size in (x.dp * x.cp, x.tp, x.pp, x.ep) if size > 1)
+    return (ALLOCATOR_TERM(peak_bytes, ALLOCATOR_FRACTION, ALLOCATOR_FLOOR),
+            CONTEXT_TERM(CUDA_CONTEXT_BYTES), NCCL_TERM(groups, NCCL_PER_GROUP))

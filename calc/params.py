@@ -16,6 +16,8 @@ from functools import lru_cache
 from typing import Literal
 
 from .architecture import Architecture
+from .formula import Formula, Term
+from .sources import HF_PARAMS, LORA
 
 Group = Literal["attention", "mlp", "experts", "shared_expert", "router"]
 TPSplit = Literal["column", "row", "none"]
@@ -93,18 +95,29 @@ class LayerParams:
         for name, value in derived.items():
             object.__setattr__(self, name, value)
 
-    @property
-    def count(self) -> int:
-        return self.linear_weight_count + self.bias_count + self.norm_count
-
     def group_count(self, *groups: Group) -> int:
         return sum(lin.weight_count + lin.bias_count for lin in self.linears if lin.group in groups)
 
 
-@dataclass(frozen=True, slots=True)
-class ParamCounts:
-    """Whole-model parameter counts; `layers` is one entry per decoder layer kind."""
+LAYER_PARAMETERS = Formula(
+    "parameters/layer", "lambda W, B_b, n_n: W + B_b + n_n", id="params.layer", unit="parameters",
+    title="Parameters of one decoder layer", source=HF_PARAMS,
+    note="each nn.Linear's d_in x d_out (times the routed experts), its bias, the norms")
+MODEL_PARAMETERS = Formula(
+    "parameters/model", "lambda E, H_v, n_f, L_d, P_d, L_m, P_m: E + H_v + n_f + L_d * P_d + "
+    "L_m * P_m", id="params.model", unit="parameters", title="Parameters of the model",
+    source=HF_PARAMS)
+LORA_PARAMETERS = Formula(
+    "parameters/trainable", "lambda r_L, L_d, S_d, L_m, S_m: r_L * (L_d * S_d + L_m * S_m)",
+    id="params.lora", unit="parameters", title="Trainable parameters: the LoRA adapters",
+    source=LORA, note="each adapted linear gains A (r x d_in) and B (d_out x r)")
 
+
+@dataclass(frozen=True, slots=True, eq=False)  # one per architecture (memoised): hashed by identity
+class ParamCounts:
+    """Whole-model parameter counts, per decoder layer kind and in total."""
+
+    arch: Architecture
     embedding: int  # token embedding (+ GPT-2's learned positions)
     lm_head: int  # 0 when tied to the embedding
     final_norm: int
@@ -114,15 +127,13 @@ class ParamCounts:
     moe_layers: int
     experts_per_token: int  # top-k routing
     experts: int
-
-    @property
-    def layers_total(self) -> int:
-        moe = self.moe_layer.count * self.moe_layers if self.moe_layer else 0
-        return self.dense_layer.count * self.dense_layers + moe
+    dense_term: Term  # LAYER_PARAMETERS of a dense layer
+    moe_term: Term | None
+    model: Term  # MODEL_PARAMETERS
 
     @property
     def total(self) -> int:
-        return self.embedding + self.lm_head + self.final_norm + self.layers_total
+        return self.model.bytes
 
     @property
     def active(self) -> int:
@@ -239,14 +250,37 @@ def count_params(arch: Architecture) -> ParamCounts:
     if arch.traits.learned_positions:
         embedding += arch.max_position_embeddings * h
     moe_layers = arch.moe_layer_count
-    return ParamCounts(
-        embedding=embedding,
-        lm_head=0 if arch.tie_word_embeddings else v * h,
-        final_norm=_norm_size(arch),
-        dense_layer=layer_params(arch, moe=False),
-        moe_layer=layer_params(arch, moe=True) if moe_layers else None,
-        dense_layers=arch.num_hidden_layers - moe_layers,
-        moe_layers=moe_layers,
-        experts_per_token=arch.num_experts_per_tok,
-        experts=arch.num_local_experts,
-    )
+    dense = layer_params(arch, moe=False)
+    moe = layer_params(arch, moe=True) if moe_layers else None
+    dense_term, moe_term = _layer_term(dense), (_layer_term(moe) if moe else None)
+    lm_head, final_norm = 0 if arch.tie_word_embeddings else v * h, _norm_size(arch)
+    dense_layers = arch.num_hidden_layers - moe_layers
+    model = MODEL_PARAMETERS(embedding, lm_head, final_norm, dense_layers, dense_term.bytes,
+                             moe_layers, moe_term.bytes if moe_term else 0)
+    return ParamCounts(arch, embedding, lm_head, final_norm, dense, moe, dense_layers, moe_layers,
+                       arch.num_experts_per_tok, arch.num_local_experts, dense_term, moe_term,
+                       model)
+
+
+def _layer_term(layer: LayerParams) -> Term:
+    return LAYER_PARAMETERS(layer.linear_weight_count, layer.bias_count, layer.norm_count)
+
+
+def adapter_widths(layer: LayerParams, targets: frozenset[str], tp: int = 1, ep: int = 1) -> int:
+    """Sum of (rows + cols) over the adapted linears of one layer on one GPU: times the rank,
+    the layer's LoRA parameters."""
+    total = 0
+    for lin in layer.linears:
+        if lin.name in targets:
+            rows, cols = lin.local_shape(tp)
+            total += (rows + cols) * (lin.copies // (ep if lin.group == "experts" else 1))
+    return total
+
+
+@lru_cache(maxsize=256)
+def lora_parameters(arch: Architecture, rank: int, targets: frozenset[str]) -> Term:
+    """The whole model's LoRA adapter parameters (LORA_PARAMETERS)."""
+    c = count_params(arch)
+    moe = adapter_widths(c.moe_layer, targets) if c.moe_layer else 0
+    return LORA_PARAMETERS(rank, c.dense_layers, adapter_widths(c.dense_layer, targets),
+                           c.moe_layers, moe)

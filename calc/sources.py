@@ -21,6 +21,7 @@ class Source:
     cite: str  # how it is cited, with the section, equation or table
     kind: SourceKind
     url: str = ""
+    short: str = ""  # a few words for tables ("ZeRO §3"); the id when empty
 
     def __str__(self) -> str:
         return self.cite
@@ -28,90 +29,97 @@ class Source:
 
 ZERO = Source(
     "zero", "Rajbhandari et al. (2020), ZeRO: Memory Optimizations Toward Training Trillion "
-    "Parameter Models, section 3", "paper", "https://arxiv.org/abs/1910.02054")
+    "Parameter Models, section 3", "paper", "https://arxiv.org/abs/1910.02054", short="ZeRO §3")
 ZERO_OFFLOAD = Source(
     "zero_offload", "Ren et al. (2021), ZeRO-Offload: Democratizing Billion-Scale Model "
     "Training, section 4; Rajbhandari et al. (2021), ZeRO-Infinity", "paper",
-    "https://arxiv.org/abs/2101.06840")
+    "https://arxiv.org/abs/2101.06840", short="ZeRO-Offload §4")
 KORTHIKANTI = Source(
     "korthikanti", "Korthikanti et al. (2022), Reducing Activation Recomputation in Large "
-    "Transformer Models, Table 2", "paper", "https://arxiv.org/abs/2205.05198")
+    "Transformer Models, Table 2", "paper", "https://arxiv.org/abs/2205.05198",
+    short="Korthikanti et al., Table 2")
 NARAYANAN = Source(
     "narayanan", "Narayanan et al. (2021), Efficient Large-Scale Language Model Training on GPU "
-    "Clusters Using Megatron-LM, section 2.2 (1F1B)", "paper", "https://arxiv.org/abs/2104.04473")
+    "Clusters Using Megatron-LM, section 2.2 (1F1B)", "paper", "https://arxiv.org/abs/2104.04473",
+    short="Megatron-LM 1F1B")
 MEGATRON_SPLITS = Source(
     "megatron_splits", "Shoeybi et al. (2019), Megatron-LM, section 3: column- and row-parallel "
     "linears, vocabulary-parallel embedding; routed experts split by expert parallelism",
-    "paper", "https://arxiv.org/abs/1909.08053")
+    "paper", "https://arxiv.org/abs/1909.08053", short="Megatron-LM §3")
 LORA = Source(
     "lora", "Hu et al. (2021), LoRA: Low-Rank Adaptation of Large Language Models, section 4.1 "
     "(B A, A r x d_in, B d_out x r); peft keeps adapters in fp32", "paper",
-    "https://arxiv.org/abs/2106.09685")
+    "https://arxiv.org/abs/2106.09685", short="LoRA §4.1")
 QLORA = Source(
     "qlora", "Dettmers et al. (2023), QLoRA: Efficient Finetuning of Quantized LLMs, section 3 "
-    "(NF4, blocksize 64, double-quantised absmax)", "paper", "https://arxiv.org/abs/2305.14314")
+    "(NF4, blocksize 64, double-quantised absmax)", "paper", "https://arxiv.org/abs/2305.14314",
+    short="QLoRA §3")
 ADAMW = Source(
     "adamw", "Loshchilov & Hutter (2019), Decoupled Weight Decay Regularization; torch.optim "
-    "(first and second moment per parameter)", "paper", "https://arxiv.org/abs/1711.05101")
+    "(first and second moment per parameter)", "paper", "https://arxiv.org/abs/1711.05101",
+    short="AdamW")
 ADAM = Source(
     "adam", "Kingma & Ba (2015), Adam: A Method for Stochastic Optimization, algorithm 1",
-    "paper", "https://arxiv.org/abs/1412.6980")
+    "paper", "https://arxiv.org/abs/1412.6980", short="Adam")
 SGD = Source("sgd", "torch.optim.SGD (momentum buffer per parameter when momentum > 0)", "code",
-             "https://pytorch.org/docs/stable/generated/torch.optim.SGD.html")
+             "https://pytorch.org/docs/stable/generated/torch.optim.SGD.html",
+    short="torch.optim.SGD")
 ADAFACTOR = Source(
     "adafactor", "Shazeer & Stern (2018), Adafactor: Adaptive Learning Rates with Sublinear "
     "Memory Cost, section 3 (factored second moment; transformers' default beta1=None)",
-    "paper", "https://arxiv.org/abs/1804.04235")
+    "paper", "https://arxiv.org/abs/1804.04235", short="Adafactor §3")
 LION = Source(
     "lion", "Chen et al. (2023), Symbolic Discovery of Optimization Algorithms, algorithm 2 "
-    "(one momentum per parameter)", "paper", "https://arxiv.org/abs/2302.06675")
+    "(one momentum per parameter)", "paper", "https://arxiv.org/abs/2302.06675", short="Lion")
 BNB_8BIT = Source(
     "bnb_8bit", "Dettmers et al. (2022), 8-bit Optimizers via Block-wise Quantization; "
     "bitsandbytes bnb.optim defaults (block 256, fp32 absmax per block)", "paper",
-    "https://arxiv.org/abs/2110.02861")
+    "https://arxiv.org/abs/2110.02861", short="bitsandbytes 8-bit")
 HF_PARAMS = Source(
     "hf_params", "counted from the Hugging Face module shapes (calc/params.py); checked against "
-    "transformers' own count on the meta device (validation/param_counts.py)", "code")
+    "transformers' own count on the meta device (validation/param_counts.py)", "code",
+    short="transformers' module shapes")
 HF_LOSS = Source(
     "hf_loss", "transformers' ForCausalLMLoss: logits.float(), log_softmax, nll_loss "
-    "(calc/logits.py); traced: validation/cases.json", "traced")
+    "(calc/logits.py); traced: validation/cases.json", "traced", short="traced: HF loss")
 LIGER = Source(
     "liger", "Liger-Kernel's fused linear cross-entropy: chunks of logits projected, softmaxed "
     "and differentiated in the forward (calc/logits.py)", "code",
-    "https://github.com/linkedin/Liger-Kernel")
+    "https://github.com/linkedin/Liger-Kernel", short="Liger-Kernel")
 TRACED_ACTIVATIONS = Source(
     "traced_activations", "traced: validation/cases.json (calc/activations.py, op by op as "
-    "transformers saves tensors)", "traced")
+    "transformers saves tensors)", "traced", short="traced: activations")
 TRACED_PEAK = Source(
     "traced_peak", "traced: the live tensors at each moment of the step, validation/cases.json "
-    "(calc/peak.py)", "traced")
+    "(calc/peak.py)", "traced", short="traced: the step's moments")
 TRACED_FSDP = Source(
     "traced_fsdp", "traced: FSDP2 over 2-8 ranks, per-layer all-gather, prefetch and "
-    "reduce-scatter buffers (validation/cases.json)", "traced")
+    "reduce-scatter buffers (validation/cases.json)", "traced", short="traced: FSDP2")
 TRACED_OPTIMIZER_STEP = Source(
     "traced_optimizer_step", "traced: torch.optim fused, foreach and for-loop step "
-    "implementations (validation/cases.json)", "traced")
+    "implementations (validation/cases.json)", "traced", short="traced: optimizer steps")
 DDP_BUCKETS = Source(
     "ddp_buckets", "torch DistributedDataParallel (gradient_as_bucket_view=False copies every "
     "gradient into flat buckets); DeepSpeed's reduce_bucket_size, h^2 under HF's 'auto'",
-    "code")
+    "code", short="DDP / DeepSpeed buckets")
 ALLOCATOR = Source(
     "allocator", "EMPIRICAL (calc/overhead.py): the caching allocator's reserve above the "
-    "allocated peak; not tensors, so not traced", "empirical")
+    "allocated peak; not tensors, so not traced", "empirical", short="empirical: allocator")
 CUDA_CONTEXT = Source(
     "cuda_context", "EMPIRICAL (calc/overhead.py): a CUDA context with PyTorch's kernels, about "
-    "500 MiB on A100/H100 as nvidia-smi shows after torch.cuda.init()", "empirical")
+    "500 MiB on A100/H100 as nvidia-smi shows after torch.cuda.init()", "empirical",
+    short="empirical: CUDA context")
 NCCL = Source(
     "nccl", "EMPIRICAL (calc/overhead.py): NCCL's channel buffers, about 256 MiB per process "
-    "group in use", "empirical")
+    "group in use", "empirical", short="empirical: NCCL")
 GPU_PRESETS = Source("gpu_presets", "presets/gpus: the memory the driver reports, with sources",
-                     "code")
+                     "code", short="GPU presets")
 TRANSFORMER_MATH = Source(
     "transformer_math", "EleutherAI (2023), Transformer Math 101", "paper",
-    "https://blog.eleuther.ai/transformer-math/")
+    "https://blog.eleuther.ai/transformer-math/", short="Transformer Math 101")
 MEGATRON_THEORETICAL = Source(
     "megatron_theoretical", "Megatron-LM megatron/training/theoretical_memory_usage.py", "code",
-    "https://github.com/NVIDIA/Megatron-LM")
+    "https://github.com/NVIDIA/Megatron-LM", short="Megatron-LM theoretical memory")
 
 SOURCES: dict[str, Source] = {s.id: s for s in (
     ZERO, ZERO_OFFLOAD, KORTHIKANTI, NARAYANAN, MEGATRON_SPLITS, LORA, QLORA, ADAMW, ADAM, SGD,

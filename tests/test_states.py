@@ -3,9 +3,9 @@
 import pytest
 
 from calc.architecture import Architecture
-from calc.numerics import numerics
-from calc.scenario import Parallelism, Training
-from calc.states import local_params, model_states, stages
+from calc.scenario import parse_scenario, resolve
+from calc.setup import setup
+from calc.states import model_states
 
 # A ~7.5B GPT-like model; the ZeRO paper's Figure 1 uses Psi = 7.5B, N_d = 64, K = 12.
 ARCH = Architecture(model_type="gpt2", hidden_size=4096, num_hidden_layers=36,
@@ -14,14 +14,12 @@ ARCH = Architecture(model_type="gpt2", hidden_size=4096, num_hidden_layers=36,
 
 
 def _states_bytes(zero: int) -> tuple[int, int]:
-    t = Training(mixed_precision="master", precision="bf16")
-    p = Parallelism(dp=64, zero=zero)
-    stage = stages(ARCH, p)[0]
-    local = local_params(ARCH, t, p, stage, frozenset())
-    ms = model_states(local, numerics(t, p), t, p, ARCH)
-    total = sum(ms.parameters.values()) + sum(ms.gradients.values()) + \
-        sum(ms.optimizer_states.values())
-    return total, local.total
+    x = setup(resolve(parse_scenario({
+        "model": ARCH.model_dump(), "training": {"mixed_precision": "master", "precision": "bf16", "seq_len": 1024},
+        "parallelism": {"dp": 64, "zero": zero}})))
+    ms = model_states(x, x.stages[0])
+    total = sum(t.bytes for t in (*ms.parameters, ms.gradients, *ms.optimizer_states))
+    return total, ms.local.total
 
 
 @pytest.mark.parametrize(("zero", "paper_gb", "formula"), [

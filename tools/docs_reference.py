@@ -10,18 +10,22 @@ import inspect
 import json
 from typing import Any
 
-from docs_common import DEFAULT_SCENARIO, billions, encode_scenario, gib, md_table, num_gib
+from docs_common import DEFAULT_SCENARIO, billions, encode_scenario, md_table, num_gib
 
 import calc
 import calc.activations
+import calc.baselines
 import calc.logits
 import calc.overhead
 import calc.plan
-import calc.states
 from calc import estimate, gpus, models
 from calc.cli import build_parser
 from calc.explain import explain
-from calc.overhead import ALLOCATOR_FLOOR, ALLOCATOR_FRACTION, CUDA_CONTEXT, NCCL_PER_GROUP
+from calc.formula import FORMULAS, Formula
+from calc.optimizers import OPTIMIZERS
+from calc.peak import MOMENTS, PARTS
+from calc.sources import SOURCES, Source
+from calc.symbols import SYMBOLS
 
 
 def _cell(text: str) -> str:
@@ -104,6 +108,87 @@ def api(src: str) -> dict[str, str]:
     return {"api": "\n\n".join(parts)}
 
 
+# The formula reference's sections: formula id prefix -> heading.
+FORMULA_GROUPS = {
+    "params": "Parameters", "placement": "Parameters one GPU holds",
+    "states": "Weights, gradients and optimizer states", "act": "Activations (transformers)",
+    "megatron": "Activations (Megatron-LM, Korthikanti et al.)", "logits": "Logits and loss",
+    "peak": "Moments of the step", "overhead": "Beyond the tensors (empirical)",
+    "baseline": "Other calculators' formulas (for comparison only)",
+}
+
+
+def _math(tex: str) -> str:
+    return f"\\({tex}\\)"
+
+
+def _source(source: Source) -> str:
+    return f"[{source.short}](#source-{source.id})"
+
+
+def _formula_rows(items: list[Formula]) -> str:
+    rows = [[_cell(f.title), f"`{f.key}`",
+             _math(f"{'P' if f.unit == 'parameters' else 'M'} = {f.tex}"),
+             _source(f.source)] for f in items]
+    return md_table(["quantity", "booked under", "formula", "source"], rows, "llll")
+
+
+def formula_tables() -> str:
+    """One table per group of the estimator's formulas (calc.formula.FORMULAS); a formula
+    booked twice (the same arithmetic under another breakdown path) is listed once."""
+    out = []
+    for prefix, heading in FORMULA_GROUPS.items():
+        items = [f for f in FORMULAS.values()
+                 if f.id.split(".", 1)[0] == prefix and "@" not in f.id]
+        if items:
+            out.append(f"### {heading}\n\n{_formula_rows(items)}")
+    unknown = {f.id.split(".", 1)[0] for f in FORMULAS.values()} - FORMULA_GROUPS.keys()
+    if unknown:
+        raise ValueError(f"formula groups without a heading: {sorted(unknown)}")
+    return "\n\n".join(out)
+
+
+_STATE_BYTES = {  # bytes per trainable parameter of one state, as calc/states.py's formulas say
+    "dense": _math("w_s"),
+    "blockwise_8bit": _math("1 + 4 / 256") + " (8-bit, an fp32 scale per block)",
+    "factored": _math("4\\,(n + m)") + " per n x m matrix (vectors whole)",
+}
+
+
+def optimizer_table() -> str:
+    steps = {"none": "none", "state_copy": _math("P_\\text{train} w_s") + " (a copy of each "
+             "second moment)", "two_largest": _math("2\\,n_\\text{max} w_s"),
+             "adafactor": _math("(2 + u_a)\\,n_\\text{max} \\cdot 4")}
+    rows = []
+    for o in OPTIMIZERS.values():
+        states = ", ".join(f"`{s.name}` {_STATE_BYTES[s.kind]}" for s in o.states) or "none"
+        impls = ", ".join(f"`{i}`: {steps[r]}" for i, r in o.step) if o.implementations \
+            else steps[o.step[0][1]]
+        rows.append([f"`{o.id}`", o.name, states, impls, "yes" if o.traced else "no",
+                     _source(o.source)])
+    return md_table(["optimizer", "name", "states per parameter", "step temporaries",
+                     "traced", "source"], rows, "llllcl")
+
+
+def moments_table() -> str:
+    rows = [[f"`{name}`", _cell(kind.what),
+             " + ".join(_math(PARTS[p][0]) for p in kind.parts)] for name, kind in MOMENTS.items()]
+    parts = [[_math(sym), _cell(what)] for sym, what in PARTS.values()]
+    return (md_table(["moment", "when", "bytes alive"], rows, "lll") + "\n\nwhere\n\n"
+            + md_table(["part", "what it holds"], parts, "ll"))
+
+
+def symbols_table() -> str:
+    rows = [[_math(sym.tex), f"`{name}`", _cell(sym.meaning)] for name, sym in SYMBOLS.items()]
+    return md_table(["symbol", "in the code", "meaning"], rows, "lll")
+
+
+def sources_list() -> str:
+    return "\n".join(f'- <span id="source-{s.id}"></span>**{s.short}** ({s.kind}): '
+                      f"{_cell(s.cite)}" + (f" [link]({s.url})" if s.url else "")
+                      for s in SOURCES.values())
+
+
 def formulas(src: str) -> dict[str, str]:
     data = {
         "root": "../../",  # the page is reference/formulas/: relative links from its URL
@@ -123,8 +208,10 @@ def formulas(src: str) -> dict[str, str]:
 </div>
 <script type="module" src="../formulas.mjs"></script>"""
     return {
-        "alloc_fraction": f"{ALLOCATOR_FRACTION:g}", "alloc_floor": gib(ALLOCATOR_FLOOR),
-        "cuda_context": gib(CUDA_CONTEXT), "nccl": gib(NCCL_PER_GROUP),
+        "formula_count": str(sum("@" not in f for f in FORMULAS)),
+        "formula_tables": formula_tables(), "optimizer_table": optimizer_table(),
+        "moments_table": moments_table(), "symbols_table": symbols_table(),
+        "sources_list": sources_list(),
         "activations_doc": _doc(calc.activations), "logits_doc": _doc(calc.logits),
         "overhead_doc": _doc(calc.overhead), "worked": worked,
     }

@@ -71,7 +71,7 @@ def phases_table(e: Estimate) -> str:
     for name in PHASES:
         ph = e.stage.phases[name]
         label = name.replace("_", " ") + (" (peak)" if name == e.peak_phase else "")
-        rows.append([label, num_gib(ph.peak_bytes)] + [num_gib(ph.components[c]) for c in comps])
+        rows.append([label, num_gib(ph.bytes)] + [num_gib(ph.components[c]) for c in comps])
     return md_table(["phase", "peak GiB", *comps], rows, "l" + "r" * (len(comps) + 1))
 
 

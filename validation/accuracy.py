@@ -18,7 +18,6 @@ from typing import Any
 
 from calc import ScenarioError, estimate
 from calc.baselines import BASELINES
-from calc.scenario import parse_scenario, resolve
 
 HERE = Path(__file__).resolve().parent
 GiB = 1024**3
@@ -42,7 +41,6 @@ def traced_rows(split: str = "all") -> list[dict[str, Any]]:
         if not result or "peak_bytes" not in result:
             continue
         report = estimate(case["scenario"])
-        resolved = resolve(parse_scenario(case["scenario"]))
         actual = result["peak_bytes"]
         row = {
             "id": case["id"], "split": case["split"], "traced": actual,
@@ -51,7 +49,7 @@ def traced_rows(split: str = "all") -> list[dict[str, Any]]:
             "traced_phase": result.get("peak_phase"), "predicted_phase": report.peak_phase,
         }
         for b in BASELINES:
-            row[b.name] = b.predict(resolved) / actual - 1
+            row[b.name] = b.predict(report.setup).bytes / actual - 1
         rows.append(row)
     return rows
 

@@ -76,14 +76,13 @@ from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..architecture import Architecture
 from ..estimate import Estimate, estimate
 from ..numerics import numerics
 from ..overhead import overhead
-from ..params import lora_targets
 from ..scenario import (
     Checkpointing,
     ModelSpec,
@@ -93,7 +92,8 @@ from ..scenario import (
     parse_scenario,
     resolve,
 )
-from ..states import local_params, model_states, stages
+from ..setup import Setup, setup
+from ..states import model_states
 from ._common import PlanError, changed
 from .cost import _PEAK_KEY, DEFAULT_MFU, Flops, flops_per_token
 from .fit import DEFAULT_TARGET, _check_target, _largest, fits_target
@@ -319,33 +319,36 @@ class _Search:
         self.base, self.ctx, self.target = base, ctx, target
         self.estimates = 0
         self._cache: dict[tuple[_Layout, str, int], Estimate] = {}
-        r = resolve(base)
+        self._resolved = r = resolve(base)
         self.limit = target * r.gpu.usable_bytes
-        self._targets = (lora_targets(base.training.lora_targets)
-                         if base.training.finetuning != "full" else frozenset())
 
     def parallelism(self, lay: _Layout) -> Parallelism:
         sp = lay.tp > 1 and self.ctx.seq_len % (lay.tp * lay.cp) == 0
         return Parallelism(dp=lay.dp, tp=lay.tp, pp=lay.pp, cp=lay.cp, ep=lay.ep, zero=lay.zero,
                            sequence_parallel=sp)
 
+    def setup(self, lay: _Layout) -> Setup:
+        """The symbols of the base scenario laid out as `lay` (no estimate)."""
+        r = self._resolved
+        scenario = r.scenario.model_copy(update={"parallelism": self.parallelism(lay)})
+        return setup(replace(r, scenario=scenario))
+
     def params(self, lay: _Layout) -> tuple[int, int]:
         """(parameters, trainable parameters) on one GPU of the largest stage, before ZeRO."""
-        arch, t, p = self.ctx.arch, self.base.training, self.parallelism(lay)
-        local = [local_params(arch, t, p, st, self._targets) for st in stages(arch, p)]
-        return max(x.total for x in local), max(x.trainable for x in local)
+        x = self.setup(lay)
+        local = [model_states(x, st).local for st in x.stages]
+        return max(p.total for p in local), max(p.trainable for p in local)
 
     def states_fit(self, lay: _Layout) -> bool:
         """Whether parameters + gradients + optimizer states (a floor of the optimizer step's
         memory, batch-independent) plus the overheads they imply leave room under the target."""
-        arch, t, p = self.ctx.arch, self.base.training, self.parallelism(lay)
-        n = numerics(t, p)
+        x = self.setup(lay)
         floor = 0
-        for st in stages(arch, p):
-            ms = model_states(local_params(arch, t, p, st, self._targets), n, t, p, arch)
-            floor = max(floor, sum(ms.parameters.values()) + sum(ms.gradients.values())
-                        + sum(ms.optimizer_states.values()))
-        return floor + sum(overhead(floor, p).values()) <= self.limit
+        for st in x.stages:
+            ms = model_states(x, st)
+            floor = max(floor, sum(t.bytes for t in (*ms.parameters, ms.gradients,
+                                                     *ms.optimizer_states)))
+        return floor + sum(t.bytes for t in overhead(floor, x)) <= self.limit
 
     def at(self, lay: _Layout, ckpt: str, mb: int) -> Estimate:
         key = (lay, ckpt, mb)
@@ -418,7 +421,7 @@ def advise(
     flops: dict[str, Flops] = {ck: flops_per_token(r.arch, t.model_copy(update={"activation_checkpointing": ck}),
                                  adapters) for ck in CHECKPOINTING}
     ctx = _Ctx(r.arch, r.arch.moe_layer_count, gpus, min(gpus_per_node, gpus), seq_len, global_batch,
-               numerics(t, Parallelism()).compute, flops, gpus * peak * 1e12 * mfu,
+               numerics(t.precision, t.mixed_precision, False).compute, flops, gpus * peak * 1e12 * mfu,
                r.gpu.interconnect.bandwidth_gbps / 2 * 1e9, inter_node_gbps * 1e9, 1 - overlap,
                tp_across_nodes)
     rejected: dict[str, int] = {}
@@ -439,7 +442,7 @@ def advise(
             for zero in zeros:
                 lay = _Layout(tp, pp, dp, cp, ep, zero)
                 params = search.params(lay)
-                n = numerics(t, search.parallelism(lay))
+                n = numerics(t.precision, t.mixed_precision, zero == 3)
                 wb, gb = n.gathered_weight if zero == 3 else n.weight, n.grad
                 for i, ck in enumerate(CHECKPOINTING):
                     searched += 1

@@ -1,0 +1,142 @@
+"""Which parameters one GPU holds: pipeline stages, tensor and expert splits, LoRA adapters.
+
+Megatron-LM's conventions (Shoeybi et al. 2019; Narayanan et al. 2021): tensor parallelism
+divides column- and row-parallel weights and the vocabulary-parallel embedding by tp, norms and
+routers are replicated; pipeline stage i holds its own layers, the first the embedding, the last
+the final norm and the head (a tied head keeps its own copy there); expert parallelism divides
+the routed experts by ep. Counts here are before ZeRO sharding, which `states.py` applies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from .formula import Formula, Term
+from .params import LayerParams, ParamCounts
+from .sources import MEGATRON_SPLITS
+
+
+@dataclass(frozen=True, slots=True, eq=False)  # memoised singletons: hashed by identity
+class Stage:
+    """Which parts of the model one pipeline stage holds."""
+
+    index: int
+    dense_layers: int
+    moe_layers: int
+    embedding: bool
+    head: bool  # final norm + lm_head + loss
+
+    @property
+    def layers(self) -> int:
+        return self.dense_layers + self.moe_layers
+
+
+@lru_cache(maxsize=1024)
+def stages(counts: ParamCounts, pp: int) -> tuple[Stage, ...]:
+    """The first and last pipeline stages (the two that can hold the most), or the only one."""
+    arch = counts.arch
+    L = arch.num_hidden_layers
+    per = [L // pp + (1 if i < L % pp else 0) for i in range(pp)]
+    out = []
+    for i in sorted({0, pp - 1}):
+        start = sum(per[:i])
+        moe = sum(arch.is_moe_layer(j) for j in range(start, start + per[i]))
+        out.append(Stage(i, per[i] - moe, moe, embedding=i == 0, head=i == pp - 1))
+    return tuple(out)
+
+
+LOCAL_PARAMETERS = Formula(
+    "parameters/local", "lambda L_d, P_dl, L_m, P_ml, R, A: L_d * P_dl + L_m * P_ml + R + A",
+    id="placement.local_parameters", unit="parameters", source=MEGATRON_SPLITS,
+    title="Parameters one GPU of the stage holds (after tp, pp and ep splits)")
+
+
+@dataclass(frozen=True, slots=True, eq=False)  # memoised singletons: hashed by identity
+class LocalParams:
+    """Parameter counts on one GPU of a stage, before ZeRO sharding."""
+
+    term: Term  # LOCAL_PARAMETERS: all parameters held, frozen included
+    trainable: int
+    largest_tensor: int  # the biggest single trainable tensor (for per-tensor temporaries)
+    per_layer: int  # one decoder layer with its adapters (FSDP gathers one at a time)
+    linear_weights: int  # all linear weights (QLoRA quantises these)
+    root: int  # embedding + head + final norm (FSDP's root unit)
+    factored: int  # Adafactor's second moment: rows + cols per trainable matrix, vectors whole
+
+    @property
+    def total(self) -> int:
+        return self.term.bytes
+
+
+@lru_cache(maxsize=4096)
+def local_params(counts: ParamCounts, lora: bool, lora_rank: int, tp: int, ep: int, stage: Stage,
+                 targets: frozenset[str]) -> LocalParams:
+    """Parameters one GPU of `stage` holds. Independent of batch and sequence, so memoised
+    (a batch or sequence search re-estimates the same model many times)."""
+    arch = counts.arch
+    linear_w = adapters = factored = largest = per_layer = 0
+    per_kind = {}
+    for name, layer, n in (("dense", counts.dense_layer, stage.dense_layers),
+                           ("moe", counts.moe_layer, stage.moe_layers)):
+        if layer is None or n == 0:
+            per_kind[name] = 0
+            continue
+        lt, lw, la, big, fac = _layer_local(layer, lora, lora_rank, tp, ep, targets)
+        per_kind[name] = lt
+        linear_w += n * lw
+        adapters += n * la
+        factored += n * fac
+        largest = max(largest, big)
+        per_layer = max(per_layer, lt + la)
+    root = 0
+    h = arch.hidden_size
+    vocab_part = counts.embedding // tp
+    vocab_rows = vocab_part // h
+    root_matrices = 0
+    if stage.embedding:
+        root += vocab_part
+        root_matrices += 1
+    if stage.head:
+        root += counts.final_norm
+        if counts.lm_head:
+            root += counts.lm_head // tp
+            root_matrices += 1
+        elif not stage.embedding:
+            root += vocab_part  # tied weights: the last stage keeps its own copy
+            root_matrices += 1
+    total = LOCAL_PARAMETERS(stage.dense_layers, per_kind["dense"], stage.moe_layers,
+                             per_kind["moe"], root, adapters if lora else 0)
+    if lora:
+        trainable = adapters
+    else:
+        factored += root_matrices * (vocab_rows + h) + (counts.final_norm if stage.head else 0)
+        trainable = total.bytes
+        largest = max(largest, vocab_part if (stage.embedding or stage.head) else 0)
+    return LocalParams(total, trainable, largest, per_layer, linear_w, root, factored)
+
+
+def _layer_local(layer: LayerParams, lora: bool, rank: int, tp: int, ep: int,
+                 targets: frozenset[str]) -> tuple[int, int, int, int, int]:
+    """(params, linear weights, LoRA params, largest tensor, Adafactor factors)
+    of one decoder layer on one GPU."""
+    total = linear = adapters = largest = factored = 0
+    for lin in layer.linears:
+        w, b = lin.local_counts(tp, ep)
+        total += w + b
+        linear += w
+        copies = lin.copies // (ep if lin.group == "experts" else 1)
+        rows, cols = lin.local_shape(tp)
+        if lora:
+            size = rank * (rows + cols) * copies if lin.name in targets else 0
+            adapters += size
+            if size:
+                largest = max(largest, rank * max(rows, cols))
+                factored += copies * (2 * rank + rows + cols)
+        else:
+            largest = max(largest, rows * cols)
+            factored += copies * (rows + cols) + b
+    total += layer.norm_count
+    if not lora:
+        factored += layer.norm_count
+    return total, linear, adapters, largest, factored

@@ -1,0 +1,175 @@
+"""The resolved setup: every symbol the formulas need, unpacked once from a validated scenario.
+
+The formula modules (`placement`, `states`, `activations`, `logits`, `overhead`, `peak`) take a
+:class:`Setup` and never import the scenario module, so the input contract can change without
+touching a formula. Mode questions are answered here once, by name: `lora`, `qlora`, `eager`,
+`full_checkpointing`, `chunked_loss`, `megatron`...
+
+Symbols follow the papers (per GPU):
+
+    b  micro-batch             s  sequence per GPU (seq_len / cp)     T  tokens, b s
+    h  hidden size per GPU (h / tp under sequence parallelism)        H  hidden size
+    a, k  query and key/value heads / tp                              d  head dim
+    N  ranks ZeRO shards over (dp x cp)                               z  the ZeRO stage in effect
+"""
+
+from __future__ import annotations
+
+from .architecture import Architecture
+from .numerics import Numerics, numerics
+from .optimizers import OPTIMIZERS, Optimizer, OptimizerImpl
+from .params import ParamCounts, count_params, lora_targets
+from .placement import Stage, stages
+from .scenario import Resolved
+
+
+class Setup:
+    """A scenario's symbols, modes answered by name (see the module docstring). Built once
+    per estimate from a resolved scenario; nothing changes it afterwards."""
+
+    __slots__ = (
+        "H",
+        "N",
+        "T",
+        "a",
+        "amp",
+        "arch",
+        "b",
+        "chunked_loss",
+        "counts",
+        "cp",
+        "d",
+        "dp",
+        "eager",
+        "ep",
+        "full_checkpointing",
+        "h",
+        "k",
+        "lora",
+        "lora_dropout",
+        "lora_rank",
+        "lora_targets",
+        "master",
+        "megatron",
+        "micro_batches",
+        "n",
+        "offload_optimizer",
+        "offload_params",
+        "optimizer",
+        "optimizer_impl",
+        "pp",
+        "qlora",
+        "recompute_layers",
+        "s",
+        "selective_checkpointing",
+        "seq_len",
+        "sequence_parallel",
+        "stages",
+        "tp",
+        "vocab",
+        "z",
+        "zero",
+    )
+    arch: Architecture
+    counts: ParamCounts
+    n: Numerics  # the byte width of each kind of tensor
+    stages: tuple[Stage, ...]  # the pipeline stages that can set the peak
+    # sizes per GPU
+    seq_len: int  # the whole sequence
+    b: int
+    s: int
+    T: int
+    h: int
+    H: int
+    a: int
+    k: int
+    d: int
+    vocab: int  # vocabulary rows per tensor-parallel rank, ceil(V / tp)
+    # parallelism
+    dp: int
+    tp: int
+    pp: int
+    cp: int
+    ep: int
+    N: int  # dp x cp
+    zero: int  # the stage asked for
+    z: int  # the stage in effect: 0 when N = 1
+    sequence_parallel: bool
+    offload_optimizer: bool
+    offload_params: bool
+    # training
+    micro_batches: int  # gradient_accumulation_steps
+    lora: bool  # LoRA or QLoRA: a frozen base with trainable adapters
+    qlora: bool
+    lora_rank: int
+    lora_targets: frozenset[str]  # empty unless lora
+    lora_dropout: float
+    amp: bool  # mixed_precision amp (the LoRA base stays in the stored width)
+    master: bool  # mixed_precision master
+    optimizer: Optimizer
+    optimizer_impl: OptimizerImpl
+    full_checkpointing: bool
+    selective_checkpointing: bool
+    recompute_layers: int | None
+    eager: bool  # eager attention (the score matrix is materialised)
+    chunked_loss: bool
+    megatron: bool  # implementation megatron (Korthikanti's per-layer formula)
+
+    def __init__(self, r: Resolved) -> None:
+        arch, t, p = r.arch, r.training, r.parallelism
+        self.arch = arch
+        self.counts = count_params(arch)
+        self.n = numerics(t.precision, t.mixed_precision, p.zero == 3)
+        self.stages = stages(self.counts, p.pp)
+        self.seq_len = t.seq_len
+        self.b = t.micro_batch_size
+        self.s = t.seq_len // p.cp
+        self.T = self.b * self.s
+        self.H = h = arch.hidden_size
+        self.h = h // p.tp if p.sequence_parallel else h
+        self.a = arch.num_attention_heads // p.tp
+        self.k = max(1, arch.kv_heads // p.tp)
+        self.d = arch.head_size
+        self.vocab = -(-arch.vocab_size // p.tp)
+        self.dp, self.tp, self.pp, self.cp, self.ep = p.dp, p.tp, p.pp, p.cp, p.ep
+        self.N = p.dp * p.cp
+        self.zero = p.zero
+        self.z = p.zero if self.N > 1 else 0
+        self.sequence_parallel = p.sequence_parallel
+        self.offload_optimizer = p.offload_optimizer
+        self.offload_params = p.offload_params
+        self.micro_batches = t.gradient_accumulation_steps
+        self.lora = lora = t.finetuning != "full"
+        self.qlora = t.finetuning == "qlora"
+        self.lora_rank = t.lora_rank
+        self.lora_targets = lora_targets(t.lora_targets) if lora else frozenset()
+        self.lora_dropout = t.lora_dropout if lora else 0.0
+        self.amp = t.mixed_precision == "amp"
+        self.master = t.mixed_precision == "master"
+        self.optimizer = OPTIMIZERS[t.optimizer]
+        self.optimizer_impl = t.optimizer_impl
+        self.full_checkpointing = t.activation_checkpointing == "full"
+        self.selective_checkpointing = t.activation_checkpointing == "selective"
+        self.recompute_layers = t.recompute_layers
+        self.eager = t.attention == "eager"
+        self.chunked_loss = t.loss == "chunked"
+        self.megatron = t.implementation == "megatron"
+
+    @property
+    def fsdp(self) -> bool:
+        """ZeRO-3 in effect: parameters gathered per layer (FSDP2, or DeepSpeed with master)."""
+        return self.z == 3
+
+    def checkpointed_layers(self, stage: Stage) -> int:
+        """Layers of `stage` that keep only their input under full checkpointing."""
+        if not self.full_checkpointing:
+            return 0
+        return min(self.recompute_layers or stage.layers, stage.layers)
+
+    def in_flight(self, stage: Stage) -> int:
+        """Micro-batches whose activations `stage` holds at once: 1F1B keeps min(pp - i, m)
+        on stage i (Narayanan et al. 2021, section 2.2); without pipelining, one."""
+        return min(self.pp - stage.index, self.micro_batches) if self.pp > 1 else 1
+
+
+setup = Setup  # the symbols of a resolved scenario: setup(resolved)

@@ -1,0 +1,122 @@
+"""The legend: every symbol a formula uses, its LaTeX and what it means, written once.
+
+Names are what formulas write (`calc.formula`); a formula naming a symbol missing here fails at
+import. Widths are bytes per element; counts are per GPU unless said otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Symbol(NamedTuple):
+    tex: str
+    meaning: str
+
+
+SYMBOLS: dict[str, Symbol] = {name: Symbol(tex, meaning) for name, tex, meaning in (
+    # sizes
+    ("T", "T", "tokens of one micro-batch on one GPU, b s"),
+    ("b", "b", "micro-batch size (sequences)"),
+    ("s", "s", "sequence length on one GPU (seq_len / cp)"),
+    ("S", "S", "sequence length of the whole sequence"),
+    ("H", "h", "hidden size"),
+    ("h", "h'", "hidden size on one GPU: h / tp with sequence parallelism, else h"),
+    ("a", "a", "attention heads on one GPU (heads / tp)"),
+    ("k", "k", "key/value heads on one GPU (kv heads / tp, at least 1)"),
+    ("d", "d", "head dimension"),
+    ("n_h", "n_h", "attention heads of the model"),
+    ("f", "f", "MLP intermediate size on one GPU (/ tp)"),
+    ("f_w", "f_w", "the widest row-parallel input of a layer on one GPU (the MLP's)"),
+    ("I", "I", "MLP intermediate size"),
+    ("L", "L", "decoder layers"),
+    ("V", "V", "vocabulary size"),
+    ("V_t", "V'", "vocabulary rows on one GPU, ceil(V / tp)"),
+    ("t_m", "T_\\text{MLP}", "tokens through an MLP: T, or T K for routed experts"),
+    ("e", "e", "routed experts"),
+    ("K", "K", "experts per token (top-k)"),
+    ("d_qk", "d_{qk}", "MLA: query/key head dimension (nope + rope)"),
+    ("d_v", "d_v", "MLA: value head dimension"),
+    ("r_q", "r_\\text{latent}", "MLA: a latent's rank"),
+    ("a_h", "a_h", "heads of the normed tensor (a for q, k for k)"),
+    # parallelism
+    ("t", "t", "tensor-parallel size (tp)"),
+    ("p", "p", "pipeline-parallel size (pp)"),
+    ("N", "N_d", "ranks ZeRO shards over: dp x cp"),
+    ("N_1", "N_d^{[z\\ge1]}", "N_d with ZeRO stage 1 or more in effect, else 1"),
+    ("N_2", "N_d^{[z\\ge2]}", "N_d with ZeRO stage 2 or more in effect, else 1"),
+    ("N_3", "N_d^{[z=3]}", "N_d with ZeRO stage 3 in effect, else 1"),
+    ("N_e", "N_e", "ranks the embedding's gradient is sharded over (N_d from ZeRO 2)"),
+    # widths
+    ("c", "c", "bytes of an activation a matmul produces (the compute dtype)"),
+    ("r", "r", "bytes of the residual stream (4 under amp)"),
+    ("q", "q", "bytes of the copy of a matmul input saved for backward"),
+    ("z", "z", "bytes of a norm's output"),
+    ("q_a", "q_a", "bytes of a LoRA adapter's copy of its input (4, or c under autocast)"),
+    ("w_r", "w_r", "bytes of lora_A's output (4, or c under autocast)"),
+    ("c_n", "c_n", "bytes of a normalised q/k kept for its weight's gradient (0 when frozen)"),
+    ("m", "m", "bytes of the eager attention mask (the embeddings' dtype)"),
+    ("u", "u", "bytes of the logits' fp32 copy: 4, or 0 when they are fp32 already"),
+    ("w", "w", "bytes of a stored weight"),
+    ("w_b", "w_\\text{base}", "bytes of a frozen base weight (LoRA)"),
+    ("w_g", "w_g", "bytes of a weight as gathered for compute (FSDP's param_dtype)"),
+    ("w_m", "w_m", "bytes of an fp32 master weight or gradient"),
+    ("w_s", "w_s", "bytes of an optimizer-state element"),
+    ("g", "g", "bytes of a gradient element"),
+    ("g_b", "g_b", "bytes of a bucketed gradient (the training dtype's gradient)"),
+    ("q_4", "q_\\text{NF4}", "NF4 bytes per weight: 1/2 + 1/64 + 4/(64 256), double-quantised"),
+    ("B_q", "B_q", "bitsandbytes' quantisation block (256 elements)"),
+    ("p_d", "\\delta", "1 with dropout, else 0"),
+    ("n_g", "n_g", "gated MLP tensors kept: 4, or 3 when down_proj's weight is frozen"),
+    ("n_r", "n_r", "projections reading one normed tensor"),
+    ("n_a", "n_a", "LoRA adapters in a layer"),
+    ("u_a", "u_a", "2 when Adafactor upcasts a low-precision gradient, else 0"),
+    # parameter counts
+    ("P", "P_\\text{local}", "parameters one GPU holds (after tp, pp and ep splits)"),
+    ("P_t", "P_\\text{train}", "trainable parameters one GPU holds"),
+    ("P_f", "P_\\text{frozen}", "frozen parameters one GPU holds (LoRA's base)"),
+    ("P_q", "P_\\text{linear}", "linear weights one GPU holds (QLoRA quantises them)"),
+    ("P_l", "P_\\text{layer}", "one decoder layer's parameters on one GPU, adapters included"),
+    ("P_d", "P_\\text{dense}", "parameters of one dense decoder layer"),
+    ("P_m", "P_\\text{MoE}", "parameters of one MoE decoder layer"),
+    ("P_dl", "P_\\text{dense}'", "parameters of one dense decoder layer on one GPU"),
+    ("P_ml", "P_\\text{MoE}'", "parameters of one MoE decoder layer on one GPU"),
+    ("L_d", "L_\\text{dense}", "dense decoder layers (of the model, or of the stage)"),
+    ("L_m", "L_\\text{MoE}", "MoE decoder layers (of the model, or of the stage)"),
+    ("W", "W", "a layer's linear weights: d_in x d_out each, times the routed experts"),
+    ("W_l", "W'", "a layer's linear weights on one GPU"),
+    ("B_b", "B", "a layer's biases"),
+    ("n_n", "n_\\text{norm}", "a layer's norm weights (and LayerNorm biases)"),
+    ("E", "E", "the token embedding, V h (and GPT-2's learned positions)"),
+    ("H_v", "E_\\text{head}", "the lm_head, V h (0 when tied to the embedding)"),
+    ("n_f", "n_f", "the final norm"),
+    ("R", "R", "FSDP's root unit on one GPU: embedding, head and final norm"),
+    ("A", "P_\\text{adapters}", "LoRA adapter parameters one GPU holds"),
+    ("r_L", "r", "LoRA rank"),
+    ("S_d", "D_\\text{dense}", "sum of d_in + d_out over a dense layer's adapted linears"),
+    ("S_m", "D_\\text{MoE}", "sum of d_in + d_out over an MoE layer's adapted linears"),
+    ("S_a", "D'", "sum of d_in + d_out over a layer's adapted linears on one GPU"),
+    ("d_i", "d_\\text{in}", "input features of the adapted projection on one GPU"),
+    ("F", "F", "Adafactor's factors: rows + cols of each trainable matrix, vectors whole"),
+    ("n_max", "n_\\text{max}", "elements of the largest trainable tensor"),
+    # bytes of other terms
+    ("X_l", "X_\\text{layer}", "a layer's transient (its widest moment's extra bytes)"),
+    ("A_l", "A_\\text{layer}", "the widest layer's saved activations (one micro-batch)"),
+    ("x_c", "x_c", "the checkpoint's input where a norm keeps the residual itself, else 0"),
+    ("x_l", "x_\\text{layer}", "a layer's input, kept when checkpointed"),
+    ("G_l", "G_\\text{layer}", "one layer's gathered parameters (FSDP)"),
+    ("M_g", "M_g", "every gradient on this GPU"),
+    ("m_e", "m_e", "elements of the embedding's gradient not yet written"),
+    ("m_l", "m_l", "elements of FSDP's last layers' gradients not yet written"),
+    ("M", "M_\\text{peak}", "the allocated peak"),
+    ("f_a", "f_a", "the allocator's reserve as a fraction of the peak (empirical)"),
+    ("M_0", "M_0", "the allocator's smallest reserve (empirical)"),
+    ("A_o", "M_\\text{alloc}", "the allocator's reserve"),
+    ("C_x", "C", "a CUDA context with PyTorch's kernels (empirical)"),
+    ("G_n", "G", "process groups of more than one rank: dp x cp, tp, pp, ep"),
+    ("B_n", "B_\\text{NCCL}", "NCCL's buffers per process group (empirical)"),
+    ("N_o", "M_\\text{NCCL}", "NCCL's buffers"),
+    # the baselines
+    ("w_p", "w_p", "bytes per weight and per gradient (2 in 16-bit training, else 4)"),
+    ("o_p", "o_p", "optimizer bytes per parameter as Transformer Math 101 counts them"),
+)}
