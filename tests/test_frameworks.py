@@ -2,10 +2,13 @@
 or refused by name in every format, and every framework name an importer reads means an
 optimizer (and implementation) of the table."""
 
+from typing import get_args
+
 import pytest
 
+from calc.architecture import ModelType
 from calc.errors import FieldError
-from calc.frameworks import FORMATS, ExportError, export, import_config
+from calc.frameworks import DECODER_LAYER, FORMATS, ExportError, export, import_config
 from calc.frameworks.deepspeed import OPTIMIZER_TYPES, SIMILAR
 from calc.frameworks.hf_trainer import OPTIM
 from calc.frameworks.torchtitan import OPTIMIZER_NAMES
@@ -87,3 +90,9 @@ def test_unknown_format_is_a_field_error() -> None:
     with pytest.raises(FieldError) as exc:
         export(BASE["deepspeed"], "colossalai")  # type: ignore[arg-type]
     assert exc.value.field == "format"
+
+
+def test_every_model_type_has_a_decoder_layer_class() -> None:
+    """FSDP's auto-wrap in the Accelerate and HF Trainer exports names the decoder layer by
+    its transformers class: a model type without one would fail with a KeyError."""
+    assert set(get_args(ModelType)) <= set(DECODER_LAYER)
