@@ -9,7 +9,7 @@
 from ._version import __version__
 from .architecture import Architecture, ConfigError, from_hf_config
 from .estimate import COMPONENTS, PHASES, Estimate, Moment, estimate
-from .presets import GpuPreset, ModelPreset, gpus, models
+from .presets import GpuPreset, GpuPrice, ModelPreset, gpus, models
 from .scenario import (
     Parallelism,
     Scenario,
@@ -21,7 +21,8 @@ from .scenario import (
 )
 
 __all__ = [
-    "COMPONENTS", "PHASES", "Architecture", "ConfigError", "Estimate", "GpuPreset", "ModelPreset",
-    "Moment", "Parallelism", "Scenario", "ScenarioError", "Training", "__version__", "estimate",
-    "from_hf_config", "gpus", "models", "normalize_scenario", "parse_scenario", "resolve",
+    "COMPONENTS", "PHASES", "Architecture", "ConfigError", "Estimate", "GpuPreset", "GpuPrice",
+    "ModelPreset", "Moment", "Parallelism", "Scenario", "ScenarioError", "Training",
+    "__version__", "estimate", "from_hf_config", "gpus", "models", "normalize_scenario",
+    "parse_scenario", "resolve",
 ]

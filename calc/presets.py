@@ -49,8 +49,27 @@ class Interconnect(BaseModel):
     bandwidth_gbps: float = Field(gt=0, description="GB/s per GPU, bidirectional as marketed")
 
 
+class GpuPrice(BaseModel):
+    """An on-demand LIST price per GPU-hour, for order-of-magnitude planning.
+
+    Prices vary by provider, region, commitment and month, and fall over a GPU's life: pass
+    your own (`price_per_gpu_hour=`, `--price-per-gpu-hour`). `offer` names the listing the
+    price comes from (a multi-GPU instance's price divided per GPU), `as_of` its month.
+    `verified` is false where the figure was written from the provider's public price page as
+    remembered for that month, not re-read from it.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    usd_per_gpu_hour: float = Field(gt=0, allow_inf_nan=False)
+    offer: str = Field(min_length=1, description="the instance or listing, divided per GPU")
+    source: str = Field(pattern=r"^https://", description="the provider's price page")
+    as_of: str = Field(pattern=r"^[0-9]{4}-(0[1-9]|1[0-2])$", description="YYYY-MM")
+    verified: bool = Field(description="re-read from the provider's page for `as_of`")
+
+
 class GpuPreset(BaseModel):
-    """An accelerator: memory, supported dtypes, speed, with sources."""
+    """An accelerator: memory, supported dtypes, speed, list price, with sources."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -66,6 +85,8 @@ class GpuPreset(BaseModel):
     dense_tflops: dict[HardwareDtype, float]
     memory_bandwidth_gbps: float = Field(gt=0)
     interconnect: Interconnect
+    price: GpuPrice | None = Field(
+        default=None, description="on-demand list price; none where no stable one is cited")
     sources: tuple[str, ...]
     verified: bool
     verification_note: str = ""

@@ -3,9 +3,10 @@
 import math
 
 import pytest
+from pydantic import ValidationError
 
-from calc import models
-from calc.plan import PRICES, PlanError, training_cost
+from calc import gpus, models
+from calc.plan import GpuPrice, PlanError, training_cost
 from calc.plan.cost import attention_forward_flops, matmul_weights
 
 # Llama-3-8B per layer: q, o 4096 x 4096; k, v 4096 x 1024; gate, up, down 4096 x 14336.
@@ -63,17 +64,35 @@ def test_lora_frozen_base_costs_4n_plus_6_adapters() -> None:
 
 def test_default_price_is_a_labelled_list_price() -> None:
     c = training_cost(LLAMA_8K, tokens=10**9)
-    assert c.price_per_gpu_hour == PRICES["h100-sxm-80gb"].usd_per_gpu_hour
+    price = gpus()["h100-sxm-80gb"].price
+    assert price is not None and c.price_per_gpu_hour == price.usd_per_gpu_hour
     assert c.price_source and "unverified" in c.price_source
     none = training_cost({**LLAMA_8K, "gpu": "mi300x-192gb"}, tokens=10**9)
     assert none.cost_usd is None and any("no default price" in n for n in none.notes)
 
 
-def test_every_price_names_a_preset_and_a_source() -> None:
-    from calc import gpus
-    for gpu_id, price in PRICES.items():
-        assert gpu_id in gpus()
+def test_every_price_names_its_offer_a_source_and_a_month() -> None:
+    priced = {g.id: g.price for g in gpus().values() if g.price is not None}
+    assert len(priced) >= 10  # the list prices the presets carried when they moved there
+    for price in priced.values():
         assert price.usd_per_gpu_hour > 0 and price.source.startswith("https://") and price.as_of
+        assert price.offer
+
+
+@pytest.mark.parametrize("bad", [{"usd_per_gpu_hour": 0}, {"usd_per_gpu_hour": float("inf")},
+                                 {"usd_per_gpu_hour": float("nan")}, {"as_of": "2025-1"},
+                                 {"as_of": "2025-13"}, {"source": "lambda.ai"}, {"currency": "EUR"}])
+def test_a_price_is_finite_positive_sourced_and_dated(bad) -> None:
+    good = {"usd_per_gpu_hour": 2.0, "offer": "1x H100", "source": "https://example.com/p",
+            "as_of": "2025-01", "verified": False}
+    GpuPrice.model_validate(good)
+    with pytest.raises(ValidationError):
+        GpuPrice.model_validate({**good, **bad})
+
+
+def test_a_gpu_without_a_price_says_why() -> None:
+    for g in gpus().values():
+        assert g.price is not None or "No `price`" in g.verification_note, g.id
 
 
 @pytest.mark.parametrize(("kwargs", "field"), [

@@ -24,6 +24,7 @@ from calc.explain import explain
 from calc.formula import FORMULAS, Formula
 from calc.optimizers import OPTIMIZERS
 from calc.peak import MOMENTS, PARTS
+from calc.presets import GpuPrice
 from calc.sources import SOURCES, Source
 from calc.symbols import SYMBOLS
 
@@ -34,6 +35,17 @@ def _cell(text: str) -> str:
 
 def _link(url: str, label: str = "source") -> str:
     return f"[{label}]({url})" if url.startswith("http") else _cell(url)
+
+
+def _price_note(price: GpuPrice | None) -> str:
+    """A GPU preset's list price with its offer, source and month (calc.presets.GpuPrice)."""
+    if price is None:
+        return ("none: no stable, widely listed on-demand price to cite; `calc cost` takes "
+                "your own (`--price-per-gpu-hour`)")
+    offer = _cell(price.offer).replace("$", "\\$")  # a lone $ must not open arithmatex math
+    checked = "" if price.verified else "; unverified: not re-read from that page"
+    return (f"{price.usd_per_gpu_hour:g} USD per GPU-hour, {offer}, {price.as_of} "
+            f"({_link(price.source, 'price page')}{checked})")
 
 
 def presets(src: str) -> dict[str, str]:
@@ -47,20 +59,24 @@ def presets(src: str) -> dict[str, str]:
     for g in sorted(gpus().values(), key=lambda g: (g.vendor, -g.usable_bytes)):
         tf = ", ".join(f"{k} {v:g}" for k, v in g.dense_tflops.items())
         srcs = " ".join(_link(u, f"[{i}]") for i, u in enumerate(g.sources, 1))
+        price = "-" if g.price is None else \
+            f"{g.price.usd_per_gpu_hour:g} ({g.price.as_of}, {_link(g.price.source)})"
         grows.append([f"`{g.id}`", g.name, num_gib(g.usable_bytes), tf,
                       f"{g.memory_bandwidth_gbps:,.0f}",
-                      f"{g.interconnect.name} {g.interconnect.bandwidth_gbps:,.0f}",
+                      f"{g.interconnect.name} {g.interconnect.bandwidth_gbps:,.0f}", price,
                       "yes" if g.verified else "**no**", srcs])
     notes = "\n".join(f"`{m.id}`\n: {_cell(m.verification_note)}\n" for m in sorted(models().values(), key=lambda m: m.id)
         if m.verification_note)
     gnotes = "\n".join(f"`{g.id}`\n: usable memory: {_cell(g.usable_bytes_source)}\n"
+                       f": list price: {_price_note(g.price)}\n"
                        for g in sorted(gpus().values(), key=lambda g: g.id))
     return {
         "model_count": str(len(mrows)), "gpu_count": str(len(grows)),
         "models_table": md_table(["id", "name", "family", "parameters (calc)", "published count",
                                   "verified", "source"], mrows, "lllrrcl"),
         "gpus_table": md_table(["id", "name", "usable GiB", "dense TFLOPS", "memory GB/s",
-                                "interconnect GB/s", "verified", "sources"], grows, "llrlrlcl"),
+                                "interconnect GB/s", "list USD/GPU-hour", "verified", "sources"],
+                               grows, "llrlrllcl"),
         "model_notes": notes, "gpu_notes": gnotes,
     }
 

@@ -17,6 +17,7 @@ configure it.
 - :func:`rl_memory`: RL fine-tuning: training, rollout KV cache and engine weights per GPU.
 """
 
+from ..presets import GpuPrice
 from ._common import PlanError
 from .advise import DEFAULT_INTER_NODE_GBPS, AdviceResult, Plan, StepTime, advise
 from .cheapest import DEFAULT_MAX_GPUS, CheapestResult, Option, cheapest
@@ -33,7 +34,6 @@ from .importers import (
     parse_yaml,
 )
 from .kv_cache import KVQuant, kv_cache_bytes
-from .prices import PRICES, GpuPrice
 from .recommend import Recommendation, Recommendations, recommend
 from .rl import RLMemory, rl_memory
 
@@ -44,7 +44,6 @@ __all__ = [
     "DEFAULT_TARGET",
     "FORMATS",
     "IMPORT_FORMATS",
-    "PRICES",
     "AdviceResult",
     "CheapestResult",
     "Comparison",

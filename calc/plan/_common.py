@@ -1,19 +1,16 @@
-"""Helpers shared by the planning tools: changed copies of a scenario, the plan error."""
+"""Helpers shared by the planning tools: changed copies of a scenario, the plan error (defined
+in :mod:`calc.errors`, below the framework import that raises it too)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..errors import FieldError
+from ..errors import PlanError as PlanError  # re-exported: calc.plan's modules import it here
 from ..scenario import Scenario, parse_scenario
 
 GiB = 1024**3
 
 ScenarioInput = Scenario | dict[str, Any] | str
-
-
-class PlanError(FieldError):
-    """A planning request that cannot be answered: `field` names the input, `message` the rule."""
 
 
 def changed(

@@ -21,11 +21,11 @@ from typing import Any
 
 from ..estimate import estimate
 from ..presets import UnknownPreset, resolve_gpu
+from ..presets import gpus as gpu_presets
 from ..scenario import Scenario, ScenarioError, parse_scenario
 from ._common import PlanError, ScenarioInput, changed
 from .cost import DEFAULT_MFU, TrainingCost, training_cost
 from .fit import DEFAULT_TARGET, fits_target
-from .prices import PRICES
 
 DEFAULT_MAX_GPUS = 512  # 64 nodes of 8
 
@@ -89,11 +89,11 @@ def _counts(max_gpus: int, model_parallel: int) -> list[int]:
     return counts
 
 
-def _gpu_ids(gpus: list[str] | tuple[str, ...] | None) -> list[str]:
-    if gpus is None:
-        return list(PRICES)
+def _gpu_ids(names: list[str] | tuple[str, ...] | None) -> list[str]:
+    if names is None:  # every GPU preset with a list price
+        return [g.id for g in gpu_presets().values() if g.price is not None]
     ids = []
-    for name in gpus:
+    for name in names:
         try:
             ids.append(resolve_gpu(name).id)
         except UnknownPreset as exc:
@@ -108,8 +108,8 @@ def cheapest(
 ) -> CheapestResult:
     """The cheapest GPU type and count that fits and trains `tokens` within the deadline.
 
-    `gpus`: GPU preset ids to consider (default: every GPU with a list price in
-    :data:`calc.plan.PRICES`); the scenario's own `gpu` and `dp` are replaced.
+    `gpus`: GPU preset ids to consider (default: every GPU preset with a list `price`, in
+    preset id order); the scenario's own `gpu` and `dp` are replaced.
 
         >>> r = cheapest({"model": "llama-3.2-1b", "training": {"seq_len": 2048}}, 10**9,
         ...              gpus=["h100-sxm-80gb", "a100-80gb"], max_gpus=8)

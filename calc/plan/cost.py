@@ -44,7 +44,6 @@ from ..params import count_params
 from ..presets import HardwareDtype
 from ..scenario import Training, parse_scenario
 from ._common import PlanError, ScenarioInput
-from .prices import default_price
 
 DEFAULT_MFU = 0.4  # PaLM appendix B reports 46% MFU for PaLM 540B; 0.3-0.5 is typical
 _PEAK_KEY: dict[str, HardwareDtype] = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8",
@@ -200,12 +199,13 @@ def training_cost(
     notes = []
     source = None
     if price_per_gpu_hour is None:
-        listed = default_price(r.gpu.id)
+        listed = r.gpu.price  # the GPU preset's list price (presets/gpus/<id>.json)
         if listed is None:
             notes.append(f"no default price for {r.gpu.id}: pass price_per_gpu_hour")
         else:
             price_per_gpu_hour = listed.usd_per_gpu_hour
-            source = (f"list price (unverified, varies): {listed.offer}, {listed.as_of}, "
+            checked = "verified" if listed.verified else "unverified"
+            source = (f"list price ({checked}, varies): {listed.offer}, {listed.as_of}, "
                       f"{listed.source}")
     else:
         source = "given"
