@@ -19,13 +19,14 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictInt,
     ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 
-from .errors import FieldError
+from .errors import FieldError, rule, shown
 
 ModelType = Literal[
     "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3", "gpt2",
@@ -41,7 +42,8 @@ _MAX_VOCAB = 1 << 24
 class Architecture(BaseModel):
     """A decoder-only transformer, in Hugging Face `config.json` vocabulary."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: an integer field takes an integer, not true or "32"; no NaN or infinity
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
     model_type: ModelType = "llama"
     hidden_size: int = Field(gt=0, le=_MAX_DIM)
@@ -68,7 +70,7 @@ class Architecture(BaseModel):
     shared_expert_intermediate_size: int = Field(default=0, ge=0, le=_MAX_DIM)
     first_k_dense_replace: int = Field(default=0, ge=0)
     decoder_sparse_step: int = Field(default=1, ge=1)
-    mlp_only_layers: tuple[int, ...] = ()
+    mlp_only_layers: tuple[StrictInt, ...] = Field(default=(), strict=False)  # a JSON list
     # Multi-head latent attention (DeepSeek-V2/V3).
     q_lora_rank: int | None = Field(default=None, gt=0, le=_MAX_DIM)
     kv_lora_rank: int | None = Field(default=None, gt=0, le=_MAX_DIM)
@@ -276,17 +278,74 @@ def from_hf_config(config: dict[str, Any]) -> tuple[Architecture, list[str]]:
     try:
         arch = Architecture.model_validate(fields)
     except ValidationError as exc:  # re-raise naming the config.json key
-        err = exc.errors()[0]
+        err = exc.errors(include_url=False)[0]
         loc = ".".join(str(p) for p in err["loc"]) or "hf_config"
-        raise ConfigError(f"hf_config.{loc}", err["msg"]) from None
+        raise ConfigError(f"hf_config.{loc}", rule(err)) from None
     return arch, notes
 
 
-def _require(cfg: dict[str, Any], *names: str) -> Any:
+# Reading config.json values strictly: an integer is an integer (not "32", not 1.5, not true),
+# a flag is true or false, so nothing is ever multiplied as a string or silently truncated.
+
+def _value(cfg: dict[str, Any], names: tuple[str, ...]) -> tuple[str, Any]:
     for name in names:
         if cfg.get(name) is not None:
-            return cfg[name]
-    raise ConfigError(f"hf_config.{names[0]}", "is required")
+            return name, cfg[name]
+    return names[0], None
+
+
+def _int(cfg: dict[str, Any], *names: str, default: int | None = None) -> int | None:
+    """The first of `names` that is set, as an integer; `default` when none is."""
+    name, value = _value(cfg, names)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+        raise ConfigError(f"hf_config.{name}", f"must be an integer, got {shown(value)}")
+    return int(value)
+
+
+def _require(cfg: dict[str, Any], *names: str) -> int:
+    value = _int(cfg, *names)
+    if value is None:
+        raise ConfigError(f"hf_config.{names[0]}", "is required")
+    return value
+
+
+def _flag(cfg: dict[str, Any], name: str) -> bool | None:
+    value = cfg.get(name)
+    if value is not None and not isinstance(value, bool):
+        raise ConfigError(f"hf_config.{name}", f"must be true or false, got {shown(value)}")
+    return value
+
+
+def _number(cfg: dict[str, Any], *names: str) -> float | None:
+    name, value = _value(cfg, names)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+        raise ConfigError(f"hf_config.{name}", f"must be a number, got {shown(value)}")
+    return value
+
+
+def _text(cfg: dict[str, Any], *names: str) -> str | None:
+    name, value = _value(cfg, names)
+    if value is not None and not isinstance(value, str):
+        raise ConfigError(f"hf_config.{name}", f"must be a string, got {shown(value)}")
+    return value
+
+
+def _layers(cfg: dict[str, Any], name: str) -> tuple[int, ...]:
+    value = cfg.get(name)
+    if value is None:
+        return ()
+    if not isinstance(value, list) or any(
+            isinstance(i, bool) or not isinstance(i, int) for i in value):
+        raise ConfigError(f"hf_config.{name}", f"must be a list of layer indices, got "
+                          f"{shown(value)}")
+    return tuple(value)
+
+
+def _set(out: dict[str, Any], name: str, value: Any) -> None:
+    if value is not None:
+        out[name] = value
 
 
 def _common(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -297,17 +356,13 @@ def _common(cfg: dict[str, Any]) -> dict[str, Any]:
         "intermediate_size": _require(cfg, "intermediate_size"),
         "vocab_size": _require(cfg, "vocab_size"),
     }
-    optional = (
-        "num_key_value_heads", "head_dim", "max_position_embeddings", "tie_word_embeddings",
-        "attention_bias", "mlp_bias", "attention_dropout", "final_logit_softcapping",
-        "attn_logit_softcapping",
-    )
-    for name in optional:
-        if cfg.get(name) is not None:
-            out[name] = cfg[name]
-    act = cfg.get("hidden_act") or cfg.get("hidden_activation")
-    if act is not None:
-        out["hidden_act"] = act
+    for name in ("num_key_value_heads", "head_dim", "max_position_embeddings"):
+        _set(out, name, _int(cfg, name))
+    for name in ("tie_word_embeddings", "attention_bias", "mlp_bias"):
+        _set(out, name, _flag(cfg, name))
+    for name in ("attention_dropout", "final_logit_softcapping", "attn_logit_softcapping"):
+        _set(out, name, _number(cfg, name))
+    _set(out, "hidden_act", _text(cfg, "hidden_act", "hidden_activation"))
     return out
 
 
@@ -318,37 +373,37 @@ def _read_llama(cfg: dict[str, Any]) -> dict[str, Any]:
 def _read_gemma(cfg: dict[str, Any]) -> dict[str, Any]:
     out = _common(cfg)
     out.setdefault("tie_word_embeddings", True)  # GemmaConfig's default
-    act = cfg.get("hidden_activation") or cfg.get("hidden_act")
-    if act:
-        out["hidden_act"] = act
+    _set(out, "hidden_act", _text(cfg, "hidden_activation", "hidden_act"))
     return out
 
 
 def _read_phi3(cfg: dict[str, Any]) -> dict[str, Any]:
     out = _common(cfg)
     for name in ("resid_pdrop", "embd_pdrop"):
-        if cfg.get(name) is not None:
-            out[name] = cfg[name]
+        _set(out, name, _number(cfg, name))
     return out
 
 
 def _read_gpt2(cfg: dict[str, Any]) -> dict[str, Any]:
     h = _require(cfg, "n_embd", "hidden_size")
-    inner = cfg.get("n_inner")
-    out: dict[str, Any] = {
+    tied = _flag(cfg, "tie_word_embeddings")
+    return {
         "hidden_size": h,
         "num_hidden_layers": _require(cfg, "n_layer", "num_hidden_layers"),
         "num_attention_heads": _require(cfg, "n_head", "num_attention_heads"),
-        "intermediate_size": inner if inner is not None else 4 * h,
+        "intermediate_size": _int(cfg, "n_inner", default=4 * h),
         "vocab_size": _require(cfg, "vocab_size"),
-        "max_position_embeddings": cfg.get("n_positions") or cfg.get("n_ctx") or 1024,
-        "tie_word_embeddings": cfg.get("tie_word_embeddings", True),
-        "hidden_act": cfg.get("activation_function", "gelu_new"),
-        "attention_dropout": cfg.get("attn_pdrop", 0.1),
-        "resid_pdrop": cfg.get("resid_pdrop", 0.1),
-        "embd_pdrop": cfg.get("embd_pdrop", 0.1),
+        "max_position_embeddings": _int(cfg, "n_positions", "n_ctx", default=1024),
+        "tie_word_embeddings": True if tied is None else tied,
+        "hidden_act": _text(cfg, "activation_function") or "gelu_new",
+        "attention_dropout": _default(_number(cfg, "attn_pdrop"), 0.1),
+        "resid_pdrop": _default(_number(cfg, "resid_pdrop"), 0.1),
+        "embd_pdrop": _default(_number(cfg, "embd_pdrop"), 0.1),
     }
-    return out
+
+
+def _default(value: float | None, default: float) -> float:
+    return default if value is None else value
 
 
 def _read_mixtral(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -363,10 +418,10 @@ def _read_qwen_moe(cfg: dict[str, Any]) -> dict[str, Any]:
     out["num_local_experts"] = _require(cfg, "num_experts")
     out["num_experts_per_tok"] = _require(cfg, "num_experts_per_tok")
     out["moe_intermediate_size"] = _require(cfg, "moe_intermediate_size")
-    if cfg.get("shared_expert_intermediate_size"):
-        out["shared_expert_intermediate_size"] = cfg["shared_expert_intermediate_size"]
-    out["decoder_sparse_step"] = cfg.get("decoder_sparse_step", 1) or 1
-    out["mlp_only_layers"] = tuple(cfg.get("mlp_only_layers") or ())
+    _set(out, "shared_expert_intermediate_size",
+         _int(cfg, "shared_expert_intermediate_size") or None)
+    out["decoder_sparse_step"] = _int(cfg, "decoder_sparse_step") or 1
+    out["mlp_only_layers"] = _layers(cfg, "mlp_only_layers")
     return out
 
 
@@ -376,13 +431,15 @@ def _read_deepseek_v3(cfg: dict[str, Any]) -> dict[str, Any]:
     out["num_experts_per_tok"] = _require(cfg, "num_experts_per_tok")
     moe_f = _require(cfg, "moe_intermediate_size")
     out["moe_intermediate_size"] = moe_f
-    out["shared_expert_intermediate_size"] = moe_f * int(cfg.get("n_shared_experts") or 0)
-    out["first_k_dense_replace"] = cfg.get("first_k_dense_replace", 0) or 0
-    out["decoder_sparse_step"] = cfg.get("moe_layer_freq", 1) or 1
+    shared = _int(cfg, "n_shared_experts", default=0)
+    if shared is not None and shared < 0:
+        raise ConfigError("hf_config.n_shared_experts", f"must not be negative, got {shared}")
+    out["shared_expert_intermediate_size"] = moe_f * (shared or 0)
+    out["first_k_dense_replace"] = _int(cfg, "first_k_dense_replace") or 0
+    out["decoder_sparse_step"] = _int(cfg, "moe_layer_freq") or 1
     for name in ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
                  "v_head_dim"):
-        if cfg.get(name) is not None:
-            out[name] = cfg[name]
+        _set(out, name, _int(cfg, name))
     out.pop("head_dim", None)  # DeepSeek's head_dim is the rope part; MLA fields describe heads
     return out
 

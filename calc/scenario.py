@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .architecture import Architecture, ConfigError, from_hf_config
-from .errors import FieldError
+from .errors import FieldError, rule
 from .optimizers import OPTIMIZERS, OptimizerId, OptimizerImpl
 from .presets import GpuPreset, ModelPreset, UnknownPreset, resolve_gpu, resolve_model
 
@@ -40,7 +40,8 @@ _BIG = 1 << 22  # a bound on counts that catches typos without limiting real run
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: an integer field takes an integer, not true or " 8 "; no NaN or infinity
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 class Training(_Strict):
@@ -199,13 +200,7 @@ def _scenario_error(exc: ValidationError) -> ScenarioError:
     loc = [str(p) for p in err["loc"]]
     # Drop pydantic's union-branch labels ("str", "Architecture", "function-before[...]").
     loc = [p for p in loc if not (p[:1].isupper() or p.startswith(("function-", "str")))]
-    message = err["msg"]
-    if err["type"] == "extra_forbidden":
-        message = "is not a known field"
-    elif err["type"] == "missing":
-        message = "is required"
-    message = message.removeprefix("Value error, ")
-    return ScenarioError(".".join(loc) or "scenario", message)
+    return ScenarioError(".".join(loc) or "scenario", rule(err))
 
 
 def normalize_scenario(data: dict[str, Any] | str | bytes | Scenario) -> dict[str, Any]:

@@ -23,7 +23,7 @@ def _with(**groups):
 @pytest.mark.parametrize(("scenario", "field", "rule"), [
     (_with(training={"micro_batch_size": 0}), "training.micro_batch_size", "greater than"),
     (_with(training={"seq_len": -5}), "training.seq_len", "greater than"),
-    (_with(training={"precision": "int3"}), "training.precision", "Input should be"),
+    (_with(training={"precision": "int3"}), "training.precision", "must be 'fp32'"),
     (_with(parallelism={"tp": 3}), "parallelism.tp", "must divide num_attention_heads"),
     (_with(parallelism={"tp": 16}), "parallelism.tp", "must divide num_key_value_heads"),
     (_with(parallelism={"pp": 64}), "parallelism.pp", "cannot exceed num_hidden_layers"),

@@ -1,0 +1,79 @@
+"""Bad input is a field error naming the field and the rule: never a traceback, a silent
+coercion, NaN or a wrong number. Each case here was found by fuzzing (issue 9)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from calc import ScenarioError, estimate
+from calc.architecture import ConfigError, from_hf_config
+from calc.errors import FieldError
+
+LLAMA = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+         "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100}
+QWEN_MOE = {**LLAMA, "model_type": "qwen3_moe", "num_experts": 4, "num_experts_per_tok": 2,
+            "moe_intermediate_size": 32}
+DEEPSEEK = {**LLAMA, "model_type": "deepseek_v3", "n_routed_experts": 4, "num_experts_per_tok": 2,
+            "moe_intermediate_size": 32, "n_shared_experts": 2, "kv_lora_rank": 16,
+            "qk_nope_head_dim": 8, "qk_rope_head_dim": 8, "v_head_dim": 8}
+GPT2 = {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 100}
+
+
+@pytest.mark.parametrize(("config", "field"), [
+    ({**QWEN_MOE, "mlp_only_layers": 5}, "hf_config.mlp_only_layers"),
+    ({**QWEN_MOE, "mlp_only_layers": True}, "hf_config.mlp_only_layers"),
+    ({**QWEN_MOE, "mlp_only_layers": [True]}, "hf_config.mlp_only_layers"),
+    ({**DEEPSEEK, "n_shared_experts": "x"}, "hf_config.n_shared_experts"),
+    ({**DEEPSEEK, "n_shared_experts": [1]}, "hf_config.n_shared_experts"),
+    ({**DEEPSEEK, "n_shared_experts": 1.5}, "hf_config.n_shared_experts"),
+    ({**DEEPSEEK, "moe_intermediate_size": {}}, "hf_config.moe_intermediate_size"),
+    ({**DEEPSEEK, "moe_intermediate_size": "32"}, "hf_config.moe_intermediate_size"),
+    ({**GPT2, "n_embd": {}}, "hf_config.n_embd"),
+    ({**GPT2, "n_embd": "8"}, "hf_config.n_embd"),
+    ({**LLAMA, "num_hidden_layers": True}, "hf_config.num_hidden_layers"),
+    ({**LLAMA, "tie_word_embeddings": "yes"}, "hf_config.tie_word_embeddings"),
+    ({**LLAMA, "attention_dropout": "0.1"}, "hf_config.attention_dropout"),
+    ({**LLAMA, "hidden_act": 3}, "hf_config.hidden_act"),
+])
+def test_config_json_fields_are_read_strictly(config: dict[str, Any], field: str) -> None:
+    """A number given as a string is never multiplied as a string ("32" * 2 shared experts
+    gave 3232), a fraction never truncated, a flag never read from a non-boolean."""
+    with pytest.raises(ConfigError) as info:
+        from_hf_config(config)
+    assert info.value.field == field
+    assert "must be" in info.value.message
+
+
+def test_an_integral_float_in_config_json_is_an_integer() -> None:
+    arch, _ = from_hf_config({**LLAMA, "hidden_size": 64.0})
+    assert arch.hidden_size == 64 and isinstance(arch.hidden_size, int)
+
+
+@pytest.mark.parametrize(("scenario", "field"), [
+    ({"parallelism": {"tp": True}}, "parallelism.tp"),
+    ({"parallelism": {"zero": True}}, "parallelism.zero"),
+    ({"parallelism": {"sequence_parallel": "yes"}}, "parallelism.sequence_parallel"),
+    ({"parallelism": {"offload_optimizer": 1}}, "parallelism.offload_optimizer"),
+    ({"training": {"micro_batch_size": " 8 "}}, "training.micro_batch_size"),
+    ({"training": {"seq_len": 4096.5}}, "training.seq_len"),
+    ({"training": {"lora_dropout": float("nan")}}, "training.lora_dropout"),
+    ({"model": {**LLAMA, "num_hidden_layers": True}}, "model.num_hidden_layers"),
+    ({"model": {**LLAMA, "hidden_size": "64"}}, "model.hidden_size"),
+])
+def test_scenario_fields_are_not_coerced(scenario: dict[str, Any], field: str) -> None:
+    with pytest.raises(ScenarioError) as info:
+        estimate({"model": "gpt2", **scenario})
+    assert info.value.field == field
+    assert "must be" in info.value.message and "got" in info.value.message
+
+
+def test_error_lines_escape_control_characters() -> None:
+    """A key with a newline or a terminal escape gives one printable line."""
+    with pytest.raises(ScenarioError) as info:
+        estimate({"model": "gpt2", "training": {"a\nb\x1b[31m": 1}})
+    text = str(info.value)
+    assert "\n" not in text and "\x1b" not in text
+    assert "a\\nb\\x1b[31m" in info.value.field
+    assert FieldError("x\ty", "bad\rrule").message == "bad\\rrule"
