@@ -12,7 +12,6 @@ rank) become warnings in the report.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
@@ -23,6 +22,7 @@ from .architecture import Architecture, ConfigError, from_hf_config
 from .errors import FieldError, rule
 from .optimizers import OPTIMIZERS, OptimizerId, OptimizerImpl
 from .presets import GpuPreset, ModelPreset, UnknownPreset, resolve_gpu, resolve_model
+from .reading import InputError, check_depth, decode, read_json
 
 SCHEMA_VERSION = 1
 
@@ -170,11 +170,12 @@ def migrate(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def scenario_dict(text: str | bytes) -> dict[str, Any]:
-    """The JSON object in `text`, or a :class:`ScenarioError` saying why it is not one."""
+    """The JSON object in `text` (UTF-8, bounded in size and nesting, no repeated keys), or a
+    :class:`ScenarioError` saying why it is not one."""
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ScenarioError("scenario", f"is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        data = read_json(decode(text))
+    except InputError as exc:
+        raise ScenarioError("scenario", exc.message) from None
     if not isinstance(data, dict):
         raise ScenarioError("scenario", "must be a JSON object")
     return data
@@ -188,6 +189,10 @@ def parse_scenario(data: dict[str, Any] | str | bytes | Scenario) -> Scenario:
         data = scenario_dict(data)
     if not isinstance(data, dict):
         raise ScenarioError("scenario", "must be a JSON object")
+    try:
+        check_depth(data)
+    except InputError as exc:
+        raise ScenarioError("scenario", exc.message) from None
     data = migrate(data)
     try:
         return Scenario.model_validate(data)

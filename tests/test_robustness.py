@@ -3,6 +3,7 @@ coercion, NaN or a wrong number. Each case here was found by fuzzing (issue 9)."
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -77,3 +78,77 @@ def test_error_lines_escape_control_characters() -> None:
     assert "\n" not in text and "\x1b" not in text
     assert "a\\nb\\x1b[31m" in info.value.field
     assert FieldError("x\ty", "bad\rrule").message == "bad\\rrule"
+
+
+# --- framework configs (calc import) ----------------------------------------------------------
+
+def _import(text: str | bytes, fmt: str) -> Any:
+    from calc.plan import import_config
+
+    return import_config(text, fmt, model="gpt2", seq_len=512)
+
+
+@pytest.mark.parametrize(("fmt", "text", "field"), [
+    ("hf-trainer", '{"optim": ["adamw_torch"]}', "optim"),
+    ("hf-trainer", '{"optim": {"a": 1}}', "optim"),
+    ("deepspeed", b"\xff{}", "config"),
+    ("deepspeed", '{"bf16": {"enabled": "maybe"}}', "bf16.enabled"),
+    ("deepspeed", '{"zero_optimization": {"stage": true}}', "zero_optimization.stage"),
+    ("deepspeed", '{"zero_optimization": {"stage": 1.0}}', "zero_optimization.stage"),
+    ("deepspeed", '{"zero_optimization": {"stage": 1}, "zero_optimization": {"stage": 2}}',
+     "config"),
+    ("deepspeed", "[" * 3000 + "]" * 3000, "config"),
+    ("deepspeed", '{"a":' * 1000 + "1" + "}" * 1000, "config"),
+    ("accelerate-fsdp", "distributed_type: FSDP\nfsdp_config:\n  fsdp_version: true\n",
+     "fsdp_config.fsdp_version"),
+    ("accelerate-fsdp", 'a: "\\q"\n', "yaml"),
+    ("accelerate-fsdp", 'a: "x" y"\n', "yaml"),
+    ("accelerate-fsdp", 'a: "\\u00"\n', "yaml"),
+    ("accelerate-fsdp", "a: " + "[" * 500 + "]" * 500 + "\n", "yaml"),
+    ("accelerate-fsdp", "".join(" " * i + f"k{i}:\n" for i in range(1000)), "yaml"),
+    ("accelerate-fsdp", "a:\n- k: v\n", "yaml"),
+])
+def test_bad_configs_are_field_errors(fmt: str, text: str | bytes, field: str) -> None:
+    from calc.plan import ConfigImportError
+
+    with pytest.raises(ConfigImportError) as info:
+        _import(text, fmt)
+    assert info.value.field == field, info.value
+
+
+def test_deepspeed_switches_are_read_as_deepspeed_reads_them() -> None:
+    """DeepSpeed's pydantic config takes "true" and 1 for true: so does the import, where it
+    used to read them as fp32 silently."""
+    for on in ("true", 1, True):
+        scenario, _ = _import(json.dumps({"bf16": {"enabled": on}}), "deepspeed")
+        assert scenario.training.precision == "bf16"
+    scenario, _ = _import('{"zero_optimization": {"stage": "3"}}', "deepspeed")
+    assert scenario.parallelism.zero == 3
+
+
+def test_yaml_flow_lists_keep_quoted_commas() -> None:
+    from calc.plan import parse_yaml
+
+    assert parse_yaml('a: ["x, y", z]\n') == {"a": ["x, y", "z"]}
+
+
+# --- scenario text ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("text", "rule"), [
+    (b"\xff\xfe{}", "not UTF-8"),
+    ('{"model": "gpt2", "model": "gpt2"}', "repeats the key 'model'"),
+    ("[" * 1000 + "]" * 1000, "nested more than"),
+    ('{"model": {"hf_config": ' + "[" * 1000 + "]" * 1000 + "}}", "nested more than"),
+])
+def test_scenario_text_is_read_within_bounds(text: str | bytes, rule: str) -> None:
+    with pytest.raises(ScenarioError) as info:
+        estimate(text)
+    assert info.value.field == "scenario" and rule in info.value.message
+
+
+def test_a_deeply_nested_dict_is_refused_before_validation() -> None:
+    deep: Any = 1
+    for _ in range(2000):
+        deep = [deep]
+    with pytest.raises(ScenarioError, match="nested more than"):
+        estimate({"model": {"hf_config": {"model_type": deep}}})

@@ -30,7 +30,7 @@ from .common import (
     only_data_parallel,
 )
 from .deepspeed import DEEPSPEED_INERT
-from .reader import Reader, finish, flag, positive
+from .reader import Reader, finish, flag, integer, positive, text
 from .yaml import to_yaml
 
 # ---------------------------------------------------------------------------------------------
@@ -112,7 +112,7 @@ def import_accelerate(data: dict[str, Any], dp: int | None, notes: list[str]
     cfg = Reader(data, "", _INERT | DEEPSPEED_INERT)
     training: dict[str, Any] = {}
     parallelism: dict[str, Any] = {}
-    kind = str(cfg.get("distributed_type", "NO")).upper()
+    kind = (text(cfg, "distributed_type", "NO") or "NO").upper()
     if flag(cfg, "use_cpu"):
         raise ConfigImportError("use_cpu", "is true: the job runs on the CPU, not a GPU")
     processes = cfg.get("num_processes", 1)
@@ -129,9 +129,7 @@ def import_accelerate(data: dict[str, Any], dp: int | None, notes: list[str]
     low_precision = "amp"
     if kind == "FSDP":
         fsdp = cfg.sub("fsdp_config") or Reader({}, "fsdp_config.", cfg.inert)
-        version = fsdp.get("fsdp_version", 1)
-        if version not in (1, 2):
-            raise ConfigImportError("fsdp_config.fsdp_version", f"must be 1 or 2, got {version!r}")
+        version = integer(fsdp, "fsdp_version", 1, (1, 2))
         if version == 1:
             notes.append("fsdp_version 1: FSDP1 flat parameters; the estimate models FSDP2 "
                          "(per-parameter sharding), usually within a few percent")
@@ -157,13 +155,11 @@ def import_accelerate(data: dict[str, Any], dp: int | None, notes: list[str]
             raise ConfigImportError("deepspeed_config.deepspeed_config_file",
                                     "the settings are in that file: import it with "
                                     "--format deepspeed")
-        stage = ds.get("zero_stage", 2)
-        if stage not in (0, 1, 2, 3):
-            raise ConfigImportError("deepspeed_config.zero_stage", f"must be 0-3, got {stage!r}")
+        stage = integer(ds, "zero_stage", 2, (0, 1, 2, 3))
         parallelism["zero"] = stage
         for key, field in (("offload_optimizer_device", "offload_optimizer"),
                            ("offload_param_device", "offload_params")):
-            device = ds.get(key, "none")
+            device = text(ds, key, "none")
             if device not in ("none", "cpu", "nvme", None):
                 raise ConfigImportError(f"deepspeed_config.{key}", f"must be none, cpu or "
                                         f"nvme, got {device!r}")

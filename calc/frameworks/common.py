@@ -15,6 +15,8 @@ from ..scenario import Resolved, Scenario
 if TYPE_CHECKING:
     from .registry import ExportFormat
 
+AUTO = "auto"  # a value the HF Trainer fills in from its own arguments
+
 
 class ExportError(FieldError):
     """The target framework cannot express a setting: `field` names it, `message` says why."""

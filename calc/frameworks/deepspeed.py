@@ -13,9 +13,11 @@ from __future__ import annotations
 import json
 from typing import Any, NamedTuple
 
+from ..errors import shown
 from ..optimizers import OptimizerId
 from ..scenario import Resolved
 from .common import (
+    AUTO,
     ConfigImportError,
     Export,
     ExportError,
@@ -25,7 +27,7 @@ from .common import (
     only_data_parallel,
     precision_from_flags,
 )
-from .reader import Reader, finish
+from .reader import Reader, enabled, finish, integer, text
 
 # ---------------------------------------------------------------------------------------------
 # Names
@@ -56,7 +58,6 @@ SIMILAR: dict[str, OptimizerId] = {
     "fusedlamb": "adamw", "adagrad": "sgd_momentum", "cpuadam": "adamw",
     "deepspeedcpuadam": "adamw", "fusedadam": "adamw"}
 
-AUTO = "auto"  # a value the HF Trainer fills in from its own arguments
 
 # ---------------------------------------------------------------------------------------------
 # Export
@@ -153,16 +154,15 @@ def read_deepspeed(ds: Reader, notes: list[str]) -> DeepSpeedSettings:
     parallelism: dict[str, Any] = {}
     batch = (ds.get("train_micro_batch_size_per_gpu"), ds.get("gradient_accumulation_steps"),
              ds.get("train_batch_size"))
-    enabled: list[Any] = []
+    switches: list[bool | str] = []
     for name in ("bf16", "fp16"):
         section = ds.sub(name)
-        on = section.get("enabled", False) if section is not None else False
-        if name == "bf16" and section is None and (legacy := ds.sub("bfloat16")) is not None:
-            on = legacy.get("enabled", False)  # the old spelling
-        enabled.append(on)
+        if name == "bf16" and section is None:
+            section = ds.sub("bfloat16")  # the old spelling
+        switches.append(enabled(section))
     for name in ("amp", "torch_autocast"):
         section = ds.sub(name)
-        if section is not None and section.get("enabled", False):
+        if section is not None and enabled(section) is True:
             notes.append(f"{name}.enabled: DeepSpeed's {name} keeps fp32 weights and computes "
                          "under autocast; imported as mixed_precision amp")
             training["mixed_precision"] = "amp"
@@ -170,13 +170,11 @@ def read_deepspeed(ds: Reader, notes: list[str]) -> DeepSpeedSettings:
     zero = ds.sub("zero_optimization")
     stage = 0
     if zero is not None:
-        stage = zero.get("stage", 0)
-        if stage not in (0, 1, 2, 3):
-            raise ConfigImportError("zero_optimization.stage", f"must be 0-3, got {stage!r}")
+        stage = integer(zero, "stage", 0, (0, 1, 2, 3), digits=True)
         for key, field in (("offload_optimizer", "offload_optimizer"),
                            ("offload_param", "offload_params")):
             section = zero.sub(key)
-            device = section.get("device", "none") if section is not None else "none"
+            device = text(section, "device", "none") if section is not None else "none"
             if device in ("cpu", "nvme"):
                 parallelism[field] = True
                 if device == "nvme":
@@ -189,7 +187,7 @@ def read_deepspeed(ds: Reader, notes: list[str]) -> DeepSpeedSettings:
                 raise ConfigImportError(f"zero_optimization.{key}.device",
                                         f"must be cpu, nvme or none, got {device!r}")
         for key in ("cpu_offload", "cpu_offload_params"):  # pre-0.3 spellings
-            if zero.get(key):
+            if enabled(zero, key) is True:
                 parallelism["offload_optimizer" if key == "cpu_offload" else "offload_params"] = True
         if parallelism.get("offload_params") and stage != 3:
             raise ConfigImportError("zero_optimization.offload_param", f"DeepSpeed offloads "
@@ -203,20 +201,24 @@ def read_deepspeed(ds: Reader, notes: list[str]) -> DeepSpeedSettings:
         notes.append("no optimizer section: the optimizer is built in code (or by the HF "
                      "Trainer); assumed AdamW")
     else:
-        kind = str(optimizer.get("type", "")).lower()
+        kind = (text(optimizer, "type", "") or "").lower()
         params = optimizer.sub("params") or Reader({}, "optimizer.params.", ds.inert)
-        param = params.get
         if kind in ("adam", "adamw"):
-            adam_w = param("adam_w_mode", True)  # DeepSpeed's Adam defaults to AdamW
-            training["optimizer"] = "adam" if kind == "adam" and adam_w is False else "adamw"
-            if kind == "adam" and adam_w is not False:
+            adam_w = "adam_w_mode" not in params.data or enabled(params, "adam_w_mode") is True
+            training["optimizer"] = "adam" if kind == "adam" and not adam_w else "adamw"
+            if kind == "adam" and adam_w:
                 notes.append("optimizer.type Adam: DeepSpeed defaults to adam_w_mode true, so "
                              "this is AdamW (the same memory either way)")
-            training["optimizer_impl"] = "foreach" if param("torch_adam", False) else "fused"
+            training["optimizer_impl"] = "foreach" if enabled(params, "torch_adam") is True \
+                else "fused"
         elif kind == "lion":
             training["optimizer"] = "lion"
         elif kind == "sgd":
-            training["optimizer"] = "sgd_momentum" if param("momentum", 0) else "sgd"
+            momentum = params.get("momentum", 0)
+            if isinstance(momentum, bool) or not isinstance(momentum, int | float):
+                raise ConfigImportError("optimizer.params.momentum",
+                                        f"must be a number, got {shown(momentum)}")
+            training["optimizer"] = "sgd_momentum" if momentum else "sgd"
         elif kind in SIMILAR:
             training["optimizer"] = SIMILAR[kind]
             notes.append(f"optimizer.type {optimizer.data.get('type')}: estimated as "
@@ -233,12 +235,12 @@ def read_deepspeed(ds: Reader, notes: list[str]) -> DeepSpeedSettings:
                      "gradient_checkpointing_enable()); imported as full")
         for key, what in (("partition_activations", "splits the checkpoints over tp ranks"),
                           ("cpu_checkpointing", "moves the checkpoints to the CPU")):
-            if ckpt.get(key, False):
+            if enabled(ckpt, key) is True:
                 notes.append(f"activation_checkpointing.{key}: {what}; not modelled, the "
                              "estimate keeps them on the GPU")
         ckpt.get("contiguous_memory_optimization")
         ckpt.get("number_checkpoints")
-    return DeepSpeedSettings(training, parallelism, batch, (enabled[0], enabled[1]))
+    return DeepSpeedSettings(training, parallelism, batch, (switches[0], switches[1]))
 
 
 def batch_and_dp(

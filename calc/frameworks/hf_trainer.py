@@ -14,9 +14,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..errors import shown
 from ..optimizers import OptimizerId, OptimizerImpl
 from ..scenario import Resolved
 from .common import (
+    AUTO,
     DECODER_LAYER,
     TORCH_DTYPE,
     ConfigImportError,
@@ -31,8 +33,8 @@ from .common import (
     only_data_parallel,
     precision_from_flags,
 )
-from .deepspeed import AUTO, DEEPSPEED_INERT, batch_and_dp, deepspeed_config, read_deepspeed
-from .reader import Reader, finish, flag, positive
+from .deepspeed import DEEPSPEED_INERT, batch_and_dp, deepspeed_config, read_deepspeed
+from .reader import Reader, finish, flag, positive, text
 
 # ---------------------------------------------------------------------------------------------
 # Names
@@ -233,13 +235,13 @@ def import_hf_trainer(data: dict[str, Any], dp: int | None, notes: list[str]
                                     f"must be a positive integer, got {every!r}")
         if every > 1:
             training["_every_n_layers"] = every  # layers checkpointed: set once the model is known
-        if kwargs.get("offload"):
+        if kwargs.get("offload") is True:
             notes.append(f"{kw_key}.offload: saved activations held in host memory; not "
                          "modelled, so the estimate keeps them on the GPU (conservative)")
         if set(kwargs) - {"every_n_layers", "offload"}:
             notes.append(f"{kw_key}: {', '.join(sorted(set(kwargs) - {'every_n_layers', 'offload'}))}"
                          ": torch.utils.checkpoint options; reentrant or not, the same memory")
-    optim = args.get("optim")
+    optim = text(args, "optim")
     if optim is None:
         notes.append("optim not given: transformers' default adamw_torch assumed (recent "
                      "releases default to adamw_torch_fused)")
@@ -319,12 +321,13 @@ def import_hf_trainer(data: dict[str, Any], dp: int | None, notes: list[str]
                     value = fsdp_cfg.get(key)
                     return fsdp_cfg.get(f"fsdp_{key}") if value is None else value
 
-                if setting("activation_checkpointing"):
+                if _true(setting("activation_checkpointing"),
+                         "fsdp_config.activation_checkpointing"):
                     training["activation_checkpointing"] = "full"
                 reshard = setting("reshard_after_forward")
                 if isinstance(reshard, bool) and parallelism["zero"] == 3 and not reshard:
                     parallelism["zero"] = 2  # FSDP2 without resharding: ZeRO-2's layout
-                if setting("cpu_offload"):
+                if _true(setting("cpu_offload"), "fsdp_config.cpu_offload"):
                     parallelism["offload_optimizer"] = parallelism["offload_params"] = True
                 setting("version")
                 readers.append(fsdp_cfg)
@@ -332,3 +335,10 @@ def import_hf_trainer(data: dict[str, Any], dp: int | None, notes: list[str]
     parallelism["dp"] = dp
     finish(readers, notes)
     return training, parallelism
+
+
+def _true(value: Any, where: str) -> bool:
+    """A TrainingArguments switch: true, false or unset; anything else is named."""
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    raise ConfigImportError(where, f"must be true or false, got {shown(value)}")

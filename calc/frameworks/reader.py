@@ -8,25 +8,34 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .common import ConfigImportError
+from ..errors import shown
+from ..reading import MAX_CONFIG_BYTES, InputError, check_depth, decode, read_json
+from .common import AUTO, ConfigImportError
 from .yaml import YAML_BOOL, parse_yaml
 
 
 def load(source: str | bytes | dict[str, Any], yaml: bool) -> dict[str, Any]:
-    """The config as a mapping: a dict as given, JSON text, or (`yaml`) the YAML subset."""
+    """The config as a mapping: a dict as given, JSON text, or (`yaml`) the YAML subset.
+    Text must be UTF-8, nested at most MAX_DEPTH deep, without repeated keys (DeepSpeed and
+    PyYAML refuse them; json.loads would keep the last silently)."""
     if isinstance(source, dict):
-        return source
-    text = source.decode() if isinstance(source, bytes) else source
-    if not yaml or text.lstrip().startswith("{"):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigImportError("config", f"is not valid JSON ({exc.msg} at line "
-                                    f"{exc.lineno})") from None
+        data: Any = source
     else:
-        data = parse_yaml(text)
+        try:
+            text = decode(source, MAX_CONFIG_BYTES)
+            if not yaml or text.lstrip().startswith("{"):
+                data = read_json(text)
+            else:
+                data = parse_yaml(text)
+        except InputError as exc:
+            raise ConfigImportError("config" if exc.field == "text" else exc.field,
+                                    exc.message) from None
     if not isinstance(data, dict):
         raise ConfigImportError("config", "must be a mapping (a JSON object)")
+    try:
+        check_depth(data)
+    except InputError as exc:
+        raise ConfigImportError("config", exc.message) from None
     return data
 
 
@@ -50,7 +59,7 @@ class Reader:
         if value is None:
             return None
         if not isinstance(value, dict):
-            raise ConfigImportError(self.path(key), f"must be a mapping, got {value!r}")
+            raise ConfigImportError(self.path(key), f"must be a mapping, got {shown(value)}")
         child = Reader(value, f"{self.path(key)}.", self.inert)
         self.children.append(child)
         return child
@@ -87,11 +96,46 @@ def flag(reader: Reader, key: str, default: bool = False) -> bool:
     if isinstance(value, str) and value.lower() in YAML_BOOL:
         value = YAML_BOOL[value.lower()]
     if not isinstance(value, bool):
-        raise ConfigImportError(reader.path(key), f"must be true or false, got {value!r}")
+        raise ConfigImportError(reader.path(key), f"must be true or false, got {shown(value)}")
+    return value
+
+
+def integer(reader: Reader, key: str, default: int, allowed: tuple[int, ...],
+            digits: bool = False) -> int:
+    """An integer setting among `allowed`: not true, not 1.0 (Python would take both for 1);
+    with `digits`, a string of digits too (DeepSpeed's pydantic config reads "3" as 3)."""
+    value = reader.get(key, default)
+    if digits and isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value not in allowed:
+        raise ConfigImportError(reader.path(key), f"must be one of {', '.join(map(str, allowed))}"
+                                f", got {shown(value)}")
+    return value
+
+
+def enabled(reader: Reader | None, key: str = "enabled") -> bool | str:
+    """A DeepSpeed switch as its pydantic config reads it: true/false, 1/0, "true"/"false"
+    (and "auto", which the HF Trainer fills in); anything else is an error."""
+    if reader is None:
+        return False
+    value = reader.get(key, False)
+    if value == AUTO or isinstance(value, bool):
+        return value  # type: ignore[no-any-return]
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.lower() in YAML_BOOL | {"1": True, "0": False}:
+        return (YAML_BOOL | {"1": True, "0": False})[value.lower()]
+    raise ConfigImportError(reader.path(key), f"must be true or false, got {shown(value)}")
+
+
+def text(reader: Reader, key: str, default: str | None = None) -> str | None:
+    value = reader.get(key, default)
+    if value is not None and not isinstance(value, str):
+        raise ConfigImportError(reader.path(key), f"must be a string, got {shown(value)}")
     return value
 
 
 def positive(reader: Reader, key: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigImportError(reader.path(key), f"must be a positive integer, got {value!r}")
+        raise ConfigImportError(reader.path(key), f"must be a positive integer, got {shown(value)}")
     return value

@@ -16,6 +16,8 @@ import json
 import re
 from typing import Any
 
+from ..errors import shown
+from ..reading import MAX_DEPTH
 from .common import ConfigImportError
 
 # ---------------------------------------------------------------------------------------------
@@ -27,27 +29,51 @@ _FLOAT = re.compile(r"^[-+]?(\d+\.\d*|\.\d+|\d+)([eE][-+]?\d+)?$")
 YAML_BOOL = {"true": True, "false": False, "yes": True, "no": False, "on": True, "off": False}
 
 
-def _read_scalar(text: str, line: int) -> Any:
+def _split_flow(body: str) -> list[str]:
+    """The items of a one-line flow collection, split at commas outside quotes."""
+    items, start, quote = [], 0, ""
+    for i, ch in enumerate(body):
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in ("'", '"'):
+            quote = ch
+        elif ch == ",":
+            items.append(body[start:i])
+            start = i + 1
+    items.append(body[start:])
+    return [item.strip() for item in items if item.strip()]
+
+
+def _read_scalar(text: str, line: int, flow: bool = True) -> Any:
     text = text.strip()
     if text[:1] in ("'", '"'):
         quote = text[0]
         if len(text) < 2 or text[-1] != quote:
-            raise ConfigImportError("yaml", f"line {line}: unterminated string {text!r}")
+            raise ConfigImportError("yaml", f"line {line}: unterminated string {shown(text)}")
         body = text[1:-1]
-        return body.replace("''", "'") if quote == "'" else json.loads(text)
+        if quote == "'":
+            return body.replace("''", "'")
+        try:
+            return json.loads(text)  # YAML's double-quoted escapes are JSON's, for this subset
+        except json.JSONDecodeError:
+            raise ConfigImportError("yaml", f"line {line}: cannot read the string "
+                                    f"{shown(text)} (a bad escape or a stray quote)") from None
     if text.startswith(("[", "{")):
+        if not flow:
+            raise ConfigImportError("yaml", f"line {line}: nested flow collections are not read")
         if not text.endswith("]" if text[0] == "[" else "}"):
             raise ConfigImportError("yaml", f"line {line}: flow collections must close on the "
                                     "same line")
-        items = [i for i in (s.strip() for s in text[1:-1].split(",")) if i]
+        items = _split_flow(text[1:-1])
         if text[0] == "[":
-            return [_read_scalar(i, line) for i in items]
+            return [_read_scalar(i, line, flow=False) for i in items]
         out: dict[str, Any] = {}
         for item in items:
             key, sep, value = item.partition(":")
             if not sep:
-                raise ConfigImportError("yaml", f"line {line}: expected key: value in {item!r}")
-            out[key.strip()] = _read_scalar(value, line)
+                raise ConfigImportError("yaml", f"line {line}: expected key: value in "
+                                        f"{shown(item)}")
+            out[key.strip()] = _read_scalar(value, line, flow=False)
         return out
     low = text.lower()
     if low in YAML_BOOL:  # YAML 1.1, as PyYAML (Accelerate's reader) reads it
@@ -100,6 +126,8 @@ def parse_yaml(text: str) -> dict[str, Any]:
         if body.startswith("- ") or body == "-":
             if pending is None or indent < pending[0]:
                 raise ConfigImportError("yaml", f"line {number}: a list item needs a key above")
+            if re.match(r"^-\s+[^'\"\[{][^:]*:(\s|$)", body):
+                raise ConfigImportError("yaml", f"line {number}: lists of mappings are not read")
             _, parent, key = pending
             if not isinstance(parent.get(key), list):
                 parent[key] = []
@@ -113,6 +141,9 @@ def parse_yaml(text: str) -> dict[str, Any]:
                 child: dict[str, Any] = {}
                 parent[key] = child
                 stack.append((indent, child))
+                if len(stack) > MAX_DEPTH:
+                    raise ConfigImportError("yaml", f"line {number}: nested more than "
+                                            f"{MAX_DEPTH} levels deep")
             pending = None
         while stack and indent < stack[-1][0]:
             stack.pop()
