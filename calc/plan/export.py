@@ -613,3 +613,29 @@ _EXPORTERS = {
 }
 
 __all__ = ["DECODER_LAYER", "FORMATS", "Export", "ExportError", "ExportFormat", "export"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The operation: calc export
+# ---------------------------------------------------------------------------------------------
+
+from pydantic import Field  # noqa: E402
+
+from ..operations import SCENARIO_HELP, Operation, Request  # noqa: E402
+
+FORMAT_NAMES: dict[str, str] = {  # what each format is called, by its id
+    "deepspeed": "DeepSpeed", "accelerate-fsdp": "Accelerate FSDP", "torchtitan": "torchtitan",
+    "megatron": "Megatron-LM", "hf-trainer": "HF Trainer"}
+
+
+class ExportRequest(Request):
+    scenario: dict[str, Any] = Field(description=SCENARIO_HELP)
+    format: ExportFormat = Field(title="Configuration for", description="the framework",
+                                 examples=["accelerate-fsdp"])
+
+
+OPERATIONS: tuple[Operation[ExportRequest, Export], ...] = (
+    Operation("export", "framework configuration for the scenario", ExportRequest,
+              run=lambda q: export(q.scenario, q.format), text=lambda e, q: e.text.rstrip("\n"),
+              notes=lambda e: e.notes),
+)

@@ -868,3 +868,60 @@ def import_config(
 
 __all__ = ["IMPORT_FORMATS", "ConfigImportError", "ImportFormat", "Imported", "import_config",
            "parse_yaml"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The operation: calc import
+# ---------------------------------------------------------------------------------------------
+
+from typing import Annotated  # noqa: E402
+
+from pydantic import Field  # noqa: E402
+
+from ..errors import FieldError  # noqa: E402
+from ..operations import Cli, Operation, Request, json_text  # noqa: E402
+
+IMPORT_FORMAT_NAMES: dict[str, str] = {  # what each format's file is called, by its id
+    "deepspeed": "DeepSpeed JSON", "accelerate-fsdp": "Accelerate YAML",
+    "hf-trainer": "HF TrainingArguments (JSON)"}
+IMPORT_EXAMPLES: dict[str, str] = {  # a short config of each format (the page's placeholder)
+    "deepspeed": '{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 8,\n'
+                 ' "bf16": {"enabled": true}, "zero_optimization": {"stage": 3}}',
+    "accelerate-fsdp": "distributed_type: FSDP\nmixed_precision: bf16\nnum_processes: 8\n"
+                       "fsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD",
+    "hf-trainer": '{"per_device_train_batch_size": 4, "gradient_accumulation_steps": 4,\n'
+                  ' "bf16": true, "activation_checkpointing": true}',
+}
+
+
+class ImportRequest(Request):
+    format: ImportFormat = Field(title="Format", description="the config's format")
+    text: Annotated[str, Cli(argument="config", file=True)] = Field(
+        title="Configuration text", description="the config (on the command line a file, or - "
+                                                "for stdin)")
+    model: str | dict[str, Any] = Field(description="model preset id (or any scenario model)")
+    gpu: str | None = Field(None, description="GPU preset id (default: the scenario default)")
+    dp: int | None = Field(None, title="Data-parallel GPUs",
+                           description="data-parallel GPUs, where the config does not say")
+    seq_len: int | None = Field(None, title="Sequence length (tokens)", description=(
+        "tokens per sequence (configs rarely say: default, the scenario's, noted)"))
+
+
+def _import(q: ImportRequest) -> Imported:
+    try:
+        return import_config(q.text, q.format, model=q.model, gpu=q.gpu, dp=q.dp,
+                             seq_len=q.seq_len)
+    except FieldError:
+        raise
+    except Exception as exc:  # pasted text: whatever the importer trips on, say so, no traceback
+        raise ConfigImportError("config", f"could not be read ({type(exc).__name__}: "
+                                f"{exc})") from None
+
+
+OPERATIONS: tuple[Operation[ImportRequest, Imported], ...] = (
+    Operation("import", "a DeepSpeed / Accelerate / HF Trainer config as a scenario (pipe into "
+              "calc estimate -)", ImportRequest, run=_import,
+              text=lambda r, q: json_text(r.scenario.model_dump(mode="json")),
+              data=lambda r, q: r.scenario.model_dump(mode="json"),
+              browser=lambda r, q: r.as_dict(), notes=lambda r: r.notes),
+)
