@@ -34,6 +34,7 @@ from ..presets import UnknownPreset, resolve_model
 from ._common import PlanError, gib
 
 DEFAULT_DTYPE_BYTES = 2  # bf16 / fp16: what engines cache in unless told otherwise
+KV_CACHE_DTYPES = {2: "bf16 / fp16", 1: "fp8", 4: "fp32"}  # bytes per element -> the dtypes
 
 
 class KVQuant(BaseModel):
@@ -126,5 +127,5 @@ OPERATIONS: tuple[Operation[KVCacheRequest, int], ...] = (
               data=lambda n, q: {"kv_cache_bytes": n}),
 )
 
-__all__ = ["DEFAULT_DTYPE_BYTES", "KVCacheRequest", "KVQuant", "kv_cache_bytes",
+__all__ = ["DEFAULT_DTYPE_BYTES", "KV_CACHE_DTYPES", "KVCacheRequest", "KVQuant", "kv_cache_bytes",
            "kv_elements_per_token"]
