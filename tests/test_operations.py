@@ -138,3 +138,18 @@ def test_calculator_javascript_copies_no_library_constant() -> None:
     copied = [*COMPONENT_LABELS.values(), *(FORMAT_NAMES[f] for f in FORMATS if f != "torchtitan"),
               *IMPORT_FORMAT_NAMES.values(), *(e.splitlines()[0] for e in IMPORT_EXAMPLES.values())]
     assert [text for text in copied if f'"{text}"' in js or f"`{text}`" in js] == []
+
+
+def test_calc_plan_names_load_lazily_from_the_module_that_defines_them() -> None:
+    """calc.plan re-exports each tool's names on first use; the type checkers' imports and
+    the run-time table name the same modules."""
+    import ast
+
+    import calc.plan as plan
+
+    tree = ast.parse((ROOT / "calc" / "plan" / "__init__.py").read_text())
+    typed = {alias.name: node.module for node in ast.walk(tree)
+             if isinstance(node, ast.ImportFrom) and node.level == 1 for alias in node.names}
+    assert typed == plan._WHERE
+    for name, module in plan._WHERE.items():
+        assert getattr(plan, name) is getattr(importlib.import_module(f"calc.plan.{module}"), name)
