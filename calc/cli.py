@@ -176,48 +176,55 @@ def _read(path: str, field: str) -> str:
         raise ScenarioError(field, f"cannot read {path}: {exc.strerror}") from None
 
 
-def _scenario(args: argparse.Namespace, own: set[str]) -> dict[str, Any] | None:
-    """The scenario file with the scenario flags over it, and the flags that go to the
-    request's own fields into `args` (as `model`, `gpu`, `training`, `parallelism`)."""
-    data: dict[str, Any] | None = scenario_dict(_read(args.scenario, "scenario")) \
-        if args.scenario else None
-    merged = {} if data is None else data
-    groups: dict[str, dict[str, Any]] = {}
+def _scenario_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The scenario flags given: {"model": ..., "gpu": ..., "training": {...}, ...}."""
+    given: dict[str, Any] = {}
     for key, value in vars(args).items():
-        if value is None or "." not in key:
+        if value is None:
             continue
-        group, name = key.split(".", 1)
-        if group in own:
-            groups.setdefault(group, {})[name] = value
-            continue
-        section = merged.setdefault(group, {})
-        if not isinstance(section, dict):
-            raise ScenarioError(group, "must be a JSON object")
-        section[name] = value
-    for name in ("model", "gpu"):
-        if getattr(args, name) and name not in own:
-            merged[name] = getattr(args, name)
-    if "model" not in merged and not args.model:
-        raise ScenarioError("model", "is required: give a scenario file or --model")
-    for group, values in groups.items():
-        setattr(args, group, values)
-    return merged if data is not None or "scenario" not in own else None
+        if "." in key:
+            group, name = key.split(".", 1)
+            given.setdefault(group, {})[name] = value
+        elif key in ("model", "gpu"):
+            given[key] = value
+    return given
+
+
+def _over(data: dict[str, Any], flags: dict[str, Any]) -> dict[str, Any]:
+    """The scenario file's data with the flags over it."""
+    for key, value in flags.items():
+        if isinstance(value, dict):
+            section = data.setdefault(key, {})
+            if not isinstance(section, dict):
+                raise ScenarioError(key, "must be a JSON object")
+            section.update(value)
+        else:
+            data[key] = value
+    return data
 
 
 def request_data(op: Operation[Any, Any], args: argparse.Namespace) -> dict[str, Any]:
-    """The request's fields from parsed arguments (left out where not given: the default)."""
+    """The request's fields from parsed arguments (left out where not given: the default).
+
+    With a scenario: the file, the scenario flags over it, except the flags the request has a
+    field of its own for (advise's `model`, `gpu`, `training`, `parallelism`; cheapest's
+    `gpu`), which go there; an optional scenario (advise) is left out without a file."""
     fields = op.request.model_fields
     out: dict[str, Any] = {}
     if "scenario" in fields:
-        optional = not fields["scenario"].is_required()
-        own = {n for n in SCENARIO_FLAGS if n in fields} | ({"scenario"} if optional else set())
-        scenario = _scenario(args, own)
-        if scenario is not None:
+        flags = _scenario_flags(args)
+        own = {k: v for k, v in flags.items() if k in fields}
+        data = scenario_dict(_read(args.scenario, "scenario")) if args.scenario else None
+        scenario = _over(data or {}, {k: v for k, v in flags.items() if k not in own})
+        if "model" not in scenario and "model" not in own:
+            raise ScenarioError("model", "is required: give a scenario file or --model")
+        if data is not None or fields["scenario"].is_required():
             out["scenario"] = scenario
+        out.update(own)
     for name, info in fields.items():
         cli = _cli(info)
         value = getattr(args, cli.argument or name, None)
-        if name == "scenario" or value is None:
+        if name in out or value is None:
             continue
         if cli.file and isinstance(value, list):
             out[name] = [_read(path, "scenario") for path in value]
