@@ -6,7 +6,8 @@
 //   page.mjs      the embedded data (calc's defaults, labels), the worker, formatting
 //   form.mjs      the scenario form: read, fill, field errors
 //   results.mjs   the report, the GPU cards, batch and speed, export, recommendations
-//   planning.mjs  the planning panels (advisor, import, cheapest, RL)
+//   planning.mjs  the planning panels (advisor, import, cheapest, RL): inputs, runs, staleness
+//   plans.mjs     the panels' answers (plans, cheapest GPUs, RL memory), formatted
 //   storage.mjs   share links, saved and pinned scenarios, download and upload
 
 import { StartError, startCalcPython } from "../assets/calc_python.mjs";
