@@ -318,10 +318,13 @@ EXPLAIN: Operation[ExplainRequest, Explanation] = Operation(
 # ---------------------------------------------------------------------------------------------
 
 class ArchitectureRequest(Request):
-    hf_config: dict[str, Any] = Field(description="a Hugging Face config.json, as an object")
+    hf_config: Any = Field(description="a Hugging Face config.json, as an object")
 
 
 def _architecture(request: ArchitectureRequest) -> dict[str, Any]:
+    """Its errors name the scenario field the page shows them beside (`model.hf_config...`)."""
+    if not isinstance(request.hf_config, dict):
+        raise ScenarioError("model.hf_config", "must be a JSON object")
     try:
         arch, notes = from_hf_config(request.hf_config)
     except ConfigError as exc:
