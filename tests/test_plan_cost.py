@@ -5,8 +5,8 @@ import math
 import pytest
 from pydantic import ValidationError
 
-from calc import gpus, models
-from calc.plan import GpuPrice, PlanError, training_cost
+from calc import GpuPrice, gpus, models
+from calc.plan import PlanError, training_cost
 from calc.plan.cost import attention_forward_flops, matmul_weights
 
 # Llama-3-8B per layer: q, o 4096 x 4096; k, v 4096 x 1024; gate, up, down 4096 x 14336.

@@ -1,16 +1,17 @@
 """Reference pages generated from the code and data: presets (presets/*.json through
-calc.presets), the CLI (calc.cli.build_parser), the Python API (docstrings), and the formula
+calc.presets), the CLI (the operations registry, calc.operations), the Python API (docstrings), and the formula
 reference's worked formulas (calc.explain) for the default scenario, which the page recomputes
 live for the scenario in its address (site/reference/formulas.mjs)."""
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import json
-from typing import Any
+import types
+from typing import Any, Literal, Union, get_args, get_origin
 
 from docs_common import DEFAULT_SCENARIO, billions, encode_scenario, md_table, num_gib
+from pydantic.fields import FieldInfo
 
 import calc
 import calc.activations
@@ -18,10 +19,11 @@ import calc.baselines
 import calc.logits
 import calc.overhead
 import calc.plan
-from calc import estimate, gpus, models
-from calc.cli import build_parser
+from calc import Parallelism, Scenario, Training, estimate, gpus, models
+from calc.cli import ALIASES, takes
 from calc.explain import explain
 from calc.formula import FORMULAS, Formula
+from calc.operations import DECLARED_IN, every
 from calc.optimizers import OPTIMIZERS
 from calc.peak import MOMENTS, PARTS
 from calc.presets import GpuPrice
@@ -81,24 +83,63 @@ def presets(src: str) -> dict[str, str]:
     }
 
 
+def _values(annotation: Any) -> str:
+    """The values a field takes, for a table: its choices, or its type."""
+    origin = get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        return " or ".join(_values(a) for a in get_args(annotation) if a is not type(None))
+    if origin is Literal:
+        return ", ".join(f"`{c}`" for c in get_args(annotation))
+    names = {int: "integer", float: "number", str: "text", bool: "true / false", dict: "object",
+             list: "list"}
+    return names.get(origin or annotation, str(annotation))
+
+
+def _default(info: FieldInfo) -> str:
+    if info.is_required():
+        return "required"
+    default = info.get_default(call_default_factory=True)
+    if default in (None, {}, []):
+        return "-"
+    return f"`{default if isinstance(default, str) else json.dumps(default)}`"
+
+
+def _scenario_flags() -> str:
+    """The scenario flags, once: every operation with a scenario takes them."""
+    scenario = Scenario.model_fields
+    rows = [["`--model`", "`model`", "model preset id (overrides the file)", "text", "required"],
+            ["`--gpu`", "`gpu`", "GPU preset id (overrides the file)", "text",
+             _default(scenario["gpu"])]]
+    for group, model in (("training", Training), ("parallelism", Parallelism)):
+        for name, info in model.model_fields.items():
+            flag = "--" + name.replace("_", "-")
+            flags = ", ".join(f"`{f}`" for f in [flag, *ALIASES.get(name, [])])
+            if info.annotation is bool:
+                flags = f"`{flag}`, `--no-{flag[2:]}`"
+            rows.append([flags, f"`{group}.{name}`", _cell(info.description or ""),
+                         _values(info.annotation), _default(info)])
+    return md_table(["flag", "scenario field", "meaning", "values", "default"], rows, "lllll")
+
+
 def cli(src: str) -> dict[str, str]:
-    parser = build_parser()
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    helps = {c.dest: c.help for c in sub._choices_actions}
+    """One section per command of the operations registry (calc.operations): its request's
+    fields, how the command line takes each, what it means, its values and its default."""
     out = []
-    for name, p in sub.choices.items():
-        rows = []
-        for a in p._actions:
-            if isinstance(a, argparse._HelpAction):
-                continue
-            flag = ", ".join(f"`{o}`" for o in a.option_strings) or f"`{a.dest}` (positional)"
-            choices = ", ".join(f"`{c}`" for c in a.choices) if a.choices else ""
-            default = "" if a.default in (None, False, argparse.SUPPRESS) else f"`{a.default}`"
-            rows.append([flag, _cell(a.help or ""), choices, default])
-        out.append(f"## `calc {name}`\n\n{helps.get(name) or ''}\n\n"
-                   f"```\n{p.format_usage().strip()}\n```\n\n"
-                   + md_table(["flag", "meaning", "values", "default"], rows, "llll"))
-    return {"commands": "\n\n".join(out), "version": calc.__version__}
+    for op in every():
+        if not op.cli:
+            continue
+        fields = op.request.model_fields
+        rows = [[f"`{name}`", f"`{takes(op, name)}`".replace(" and the scenario flags`",
+                                                             "` and the [scenario flags](#scenario-flags)"),
+                 _cell(info.description or ""), _values(info.annotation), _default(info)]
+                for name, info in fields.items()]
+        rows.append(["", "`--json`", "print the result as JSON", "", ""])
+        table = md_table(["field", "command line", "meaning", "values", "default"], rows, "lllll")
+        module = DECLARED_IN[op.name]
+        out.append(f"## `calc {op.name}`\n\n{op.help}. Request model: "
+                   f"`{module}.{op.request.__name__}`.\n\n{table}")
+    return {"commands": "\n\n".join(out), "scenario_flags": _scenario_flags(),
+            "version": calc.__version__}
 
 
 def _doc(obj: Any) -> str:

@@ -2,8 +2,9 @@
 
 - The calculator page's marker `<div id="calculator-app"></div>` becomes the form (generated from
   the pydantic models' JSON Schema: field names, enums, bounds, defaults, descriptions), the
-  preset data, and the default scenario's result computed now, in CPython, by the same
-  `calc_worker.run` the browser calls. The page therefore shows real numbers before Python has
+  preset data, the planning panels' inputs (from the operations' request models), and the
+  default scenario's result computed now, in CPython, by the same `calc_worker.call` the
+  browser calls. The page therefore shows real numbers before Python has
   loaded, and the browser swaps in live results when it is ready.
 - After the build, `vendor/site/` (staged by tools/vendor_assets.py) is copied to `<site>/vendor/`.
 """
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import html
 import importlib.util
-import inspect
 import json
 import shutil
 import sys
@@ -20,10 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from mkdocs.exceptions import PluginError
+from pydantic import BaseModel
 
 from calc import Architecture, Parallelism, Scenario, Training, __version__, gpus, models
-from calc.plan import DEFAULT_INTER_NODE_GBPS, DEFAULT_MAX_GPUS, IMPORT_FORMATS, rl_memory
-from calc.plan.advise import DEFAULT_GPUS_PER_NODE, MAX_GPUS
+from calc.operations import COMPONENT_LABELS, get
+from calc.plan import DEFAULT_TARGET, FORMATS, IMPORT_FORMATS
+from calc.plan.export import FORMAT_NAMES
+from calc.plan.importers import IMPORT_EXAMPLES, IMPORT_FORMAT_NAMES
+from calc.plan.kv_cache import KV_CACHE_DTYPES
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))  # the page generators (tools/docs_*.py)
@@ -111,6 +115,40 @@ def _fields(prefix: str, schema: dict[str, Any], names: tuple[str, ...],
     return "\n".join(out)
 
 
+# The calculator's planning panels (operations), and the labels of fields offered as choices.
+PANELS = ("advise", "import", "cheapest", "rl")
+CHOICES: dict[str, dict[str, dict[Any, str]]] = {
+    "import": {"format": {f: IMPORT_FORMAT_NAMES[f] for f in IMPORT_FORMATS}},
+    "rl": {"kv_dtype_bytes": {n: f"{name} ({n} byte{'s' if n > 1 else ''})"
+                              for n, name in KV_CACHE_DTYPES.items()}},
+}
+
+
+def _example(model: type[BaseModel], name: str) -> Any:
+    info = model.model_fields[name]
+    return info.examples[0] if info.examples else None
+
+
+def _request_fields(model: type[BaseModel], choices: dict[str, dict[Any, str]]
+                    ) -> dict[str, dict[str, Any]]:
+    """Each request field as a panel input: label, hint, kind, first value, bounds, choices
+    (from the model's JSON Schema: its titles, descriptions, defaults, examples)."""
+    out = {}
+    for name, prop in model.model_json_schema()["properties"].items():
+        branches = prop.get("anyOf", [prop])
+        types = {t.get("type") for t in branches}
+        enum = next((t["enum"] for t in branches if "enum" in t), None)
+        labels = choices.get(name) or ({v: str(v) for v in enum} if enum else None)
+        kind = ("bool" if "boolean" in types else "choice" if labels else
+                "int" if "integer" in types else "float" if "number" in types else "text")
+        value = prop.get("default", _example(model, name))
+        out[name] = {"label": prop.get("title", name), "hint": prop.get("description", ""),
+                     "kind": kind, "value": value,
+                     "min": prop.get("minimum"), "max": prop.get("maximum"),
+                     "choices": None if labels is None else [[v, t] for v, t in labels.items()]}
+    return out
+
+
 def _json_script(element_id: str, data: Any) -> str:
     text = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
     return f'<script type="application/json" id="{element_id}">{text}</script>'
@@ -141,21 +179,21 @@ def calculator_html(root: str) -> str:
                    for m in models().values()},
         "gpus": {g.id: {"name": g.name, "aliases": list(g.aliases), "usable_bytes": g.usable_bytes}
                  for g in gpus().values()},
-        # the planning panels' limits and defaults: calc.plan's own
-        "planning": {
-            "advise": {"max_gpus": MAX_GPUS, "gpus_per_node": DEFAULT_GPUS_PER_NODE,
-                       "inter_node_gbps": DEFAULT_INTER_NODE_GBPS},
-            "cheapest": {"max_gpus": DEFAULT_MAX_GPUS},
-            "import_formats": list(IMPORT_FORMATS),
-            "rl": {k: inspect.signature(rl_memory).parameters[k].default
-                   for k in ("kv_dtype_bytes", "colocated")},
-        },
+        # above this share of the GPU a result is "tight": calc.plan's fit target
+        "fit_target": DEFAULT_TARGET,
+        "component_labels": COMPONENT_LABELS,
+        "export": {"formats": {f: FORMAT_NAMES[f] for f in FORMATS},
+                   "default": _example(get("export").request, "format")},
+        "import_examples": IMPORT_EXAMPLES,
+        # the planning panels' inputs: their operations' request fields (calc.operations)
+        "requests": {name: _request_fields(get(name).request, CHOICES.get(name, {}))
+                     for name in PANELS},
     }
     arch = _fields("model", arch_schema, ARCH_FIELDS, kinds, arch_labels)
     basic = _fields("training", training, BASIC, kinds)
     adv_training = _fields("training", training, ADVANCED_TRAINING, kinds)
     adv_parallel = _fields("parallelism", parallel, tuple(parallel["properties"]), kinds)
-    payload = json.loads(_worker().run(json.dumps(DEFAULT_SCENARIO)))
+    payload = json.loads(_worker().call("estimate", json.dumps({"scenario": DEFAULT_SCENARIO})))
     report_text = html.escape(payload.pop("report_text"))
     return f"""
 <div class="calc" id="calc">

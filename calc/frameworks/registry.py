@@ -55,6 +55,21 @@ IMPORTERS: dict[ImportFormat, Importer] = {
 }
 assert tuple(EXPORTERS) == FORMATS and tuple(IMPORTERS) == IMPORT_FORMATS
 
+FORMAT_NAMES: dict[str, str] = {  # what each format is called, by its id
+    "deepspeed": "DeepSpeed", "accelerate-fsdp": "Accelerate FSDP", "torchtitan": "torchtitan",
+    "megatron": "Megatron-LM", "hf-trainer": "HF Trainer"}
+IMPORT_FORMAT_NAMES: dict[str, str] = {  # what each format's file is called, by its id
+    "deepspeed": "DeepSpeed JSON", "accelerate-fsdp": "Accelerate YAML",
+    "hf-trainer": "HF TrainingArguments (JSON)"}
+IMPORT_EXAMPLES: dict[str, str] = {  # a short config of each format (the page's placeholder)
+    "deepspeed": '{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 8,\n'
+                 ' "bf16": {"enabled": true}, "zero_optimization": {"stage": 3}}',
+    "accelerate-fsdp": "distributed_type: FSDP\nmixed_precision: bf16\nnum_processes: 8\n"
+                       "fsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD",
+    "hf-trainer": '{"per_device_train_batch_size": 4, "gradient_accumulation_steps": 4,\n'
+                  ' "bf16": true, "activation_checkpointing": true}',
+}
+
 
 def export(scenario: Scenario | dict[str, Any] | str, format: ExportFormat) -> Export:
     """The scenario as `format`'s configuration; :class:`ExportError` where it cannot be.

@@ -6,9 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import PlanError as PlanError  # re-exported: calc.plan's modules import it here
+from ..operations import GiB, gib
 from ..scenario import Scenario, parse_scenario
-
-GiB = 1024**3
 
 ScenarioInput = Scenario | dict[str, Any] | str
 
@@ -31,5 +30,4 @@ def changed(
     return parse_scenario(data)
 
 
-def gib(n: int | float) -> str:
-    return f"{n / GiB:,.2f} GiB"
+__all__ = ["GiB", "PlanError", "ScenarioInput", "changed", "gib"]

@@ -8,54 +8,9 @@ layouts of N GPUs that fit, ranked by an estimated step time.
 
 **Fit** is :func:`calc.plan.fits_target`: `device_bytes <= target x usable_bytes`.
 
-**Step time** (seconds; :math:`G` sequences of :math:`s` tokens per step, :math:`N` GPUs)
-is the sum of the parts below. Nothing overlaps with compute unless `overlap` > 0, which hides
-that fraction of every communication term (an assumption: Megatron-LM and FSDP overlap much of
-the DP and some of the TP traffic, so the default 0 is pessimistic).
-
-- `compute`, `recompute`: :math:`F G s / (N \cdot P \cdot mfu)` with :math:`F` the model and
-  the recomputed FLOPs per token of :mod:`calc.plan.cost` (Kaplan et al. 2020; PaLM appendix
-  B; Korthikanti et al. 2022 for recomputation), :math:`P` the GPU's dense TFLOPS in the
-  training precision. Here `mfu` is the efficiency of the compute alone (cost.py's `mfu` also
-  absorbs communication and bubbles), so the default 0.4 leaves these times conservative.
-  Per-GPU efficiency is assumed not to depend on the layout or the micro-batch.
-- `tp_comm`: Megatron-LM's tensor parallelism all-reduces the layer's output twice in forward
-  and twice in backward (Narayanan et al. 2021, "Efficient Large-Scale Language Model Training
-  on GPU Clusters Using Megatron-LM", section 3.2; sequence parallelism swaps each for an
-  all-gather plus a reduce-scatter of the same volume, Korthikanti et al. 2022), two more with
-  full recomputation: :math:`4 L_{st} \cdot (G/d) \cdot (s/c) h a \cdot 2(t-1)/t / B_{tp}`
-  (:math:`L_{st}` layers per stage, :math:`d` = dp, :math:`c` = cp, :math:`t` = tp,
-  :math:`a` bytes per activation element, :math:`2(t-1)/t` the ring all-reduce's cost).
-- `cp_comm`: context parallelism all-gathers K and V in forward and again in backward and
-  reduce-scatters their gradients (Megatron-LM's context parallelism; Liu et al. 2023, "Ring
-  Attention"), one more gather with full recomputation:
-  :math:`3 L_{st} (G/d) \cdot (c-1)/c \cdot s \cdot w_{kv}/t \cdot a / B_{cp}`
-  (:math:`w_{kv}` = K plus V width per token: 2 x kv heads x head size; MLA: heads x
-  (qk_nope + qk_rope + v)).
-- `ep_comm`: two all-to-alls (dispatch, combine) per MoE layer in forward and two in backward
-  (Lepikhin et al. 2020, "GShard"), two more with full recomputation, each moving :math:`k`
-  copies of the GPU's tokens: :math:`4 L^{moe}_{st} (G/d)(s/c') k h a \cdot (e-1)/e / B_{ep}`
-  (:math:`c'` = cp, times tp with sequence parallelism; :math:`k` experts per token).
-- `dp_comm`: gradients over the :math:`D = d \cdot c` ranks ZeRO shards over, ring cost
-  :math:`(D-1)/D` per pass of the GPU's :math:`\Psi` parameters (Rajbhandari et al. 2020,
-  "ZeRO", section 7): ZeRO 0/1 reduce-scatter + all-gather once per step
-  (:math:`2\Psi`, gradients accumulated locally); ZeRO-2 keeps only a gradient shard, so it
-  reduce-scatters every micro-batch plus one parameter all-gather (:math:`(m+1)\Psi`); ZeRO-3
-  (FSDP2, reshard after forward) also all-gathers the parameters in forward and backward of
-  every micro-batch (:math:`3m\Psi`, the 3x of the ZeRO paper at :math:`m = 1`). Each pass
-  moves elements of the width the memory model gives them (:mod:`calc.numerics`: gradients as
-  stored, parameters as stored, or as gathered with ZeRO-3); :math:`\Psi` is the largest
-  stage's trainable parameters (all of them for the ZeRO-3 gathers), expert weights included
-  as if reduced over the whole :math:`D` (a simplification: they are reduced over D / ep).
-- `bubble`: 1F1B pipeline bubble, a fraction :math:`(p-1)/(m+p-1)` of the step (Narayanan et
-  al. 2021, section 2.2), i.e. :math:`(p-1)/m` times the pipelined work (everything above but
-  `dp_comm`); :math:`m` = gradient_accumulation_steps. Point-to-point traffic is not counted.
-
-Links (Megatron-LM's rank order: tp innermost, then cp, dp, pp): a group that stays inside a
-node uses the GPU's `interconnect.bandwidth_gbps` **halved** (presets give NVLink's
-bidirectional marketing figure; a ring sends one way), one that spans nodes uses
-`inter_node_gbps` (GB/s per GPU, one way; default 50 = one 400 Gb/s InfiniBand NDR port per
-GPU, as in DGX H100). Latency, hierarchical collectives and congestion are not modelled.
+**Step time**: :mod:`calc.plan.step_time` (compute, recompute, each parallelism's
+communication and the pipeline bubble, from the FLOPs of :mod:`calc.plan.cost` and the links'
+bandwidths).
 
 **Search** (each estimate ~100 us, so pruned): layouts that break a rule (tp must divide the
 heads and a node, pp <= layers, dp must divide the global batch, cp only for shards of at least
@@ -77,54 +32,38 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Annotated, Any
 
-from ..architecture import Architecture
+from pydantic import Field
+
 from ..estimate import Estimate, estimate
 from ..numerics import numerics
+from ..operations import Cli, Operation, Request
 from ..overhead import overhead
 from ..scenario import (
     Checkpointing,
     ModelSpec,
     Parallelism,
     Scenario,
+    ScenarioError,
     Training,
     parse_scenario,
     resolve,
 )
 from ..setup import Setup, setup
 from ..states import model_states
-from ._common import PlanError, changed
+from ._common import PlanError, changed, gib
 from .cost import _PEAK_KEY, DEFAULT_MFU, Flops, flops_per_token
 from .fit import DEFAULT_TARGET, _check_target, _largest, fits_target
+from .step_time import StepTime, _Ctx, _Layout, _step_time
 
 MAX_GPUS = 4096
 DEFAULT_GPUS_PER_NODE = 8  # DGX/HGX nodes
 DEFAULT_INTER_NODE_GBPS = 50.0  # GB/s per GPU one way: a 400 Gb/s InfiniBand NDR port per GPU
 CP_MIN_TOKENS = 4096  # judgement: shorter shards leave too little attention to hide the ring
 CHECKPOINTING: tuple[Checkpointing, ...] = ("none", "selective", "full")
-TIME_PARTS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "dp_comm", "bubble")
-
-
-@dataclass(frozen=True, slots=True)
-class StepTime:
-    """Seconds per optimizer step, by part (see the module docstring)."""
-
-    compute: float
-    recompute: float
-    tp_comm: float
-    cp_comm: float
-    ep_comm: float
-    dp_comm: float
-    bubble: float
-
-    @property
-    def total(self) -> float:
-        return (self.compute + self.recompute + self.tp_comm + self.cp_comm + self.ep_comm
-                + self.dp_comm + self.bubble)
-
-    def as_dict(self) -> dict[str, float]:
-        return {k: getattr(self, k) for k in TIME_PARTS}
+DEFAULT_OVERLAP = 0.0  # pessimistic: no communication hidden behind compute
+DEFAULT_TOP = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,98 +122,6 @@ class AdviceResult:
         return {"plans": [p.as_dict() for p in self.plans], "searched": self.searched,
                 "estimates": self.estimates, "rejected": dict(sorted(self.rejected.items())),
                 "fitting": self.fitting, "assumptions": self.assumptions}
-
-
-# ---------------------------------------------------------------------------------------------
-# The step-time model
-# ---------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True, slots=True)
-class _Ctx:
-    """What every layout shares: the model, the GPU, the batch, the links."""
-
-    arch: Architecture
-    moe_layers: int
-    gpus: int
-    node: int  # GPUs per node (capped at the GPU count)
-    seq_len: int
-    global_batch: int
-    act_bytes: int  # bytes per activation element on the wire
-    flops: dict[str, Flops]  # per checkpointing mode
-    flops_per_s: float  # all GPUs: N x peak x mfu
-    intra_bps: float  # bytes/s one way
-    inter_bps: float
-    exposed: float  # 1 - overlap
-    tp_across_nodes: bool
-
-
-@dataclass(frozen=True, slots=True)
-class _Layout:
-    tp: int
-    pp: int
-    dp: int
-    cp: int
-    ep: int
-    zero: int
-
-    @property
-    def key(self) -> tuple[int, int, int, int, int]:
-        return self.tp, self.pp, self.dp, self.cp, self.ep
-
-
-def _bps(c: _Ctx, span: int) -> float:
-    """One-way bandwidth of a group of consecutive ranks `span` wide."""
-    inside = span <= c.node and c.node % span == 0
-    return c.intra_bps if inside else c.inter_bps
-
-
-def _step_time(c: _Ctx, lay: _Layout, ckpt: str, mb: int, params: tuple[int, int],
-               weight_bytes: int, grad_bytes: int) -> StepTime:
-    """Step time of one layout at micro-batch `mb` (formulas: the module docstring)."""
-    a, h, s = c.arch, c.arch.hidden_size, c.seq_len
-    t, p, d, cp, e = lay.tp, lay.pp, lay.dp, lay.cp, lay.ep
-    seqs = c.global_batch // d  # sequences per replica per step
-    m = seqs // mb  # micro-batches (gradient_accumulation_steps)
-    f = c.flops[ckpt]
-    compute = f.model * c.global_batch * s / c.flops_per_s
-    recompute = f.recompute * c.global_batch * s / c.flops_per_s
-    layers = -(-a.num_hidden_layers // p)
-    full = ckpt == "full"
-    tp_comm = cp_comm = ep_comm = 0.0
-    if t > 1:
-        bytes_ = (4 + 2 * full) * layers * seqs * (s // cp) * h * c.act_bytes * 2 * (t - 1) / t
-        tp_comm = bytes_ / _bps(c, t)
-    if cp > 1:
-        if a.is_mla:
-            kv_width = a.num_attention_heads * ((a.qk_nope_head_dim or 0)
-                                                + (a.qk_rope_head_dim or 0) + (a.v_head_dim or 0))
-        else:
-            kv_width = 2 * a.kv_heads * a.head_size
-        bytes_ = ((3 + full) * layers * seqs * (cp - 1) / cp * s * kv_width / t * c.act_bytes)
-        cp_comm = bytes_ / _bps(c, t * cp)
-    if e > 1:
-        moe_layers = -(-c.moe_layers // p)
-        tokens = s // cp // (t if s % (t * cp) == 0 else 1)  # sequence parallel splits over tp
-        bytes_ = ((4 + 2 * full) * moe_layers * seqs * tokens * a.num_experts_per_tok * h
-                  * c.act_bytes * (e - 1) / e)
-        ep_comm = bytes_ / _bps(c, t * e)
-    dp_comm = 0.0
-    D = d * cp
-    if D > 1:
-        total, trainable = params
-        ring = (D - 1) / D
-        if lay.zero <= 1:
-            passes = 2 * trainable * grad_bytes
-        elif lay.zero == 2:
-            passes = m * trainable * grad_bytes + trainable * weight_bytes
-        else:
-            passes = m * (2 * total * weight_bytes + trainable * grad_bytes)
-        dp_comm = ring * passes / _bps(c, t * cp * d)
-    x = c.exposed
-    pipelined = compute + recompute + x * (tp_comm + cp_comm + ep_comm)
-    bubble = pipelined * (p - 1) / m
-    return StepTime(compute, recompute, x * tp_comm, x * cp_comm, x * ep_comm, x * dp_comm,
-                    bubble)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -395,9 +242,9 @@ def advise(
     model: ModelSpec | dict[str, Any], gpu: str, gpus: int, seq_len: int, global_batch: int, *,
     gpus_per_node: int = DEFAULT_GPUS_PER_NODE,
     inter_node_gbps: float = DEFAULT_INTER_NODE_GBPS, mfu: float = DEFAULT_MFU,
-    target: float = DEFAULT_TARGET, overlap: float = 0.0,
+    target: float = DEFAULT_TARGET, overlap: float = DEFAULT_OVERLAP,
     base_training: Training | dict[str, Any] | None = None, tp_across_nodes: bool = False,
-    top: int = 10,
+    top: int = DEFAULT_TOP,
 ) -> AdviceResult:
     """The `top` fastest layouts of `gpus` GPUs that fit, for `global_batch` sequences of
     `seq_len` tokens per step. `base_training` gives the other training settings (precision,
@@ -552,4 +399,101 @@ def _plans(kept: list[_Found], search: _Search, target: float, tokens: int) -> l
     return out
 
 
-__all__ = ["DEFAULT_INTER_NODE_GBPS", "AdviceResult", "Plan", "StepTime", "advise"]
+# ---------------------------------------------------------------------------------------------
+# The operation: calc advise
+# ---------------------------------------------------------------------------------------------
+
+class AdviseRequest(Request):
+    """The scenario's model, GPU, sequence length and training settings are the base; its
+    parallelism, micro-batch, accumulation and checkpointing are searched."""
+
+    scenario: dict[str, Any] | None = Field(None, description=(
+        "the base scenario; on the command line a file, or - for stdin (default: none, "
+        "`model` and `training` alone)"))
+    model: str | dict[str, Any] | None = Field(None, description="the model, over the "
+                                               "scenario's (the command line's --model)")
+    gpu: str | None = Field(None, description="the GPU preset, over the scenario's")
+    training: dict[str, Any] = Field(default_factory=dict, description="training settings "
+                                     "over the scenario's (the command line's training flags)")
+    parallelism: dict[str, Any] = Field(default_factory=dict, description="none: the "
+                                        "parallelism is what is searched")
+    gpus: int = Field(title="GPU count", description=f"GPUs to lay out (1 to {MAX_GPUS})",
+                      examples=[DEFAULT_GPUS_PER_NODE],
+                      json_schema_extra={"minimum": 1, "maximum": MAX_GPUS})
+    gpus_per_node: int = Field(DEFAULT_GPUS_PER_NODE, title="GPUs per node",
+                               description="GPUs per node")
+    global_batch: int | None = Field(None, title="Global batch (sequences per step)", description=(
+        "sequences per step (default: the scenario's micro-batch × accumulation × dp; with no "
+        "scenario, the GPU count)"))
+    inter_node_gbps: float = Field(
+        DEFAULT_INTER_NODE_GBPS, title="Inter-node bandwidth (GB/s per GPU, one way)",
+        description="GB/s per GPU between nodes, one way (50: 400 Gb/s InfiniBand NDR)")
+    mfu: float = Field(DEFAULT_MFU, description="efficiency of the compute")
+    target: float = Field(DEFAULT_TARGET, description="fraction of the GPU's usable memory")
+    overlap: float = Field(DEFAULT_OVERLAP, description="fraction of communication hidden "
+                                                        "behind compute")
+    tp_across_nodes: Annotated[bool, Cli(flag="--allow-cross-node-tp")] = Field(
+        False, description="let tensor parallelism span nodes")
+    top: int = Field(DEFAULT_TOP, description="plans to list")
+
+    def base(self) -> dict[str, Any]:
+        """The scenario advised on: `scenario` with `model`, `gpu` and `training` over it."""
+        if self.parallelism:
+            raise PlanError(f"parallelism.{next(iter(self.parallelism))}",
+                            "is searched by advise; leave it out")
+        data = dict(self.scenario or {})
+        training = data.get("training") or {}
+        if not isinstance(training, dict):
+            raise ScenarioError("training", "must be a JSON object")
+        data["training"] = {**training, **self.training}
+        if self.model is not None:
+            data["model"] = self.model
+        if self.gpu is not None:
+            data["gpu"] = self.gpu
+        return data
+
+    def batch(self, scenario: Scenario) -> int:
+        """`global_batch`, or its default (see its description)."""
+        if self.global_batch is not None:
+            return self.global_batch
+        if self.scenario is None:
+            return self.gpus
+        t, p = scenario.training, scenario.parallelism
+        return t.micro_batch_size * t.gradient_accumulation_steps * p.dp
+
+
+def _run(q: AdviseRequest) -> AdviceResult:
+    data = q.base()
+    s = parse_scenario(data)
+    return advise(data["model"], s.gpu, q.gpus, s.training.seq_len, q.batch(s),
+                  gpus_per_node=q.gpus_per_node, inter_node_gbps=q.inter_node_gbps, mfu=q.mfu,
+                  target=q.target, overlap=q.overlap, base_training=data["training"],
+                  tp_across_nodes=q.tp_across_nodes, top=q.top)
+
+
+def _text(result: AdviceResult, request: AdviseRequest) -> str:
+    d = result.as_dict()
+    a = d["assumptions"]
+    lines = [f"{a['gpus']} GPUs, {a['global_batch']} sequences of {a['seq_len']} tokens per "
+             f"step: {d['estimates']} estimates over {d['searched']} combinations"]
+    for p in d["plans"]:
+        lay, est = p["layout"], p["estimate"]
+        lines.append(
+            f"{p['rank']:>3}. tp {lay['tp']} pp {lay['pp']} dp {lay['dp']} cp {lay['cp']} "
+            f"ep {lay['ep']} zero {lay['zero']} ckpt {lay['activation_checkpointing']} "
+            f"micro-batch {lay['micro_batch_size']} x {lay['gradient_accumulation_steps']}: "
+            f"{p['step_time_s']:.3f} s/step, {p['tokens_per_s']:,.0f} tokens/s, "
+            f"{gib(est['device_bytes'])}")
+        lines.append(f"     {p['why']}")
+    if not d["plans"]:
+        lines.append("nothing fits: " + ", ".join(f"{k} {v}" for k, v in d["rejected"].items()))
+    return "\n".join(lines)
+
+
+OPERATIONS: tuple[Operation[AdviseRequest, AdviceResult], ...] = (
+    Operation("advise", "parallelism layouts of N GPUs that fit, fastest first", AdviseRequest,
+              run=_run, text=_text),
+)
+
+__all__ = ["DEFAULT_INTER_NODE_GBPS", "AdviceResult", "AdviseRequest", "Plan", "StepTime",
+           "advise"]

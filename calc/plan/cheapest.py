@@ -17,14 +17,17 @@ more GPUs really cost (communication, a lower MFU at scale) is in `mfu`, not mod
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from ..estimate import estimate
+from ..operations import SCENARIO_HELP, Cli, Operation, Request
 from ..presets import UnknownPreset, resolve_gpu
 from ..presets import gpus as gpu_presets
 from ..scenario import Scenario, ScenarioError, parse_scenario
-from ._common import PlanError, ScenarioInput, changed
-from .cost import DEFAULT_MFU, TrainingCost, training_cost
+from ._common import PlanError, ScenarioInput, changed, gib
+from .cost import DEFAULT_MFU, MFU_HELP, TrainingCost, training_cost
 from .fit import DEFAULT_TARGET, fits_target
 
 DEFAULT_MAX_GPUS = 512  # 64 nodes of 8
@@ -199,4 +202,72 @@ def _options_on(
     return out, reason
 
 
-__all__ = ["DEFAULT_MAX_GPUS", "CheapestResult", "Option", "cheapest"]
+# ---------------------------------------------------------------------------------------------
+# The operation: calc cheapest
+# ---------------------------------------------------------------------------------------------
+
+class CheapestRequest(Request):
+    scenario: dict[str, Any] = Field(description=SCENARIO_HELP)
+    tokens: Annotated[int, Cli(count=True)] = Field(
+        title="Tokens to train", description="training tokens (1e12 is fine)",
+        examples=[10**10])
+    deadline_hours: float | None = Field(None, title="Deadline (hours)",
+                                         description="wall-clock limit (default: none)")
+    gpus: Annotated[list[str] | None, Cli(comma=True)] = Field(
+        None, description="GPU preset ids to consider, comma-separated on the command line "
+                          "(default: every GPU with a list price, or `gpu`)")
+    gpu: str | None = Field(None, description="one GPU preset to consider, where `gpus` is not "
+                                              "given (the command line's --gpu)")
+    max_gpus: int = Field(DEFAULT_MAX_GPUS, title="Maximum GPUs",
+                          description="largest count tried, powers of two")
+    mfu: float = Field(DEFAULT_MFU, description=MFU_HELP)
+    target: float = Field(DEFAULT_TARGET, description="fraction of the GPU's usable memory")
+    top: int = Field(10, description="options to list (the text; the JSON has all)")
+
+    def gpu_ids(self) -> list[str] | None:
+        """The GPU types to consider: `gpus`, else `gpu`, else None (every priced one)."""
+        return self.gpus or ([self.gpu] if self.gpu else None)
+
+
+def _run(q: CheapestRequest) -> CheapestResult:
+    return cheapest(q.scenario, q.tokens, deadline_hours=q.deadline_hours, gpus=q.gpu_ids(),
+                    max_gpus=q.max_gpus, mfu=q.mfu, target=q.target)
+
+
+def _text(r: CheapestResult, request: CheapestRequest) -> str:
+    deadline = "" if r.deadline_hours is None else f" within {r.deadline_hours:g} h"
+    lines = [f"{r.tokens:,} tokens{deadline}, cheapest first:"]
+    for i, o in enumerate(r.options[: request.top], 1):
+        c = o.cost
+        extra = f" ({', '.join(o.changes)})" if o.changes else ""
+        lines.append(f"{i:>3}. {o.gpus} x {o.gpu}{extra}: ${c.cost_usd:,.0f}, "
+                     f"{c.train_seconds / 3600:,.1f} h, {c.gpu_hours:,.0f} GPU-hours, "
+                     f"{gib(o.device_bytes)} of {gib(o.usable_bytes)}")
+    if not r.options:
+        lines.append("  none")
+    if r.unpriced:
+        lines.append("no list price (by GPU-hours):")
+        lines += [f"     {o.gpus} x {o.gpu}: {o.cost.train_seconds / 3600:,.1f} h, "
+                  f"{o.cost.gpu_hours:,.0f} GPU-hours" for o in r.unpriced[: request.top]]
+    lines += [f"  {gpu}: {why}" for gpu, why in r.rejected.items()]
+    lines += [f"  note: {n}" for n in r.notes]
+    return "\n".join(lines)
+
+
+def _page(r: CheapestResult, request: CheapestRequest) -> dict[str, Any]:
+    """The page's answer: each option with its `price_source`, without `all_options` (every
+    qualifying count: not shown, and the bulk of the JSON)."""
+    answer = r.as_dict()
+    del answer["all_options"]
+    for key in ("options", "unpriced"):
+        for shown, option in zip(answer[key], getattr(r, key), strict=True):
+            shown["price_source"] = option.cost.price_source
+    return answer
+
+
+OPERATIONS: tuple[Operation[CheapestRequest, CheapestResult], ...] = (
+    Operation("cheapest", "cheapest GPU type and count to train N tokens", CheapestRequest,
+              run=_run, text=_text, browser=_page),
+)
+
+__all__ = ["DEFAULT_MAX_GPUS", "CheapestRequest", "CheapestResult", "Option", "cheapest"]

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from ..estimate import COMPONENTS, Estimate, estimate
+from ..operations import Cli, Operation, Request
 from ..presets import gpus
 from ..scenario import ScenarioError, parse_scenario
-from ._common import PlanError, ScenarioInput
+from ._common import PlanError, ScenarioInput, gib
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +96,7 @@ def compare(scenarios: Sequence[ScenarioInput], labels: Sequence[str] | None = N
     return Comparison(tuple(columns))
 
 
-__all__ = ["Column", "Comparison", "compare"]
+__all__ = ["Column", "CompareRequest", "Comparison", "compare", "compare_gpus"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,3 +136,40 @@ def compare_gpus(scenario: ScenarioInput) -> list[GpuFit]:
         out.append(GpuFit(gpu.id, gpu.name, gpu.usable_bytes, report.device_bytes,
                           report.utilization, report.fits, None))
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The operation: calc compare
+# ---------------------------------------------------------------------------------------------
+
+class CompareRequest(Request):
+    scenarios: Annotated[list[dict[str, Any] | str], Cli(argument="scenarios", file=True,
+                                                         labels="labels")] = Field(
+        description="the scenarios (objects or JSON text); on the command line, files")
+    labels: list[str] | None = Field(
+        None, description="one name per scenario (default: 1, 2, ...; on the command line, "
+                          "the files' names)")
+
+
+def _text(comparison: Comparison, request: CompareRequest) -> str:
+    d = comparison.as_dict()
+    cols = d["scenarios"]
+    rows = [f"{'':<28}" + "".join(f"{col['label'][:16]:>18}" for col in cols)]
+    for key in ("device_bytes", "peak_bytes"):
+        rows.append(f"{key:<28}" + "".join(f"{gib(col[key]):>18}" for col in cols))
+    for key in ("utilization", "fits", "micro_batch_size", "gradient_accumulation_steps",
+                "dp", "global_batch_size", "gpus"):
+        rows.append(f"{key:<28}" + "".join(
+            f"{col[key]:>18.0%}" if key == "utilization" else f"{col[key]!s:>18}"
+            for col in cols))
+    rows.append(f"difference vs {d['baseline']}:")
+    for comp in COMPONENTS:
+        rows.append(f"  {comp:<26}" + "".join(
+            f"{gib(col['difference']['components'][comp]):>18}" for col in cols))
+    return "\n".join(rows)
+
+
+OPERATIONS: tuple[Operation[CompareRequest, Comparison], ...] = (
+    Operation("compare", "scenarios side by side", CompareRequest,
+              run=lambda q: compare(q.scenarios, q.labels), text=_text),
+)

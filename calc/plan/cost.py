@@ -36,14 +36,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from ..architecture import Architecture
 from ..estimate import estimate
+from ..operations import SCENARIO_HELP, Cli, Operation, Request
 from ..params import count_params
 from ..presets import HardwareDtype
 from ..scenario import Training, parse_scenario
 from ._common import PlanError, ScenarioInput
+from .fit import DEFAULT_TARGET, FitResult, max_micro_batch
 
 DEFAULT_MFU = 0.4  # PaLM appendix B reports 46% MFU for PaLM 540B; 0.3-0.5 is typical
 _PEAK_KEY: dict[str, HardwareDtype] = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8",
@@ -218,5 +222,64 @@ def training_cost(
         price_source=source, fits=report.fits, notes=tuple(notes))
 
 
-__all__ = ["DEFAULT_MFU", "Flops", "TrainingCost", "attention_forward_flops",
+# ---------------------------------------------------------------------------------------------
+# The operations: calc cost, and the calculator's "Batch and speed"
+# ---------------------------------------------------------------------------------------------
+
+MFU_HELP = "assumed utilisation of the GPU's peak dense TFLOPS"
+
+
+class CostRequest(Request):
+    scenario: dict[str, Any] = Field(description=SCENARIO_HELP)
+    tokens: Annotated[int, Cli(count=True)] = Field(
+        title="Tokens to train", description="training tokens (1e12 is fine)",
+        examples=[10**10])
+    mfu: float = Field(DEFAULT_MFU, title="MFU", description=MFU_HELP)
+    price_per_gpu_hour: float | None = Field(
+        None, title="Price per GPU-hour (USD)", description="USD (default: a list price)")
+
+
+def _cost_text(c: TrainingCost, request: CostRequest) -> str:
+    money = "no price" if c.cost_usd is None else f"${c.cost_usd:,.0f}"
+    lines = [f"{c.gpus} x {c.gpu}: {c.step_seconds:.3f} s/step, "
+             f"{c.tokens_per_second:,.0f} tokens/s at {c.mfu:.0%} of peak",
+             f"{c.tokens:,} tokens: {c.steps:,} steps, {c.train_seconds / 86400:,.2f} days, "
+             f"{c.gpu_hours:,.0f} GPU-hours, {money}"]
+    if c.price_source:
+        lines.append(f"  price: {c.price_per_gpu_hour} USD/GPU-hour ({c.price_source})")
+    lines += [f"  note: {n}" for n in c.notes]
+    return "\n".join(lines)
+
+
+class BatchAndSpeedRequest(Request):
+    scenario: dict[str, Any] = Field(description=SCENARIO_HELP)
+    target: float = Field(DEFAULT_TARGET, description="fraction of the GPU's usable memory")
+    mfu: float = Field(DEFAULT_MFU, description=MFU_HELP)
+
+
+STEP_TOKENS = 10**9  # training_cost needs a token count; step time and tokens/s do not depend on it
+
+
+def _batch_and_speed(q: BatchAndSpeedRequest) -> tuple[FitResult, dict[str, Any]]:
+    """The largest micro-batch within the target, and the step time of the scenario as set
+    (or, where the cost model cannot say, why: {"error": {"field", "message"}})."""
+    fit = max_micro_batch(q.scenario, q.target)
+    try:
+        cost = training_cost(q.scenario, STEP_TOKENS, mfu=q.mfu).as_dict()
+    except PlanError as exc:
+        cost = {"error": {"field": exc.field, "message": exc.message}}
+    return fit, cost
+
+
+OPERATIONS: tuple[Operation[Any, Any], ...] = (
+    Operation("cost", "FLOPs, step time, time and cost to train N tokens", CostRequest,
+              run=lambda q: training_cost(q.scenario, q.tokens, mfu=q.mfu,
+                                          price_per_gpu_hour=q.price_per_gpu_hour),
+              text=_cost_text),
+    Operation("batch-and-speed", "the largest micro-batch and the step time of a scenario",
+              BatchAndSpeedRequest, run=_batch_and_speed, cli=False,
+              data=lambda r, q: {"max_micro_batch": r[0].as_dict(), "cost": r[1]}),
+)
+
+__all__ = ["DEFAULT_MFU", "CostRequest", "Flops", "TrainingCost", "attention_forward_flops",
            "flops_per_token", "matmul_weights", "training_cost"]

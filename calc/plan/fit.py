@@ -17,7 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pydantic import Field
+
 from ..estimate import Estimate, estimate
+from ..operations import SCENARIO_HELP, Operation, Request
 from ..scenario import Scenario, parse_scenario, resolve
 from ._common import PlanError, ScenarioInput, changed, gib
 
@@ -157,4 +160,35 @@ def max_seq_len(scenario: ScenarioInput, target: float = DEFAULT_TARGET) -> FitR
     return _search(base, "training.seq_len", target, step, cap_steps, notes, cap_note)
 
 
-__all__ = ["DEFAULT_TARGET", "FitResult", "fits_target", "max_micro_batch", "max_seq_len"]
+# ---------------------------------------------------------------------------------------------
+# The operations: calc max-batch, calc max-seq
+# ---------------------------------------------------------------------------------------------
+
+class FitRequest(Request):
+    scenario: dict[str, Any] = Field(description=SCENARIO_HELP)
+    target: float = Field(DEFAULT_TARGET, title="Memory target",
+                          description="fraction of the GPU's usable memory")
+
+
+def fit_text(r: FitResult, request: Any = None) -> str:
+    """A fit search's answer as `calc max-batch` prints it."""
+    name = r.field.split(".")[1]
+    if r.value is None:
+        return f"{name}: nothing fits: {r.reason}"
+    assert r.device_bytes is not None
+    line = (f"{name} {r.value}: {gib(r.device_bytes)} of {gib(r.limit_bytes)} "
+            f"({r.target:.0%} of the GPU)")
+    if r.next_value is not None and r.next_device_bytes is not None:
+        line += f"; {r.next_value} would need {gib(r.next_device_bytes)}"
+    return "\n".join([line, *(f"  note: {n}" for n in r.notes)])
+
+
+OPERATIONS: tuple[Operation[FitRequest, FitResult], ...] = (
+    Operation("max-batch", "largest micro_batch_size that fits the memory target", FitRequest,
+              run=lambda q: max_micro_batch(q.scenario, q.target), text=fit_text),
+    Operation("max-seq", "largest seq_len that fits the memory target", FitRequest,
+              run=lambda q: max_seq_len(q.scenario, q.target), text=fit_text),
+)
+
+__all__ = ["DEFAULT_TARGET", "FitRequest", "FitResult", "fits_target", "max_micro_batch",
+           "max_seq_len"]

@@ -24,13 +24,17 @@ newest `residual_length` tokens unquantised. Assumed: every layer caches the ful
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..architecture import Architecture
+from ..operations import Cli, Operation, Request
 from ..presets import UnknownPreset, resolve_model
-from ._common import PlanError
+from ._common import PlanError, gib
+
+DEFAULT_DTYPE_BYTES = 2  # bf16 / fp16: what engines cache in unless told otherwise
+KV_CACHE_DTYPES = {2: "bf16 / fp16", 1: "fp8", 4: "fp32"}  # bytes per element -> the dtypes
 
 
 class KVQuant(BaseModel):
@@ -65,7 +69,7 @@ def kv_elements_per_token(arch: Architecture, tp: int = 1) -> int:
 
 
 def kv_cache_bytes(
-    model: Architecture | str, batch: int, seq: int, dtype_bytes: int = 2, *,
+    model: Architecture | str, batch: int, seq: int, dtype_bytes: int = DEFAULT_DTYPE_BYTES, *,
     quant: KVQuant | None = None, tp: int = 1,
 ) -> int:
     """Bytes of the KV cache for `batch` sequences of `seq` tokens, on one of `tp` GPUs.
@@ -88,4 +92,40 @@ def kv_cache_bytes(
     return -(-quantised * quant.bits // 8) + meta + per_token * full * batch * dtype_bytes
 
 
-__all__ = ["KVQuant", "kv_cache_bytes", "kv_elements_per_token"]
+# ---------------------------------------------------------------------------------------------
+# The operation: calc kv-cache
+# ---------------------------------------------------------------------------------------------
+
+_QUANT = KVQuant.model_fields
+
+
+class KVCacheRequest(Request):
+    model: Annotated[str, Cli(argument="model")] = Field(description="model preset id")
+    batch: int = Field(1, description="sequences")
+    seq_len: int = Field(description="tokens per sequence")
+    dtype_bytes: int = Field(DEFAULT_DTYPE_BYTES, description="bytes per element (bf16: 2)")
+    tp: int = Field(1, description="tensor-parallel GPUs sharing the heads")
+    quant_bits: Literal[2, 4, 8] | None = Field(None, description="a quantised cache: bits per "
+                                                "element (default: not quantised)")
+    group_size: int = Field(_QUANT["group_size"].default, description="quantised: elements "
+                            "sharing one scale")
+    residual_length: int = Field(_QUANT["residual_length"].default, description="quantised: "
+                                 "newest tokens kept unquantised")
+
+
+def _kv_cache(q: KVCacheRequest) -> int:
+    quant = None
+    if q.quant_bits:
+        quant = KVQuant(bits=q.quant_bits, group_size=q.group_size,
+                        residual_length=q.residual_length)
+    return kv_cache_bytes(q.model, q.batch, q.seq_len, q.dtype_bytes, quant=quant, tp=q.tp)
+
+
+OPERATIONS: tuple[Operation[KVCacheRequest, int], ...] = (
+    Operation("kv-cache", "KV cache bytes for inference or RL rollouts", KVCacheRequest,
+              run=_kv_cache, text=lambda n, q: f"KV cache: {gib(n)} per GPU",
+              data=lambda n, q: {"kv_cache_bytes": n}),
+)
+
+__all__ = ["DEFAULT_DTYPE_BYTES", "KV_CACHE_DTYPES", "KVCacheRequest", "KVQuant", "kv_cache_bytes",
+           "kv_elements_per_token"]

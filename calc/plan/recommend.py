@@ -13,10 +13,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pydantic import Field
+
 from ..estimate import Estimate, estimate
+from ..operations import SCENARIO_HELP, Operation, Request
 from ..presets import gpus
 from ..scenario import Scenario, ScenarioError, parse_scenario
-from ._common import ScenarioInput, changed
+from ._common import ScenarioInput, changed, gib
 
 Lever = Literal[
     "zero", "activation_checkpointing", "sequence_parallel", "tp", "pp", "micro_batch",
@@ -207,4 +210,28 @@ def _apply(base: Estimate, lever: Lever, title: str, changes: dict[str, Any],
         cost)
 
 
-__all__ = ["Recommendation", "Recommendations", "recommend"]
+# ---------------------------------------------------------------------------------------------
+# The operation: calc recommend
+# ---------------------------------------------------------------------------------------------
+
+class RecommendRequest(Request):
+    scenario: dict[str, Any] = Field(description=SCENARIO_HELP)
+
+
+def _text(recs: Recommendations, request: RecommendRequest) -> str:
+    lines = [f"now {gib(recs.base.device_bytes)} of {gib(recs.base.usable_bytes)}"]
+    for i, r in enumerate(recs.levers, 1):
+        lines.append(f"{i:>3}. {r.title}: saves {gib(r.saving_bytes)} "
+                     f"({r.saving_percent:.0f}%){'' if r.fits else ', still does not fit'}")
+        lines.append(f"     cost: {r.cost}")
+    lines.append("larger GPUs (by headroom):")
+    lines += [f"     {r.title}: {gib(r.headroom_bytes)} headroom" for r in recs.larger_gpus]
+    return "\n".join(lines)
+
+
+OPERATIONS: tuple[Operation[RecommendRequest, Recommendations], ...] = (
+    Operation("recommend", "changes that save device memory, ranked", RecommendRequest,
+              run=lambda q: recommend(q.scenario), text=_text),
+)
+
+__all__ = ["RecommendRequest", "Recommendation", "Recommendations", "recommend"]

@@ -29,12 +29,15 @@ the GPU whatever the need.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
 
 from ..estimate import estimate
+from ..operations import SCENARIO_HELP, Cli, Operation, Request
 from ..scenario import parse_scenario
-from ._common import PlanError, ScenarioInput, changed
-from .kv_cache import kv_cache_bytes
+from ._common import PlanError, ScenarioInput, changed, gib
+from .kv_cache import DEFAULT_DTYPE_BYTES, kv_cache_bytes
 
 Component = Literal["training", "kv_cache", "inference_weights"]
 INFERENCE_WEIGHT_BYTES = 2  # bf16: what rollout engines load
@@ -96,7 +99,7 @@ class RLMemory:
 
 def rl_memory(
     scenario: ScenarioInput, *, prompts: int, samples_per_prompt: int, response_len: int,
-    prompt_len: int, kv_dtype_bytes: int = 2, colocated: bool = True,
+    prompt_len: int, kv_dtype_bytes: int = DEFAULT_DTYPE_BYTES, colocated: bool = True,
     engines: int | None = None,
 ) -> RLMemory:
     """Per-GPU memory of an RL step: training, rollout KV cache, the engine's weights.
@@ -146,4 +149,55 @@ def rl_memory(
         tp=p.tp, notes=tuple(notes))
 
 
-__all__ = ["RLMemory", "rl_memory"]
+# ---------------------------------------------------------------------------------------------
+# The operation: calc rl
+# ---------------------------------------------------------------------------------------------
+
+class RLRequest(Request):
+    scenario: dict[str, Any] = Field(description=SCENARIO_HELP)
+    prompts: int = Field(title="Prompts per rollout batch", description="prompts per rollout "
+                         "batch", examples=[32])
+    samples_per_prompt: int = Field(title="Samples per prompt", description="responses "
+                                    "generated for each prompt", examples=[8])
+    response_len: int = Field(title="Rollout length (tokens per response)",
+                              description="tokens per response", examples=[7168])
+    prompt_len: int = Field(512, title="Prompt length (tokens)", description="tokens per prompt")
+    kv_dtype_bytes: int = Field(DEFAULT_DTYPE_BYTES, title="KV cache dtype",
+                                description="bytes per cached element (bf16: 2, fp8 cache: 1)")
+    colocated: Annotated[bool, Cli(flag="--separate", negate=True, help=(
+        "the rollout engine runs on GPUs of its own (not colocated)"))] = Field(
+        True, title="Engine on the training GPUs (colocated)",
+        description="the rollout engine runs on the training GPUs")
+    engines: int | None = Field(None, title="Rollout engines", description="rollout engines "
+                                "(default: GPUs / tp when colocated, else 1)")
+
+
+def _run(q: RLRequest) -> RLMemory:
+    return rl_memory(q.scenario, prompts=q.prompts, samples_per_prompt=q.samples_per_prompt,
+                     response_len=q.response_len, prompt_len=q.prompt_len,
+                     kv_dtype_bytes=q.kv_dtype_bytes, colocated=q.colocated, engines=q.engines)
+
+
+def _text(m: RLMemory, request: RLRequest) -> str:
+    lines = [f"{m.sequences} sequences of {m.seq_len} tokens, {m.engines} engine(s) of tp "
+             f"{m.tp}, {m.sequences_per_engine} sequences each, on {m.gpu}:"]
+    lines += [f"  {name:<18}{gib(value):>14}" + ("  <- dominates" if name == m.dominant else "")
+              for name, value in m.components.items()]
+    lines.append(f"  {'per GPU':<18}{gib(m.total_bytes):>14}  of {gib(m.usable_bytes)} "
+                 f"({m.utilization:.0%}, {'fits' if m.fits else 'DOES NOT FIT'})")
+    lines += [f"  note: {n}" for n in m.notes]
+    return "\n".join(lines)
+
+
+def _page(m: RLMemory, request: RLRequest) -> dict[str, Any]:
+    """The answer with `scenario_device_bytes`: the scenario's own estimate, as set (at its own
+    seq_len), to compare with."""
+    return {**m.as_dict(), "scenario_device_bytes": estimate(request.scenario).device_bytes}
+
+
+OPERATIONS: tuple[Operation[RLRequest, RLMemory], ...] = (
+    Operation("rl", "RL fine-tuning: training + rollout KV cache + engine weights per GPU",
+              RLRequest, run=_run, text=_text, browser=_page),
+)
+
+__all__ = ["RLMemory", "RLRequest", "rl_memory"]

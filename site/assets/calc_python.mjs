@@ -1,5 +1,5 @@
 // calc's Python, started for a page: a PyScript worker on the vendored Pyodide running
-// calculator/calc_worker.py, whose functions the page calls as `worker.sync.name(json)`.
+// calculator/calc_worker.py, which the page calls as `worker.sync.call(operation, json)`.
 // Shared by the calculator and the formula reference.
 //
 // Failures come back as one sentence naming what failed (a missing file, no WebAssembly, Python

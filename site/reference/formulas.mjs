@@ -77,7 +77,7 @@ async function showScenario() {
       return say(`Python could not start: ${e.message}. The default scenario's numbers are shown.`, "error");
     }
   }
-  const answer = JSON.parse(await worker.sync.explain(JSON.stringify(scenario)));
+  const answer = JSON.parse(await worker.sync.call("explain", JSON.stringify({ scenario })));
   if (!answer.ok) return say(`This scenario cannot be computed: ${answer.field}: ${answer.message}`, "error");
   render(answer.explanation, "live", location.hash.slice(3));
   say("Your scenario, computed in this browser by calc.");

@@ -1,0 +1,174 @@
+r"""Step time of one parallel layout: compute, recomputation, each parallelism's communication
+and the pipeline bubble, in seconds per optimizer step. The parallelism advisor
+(:mod:`calc.plan.advise`) ranks the layouts that fit by it.
+
+**Step time** (seconds; :math:`G` sequences of :math:`s` tokens per step, :math:`N` GPUs)
+is the sum of the parts below. Nothing overlaps with compute unless `overlap` > 0, which hides
+that fraction of every communication term (an assumption: Megatron-LM and FSDP overlap much of
+the DP and some of the TP traffic, so the default 0 is pessimistic).
+
+- `compute`, `recompute`: :math:`F G s / (N \cdot P \cdot mfu)` with :math:`F` the model and
+  the recomputed FLOPs per token of :mod:`calc.plan.cost` (Kaplan et al. 2020; PaLM appendix
+  B; Korthikanti et al. 2022 for recomputation), :math:`P` the GPU's dense TFLOPS in the
+  training precision. Here `mfu` is the efficiency of the compute alone (cost.py's `mfu` also
+  absorbs communication and bubbles), so the default 0.4 leaves these times conservative.
+  Per-GPU efficiency is assumed not to depend on the layout or the micro-batch.
+- `tp_comm`: Megatron-LM's tensor parallelism all-reduces the layer's output twice in forward
+  and twice in backward (Narayanan et al. 2021, "Efficient Large-Scale Language Model Training
+  on GPU Clusters Using Megatron-LM", section 3.2; sequence parallelism swaps each for an
+  all-gather plus a reduce-scatter of the same volume, Korthikanti et al. 2022), two more with
+  full recomputation: :math:`4 L_{st} \cdot (G/d) \cdot (s/c) h a \cdot 2(t-1)/t / B_{tp}`
+  (:math:`L_{st}` layers per stage, :math:`d` = dp, :math:`c` = cp, :math:`t` = tp,
+  :math:`a` bytes per activation element, :math:`2(t-1)/t` the ring all-reduce's cost).
+- `cp_comm`: context parallelism all-gathers K and V in forward and again in backward and
+  reduce-scatters their gradients (Megatron-LM's context parallelism; Liu et al. 2023, "Ring
+  Attention"), one more gather with full recomputation:
+  :math:`3 L_{st} (G/d) \cdot (c-1)/c \cdot s \cdot w_{kv}/t \cdot a / B_{cp}`
+  (:math:`w_{kv}` = K plus V width per token: 2 x kv heads x head size; MLA: heads x
+  (qk_nope + qk_rope + v)).
+- `ep_comm`: two all-to-alls (dispatch, combine) per MoE layer in forward and two in backward
+  (Lepikhin et al. 2020, "GShard"), two more with full recomputation, each moving :math:`k`
+  copies of the GPU's tokens: :math:`4 L^{moe}_{st} (G/d)(s/c') k h a \cdot (e-1)/e / B_{ep}`
+  (:math:`c'` = cp, times tp with sequence parallelism; :math:`k` experts per token).
+- `dp_comm`: gradients over the :math:`D = d \cdot c` ranks ZeRO shards over, ring cost
+  :math:`(D-1)/D` per pass of the GPU's :math:`\Psi` parameters (Rajbhandari et al. 2020,
+  "ZeRO", section 7): ZeRO 0/1 reduce-scatter + all-gather once per step
+  (:math:`2\Psi`, gradients accumulated locally); ZeRO-2 keeps only a gradient shard, so it
+  reduce-scatters every micro-batch plus one parameter all-gather (:math:`(m+1)\Psi`); ZeRO-3
+  (FSDP2, reshard after forward) also all-gathers the parameters in forward and backward of
+  every micro-batch (:math:`3m\Psi`, the 3x of the ZeRO paper at :math:`m = 1`). Each pass
+  moves elements of the width the memory model gives them (:mod:`calc.numerics`: gradients as
+  stored, parameters as stored, or as gathered with ZeRO-3); :math:`\Psi` is the largest
+  stage's trainable parameters (all of them for the ZeRO-3 gathers), expert weights included
+  as if reduced over the whole :math:`D` (a simplification: they are reduced over D / ep).
+- `bubble`: 1F1B pipeline bubble, a fraction :math:`(p-1)/(m+p-1)` of the step (Narayanan et
+  al. 2021, section 2.2), i.e. :math:`(p-1)/m` times the pipelined work (everything above but
+  `dp_comm`); :math:`m` = gradient_accumulation_steps. Point-to-point traffic is not counted.
+
+Links (Megatron-LM's rank order: tp innermost, then cp, dp, pp): a group that stays inside a
+node uses the GPU's `interconnect.bandwidth_gbps` **halved** (presets give NVLink's
+bidirectional marketing figure; a ring sends one way), one that spans nodes uses
+`inter_node_gbps` (GB/s per GPU, one way; default 50 = one 400 Gb/s InfiniBand NDR port per
+GPU, as in DGX H100). Latency, hierarchical collectives and congestion are not modelled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..architecture import Architecture
+from .cost import Flops
+
+TIME_PARTS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "dp_comm", "bubble")
+
+
+@dataclass(frozen=True, slots=True)
+class StepTime:
+    """Seconds per optimizer step, by part (see the module docstring)."""
+
+    compute: float
+    recompute: float
+    tp_comm: float
+    cp_comm: float
+    ep_comm: float
+    dp_comm: float
+    bubble: float
+
+    @property
+    def total(self) -> float:
+        return (self.compute + self.recompute + self.tp_comm + self.cp_comm + self.ep_comm
+                + self.dp_comm + self.bubble)
+
+    def as_dict(self) -> dict[str, float]:
+        return {k: getattr(self, k) for k in TIME_PARTS}
+
+
+@dataclass(frozen=True, slots=True)
+class _Ctx:
+    """What every layout shares: the model, the GPU, the batch, the links."""
+
+    arch: Architecture
+    moe_layers: int
+    gpus: int
+    node: int  # GPUs per node (capped at the GPU count)
+    seq_len: int
+    global_batch: int
+    act_bytes: int  # bytes per activation element on the wire
+    flops: dict[str, Flops]  # per checkpointing mode
+    flops_per_s: float  # all GPUs: N x peak x mfu
+    intra_bps: float  # bytes/s one way
+    inter_bps: float
+    exposed: float  # 1 - overlap
+    tp_across_nodes: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    tp: int
+    pp: int
+    dp: int
+    cp: int
+    ep: int
+    zero: int
+
+    @property
+    def key(self) -> tuple[int, int, int, int, int]:
+        return self.tp, self.pp, self.dp, self.cp, self.ep
+
+
+def _bps(c: _Ctx, span: int) -> float:
+    """One-way bandwidth of a group of consecutive ranks `span` wide."""
+    inside = span <= c.node and c.node % span == 0
+    return c.intra_bps if inside else c.inter_bps
+
+
+def _step_time(c: _Ctx, lay: _Layout, ckpt: str, mb: int, params: tuple[int, int],
+               weight_bytes: int, grad_bytes: int) -> StepTime:
+    """Step time of one layout at micro-batch `mb` (formulas: the module docstring)."""
+    a, h, s = c.arch, c.arch.hidden_size, c.seq_len
+    t, p, d, cp, e = lay.tp, lay.pp, lay.dp, lay.cp, lay.ep
+    seqs = c.global_batch // d  # sequences per replica per step
+    m = seqs // mb  # micro-batches (gradient_accumulation_steps)
+    f = c.flops[ckpt]
+    compute = f.model * c.global_batch * s / c.flops_per_s
+    recompute = f.recompute * c.global_batch * s / c.flops_per_s
+    layers = -(-a.num_hidden_layers // p)
+    full = ckpt == "full"
+    tp_comm = cp_comm = ep_comm = 0.0
+    if t > 1:
+        bytes_ = (4 + 2 * full) * layers * seqs * (s // cp) * h * c.act_bytes * 2 * (t - 1) / t
+        tp_comm = bytes_ / _bps(c, t)
+    if cp > 1:
+        if a.is_mla:
+            kv_width = a.num_attention_heads * ((a.qk_nope_head_dim or 0)
+                                                + (a.qk_rope_head_dim or 0) + (a.v_head_dim or 0))
+        else:
+            kv_width = 2 * a.kv_heads * a.head_size
+        bytes_ = ((3 + full) * layers * seqs * (cp - 1) / cp * s * kv_width / t * c.act_bytes)
+        cp_comm = bytes_ / _bps(c, t * cp)
+    if e > 1:
+        moe_layers = -(-c.moe_layers // p)
+        tokens = s // cp // (t if s % (t * cp) == 0 else 1)  # sequence parallel splits over tp
+        bytes_ = ((4 + 2 * full) * moe_layers * seqs * tokens * a.num_experts_per_tok * h
+                  * c.act_bytes * (e - 1) / e)
+        ep_comm = bytes_ / _bps(c, t * e)
+    dp_comm = 0.0
+    D = d * cp
+    if D > 1:
+        total, trainable = params
+        ring = (D - 1) / D
+        if lay.zero <= 1:
+            passes = 2 * trainable * grad_bytes
+        elif lay.zero == 2:
+            passes = m * trainable * grad_bytes + trainable * weight_bytes
+        else:
+            passes = m * (2 * total * weight_bytes + trainable * grad_bytes)
+        dp_comm = ring * passes / _bps(c, t * cp * d)
+    x = c.exposed
+    pipelined = compute + recompute + x * (tp_comm + cp_comm + ep_comm)
+    bubble = pipelined * (p - 1) / m
+    return StepTime(compute, recompute, x * tp_comm, x * cp_comm, x * ep_comm, x * dp_comm,
+                    bubble)
+
+
+__all__ = ["TIME_PARTS", "StepTime"]

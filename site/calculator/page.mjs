@@ -1,0 +1,49 @@
+// What every part of the calculator page shares: the data the build embedded (calc's presets,
+// defaults and labels, tools/site_hooks.py), the worker running calc, the status line, and
+// number formatting. Nothing here knows a domain number: those are all in DATA.
+
+export const $ = (id) => document.getElementById(id);
+export const DATA = JSON.parse($("calc-data").textContent);
+export const STATIC = JSON.parse($("calc-static").textContent);
+export const timings = (window.calcTimings = { start: performance.now() });
+
+// ---- the worker: calc's operations by name (calc_worker.call) ----
+export const live = { worker: null, seq: 0 }; // the worker once ready; the latest scenario asked
+export const isLatest = (mine) => mine === live.seq;
+
+// calc's answer to operation `name` for `request`: the JSON text ({"ok": true, ...} or
+// {"ok": false, "field", "message"}), and the same parsed.
+export const call = (name, request) => live.worker.sync.call(name, JSON.stringify(request));
+export const ask = async (name, request) => JSON.parse(await call(name, request));
+
+// ---- the status line ----
+export function say(text, kind = "") {
+  const status = $("calc-status");
+  status.textContent = text;
+  status.className = `calc-status${kind ? ` calc-status--${kind}` : ""}`;
+}
+
+export function failed(error) {
+  console.warn("calculator:", error);
+  say(`The live calculator stopped: ${error?.message ?? error}. The last result stays on the page.`, "error");
+}
+
+// ---- formatting ----
+const GiB = 1024 ** 3;
+export const gib = (b) => `${(b / GiB).toFixed(2)} GiB`;
+export const pct = (x) => `${(100 * x).toFixed(1)}%`;
+export const share = (x) => pct(x).replace(".0%", "%");
+export const esc = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+export const count = (n) => Math.round(n).toLocaleString("en-US");
+export const signed = (b) => `${b > 0 ? "+" : b < 0 ? "−" : "±"}${gib(Math.abs(b))}`;
+export const secs = (s) => (s >= 100 ? `${s.toFixed(0)} s` : s >= 1 ? `${s.toFixed(2)} s` : `${(1000 * s).toFixed(0)} ms`);
+export const hours = (h) => (h >= 48 ? `${h.toFixed(0)} h (${(h / 24).toFixed(1)} days)` : h >= 1 ? `${h.toFixed(1)} h` : `${(60 * h).toFixed(0)} min`);
+export const usd = (x) => `$${x.toLocaleString("en-US", { maximumFractionDigits: x < 100 ? 2 : 0 })}`;
+export const gpuName = (id) => DATA.gpus[id]?.name ?? id;
+export const label = (key) => DATA.component_labels[key] ?? key;
+
+// A result's verdict: over the GPU, within it but above calc's fit target ("tight"), or fine.
+export function verdict(r) {
+  if (!r.fits) return ["no", "does not fit"];
+  return r.utilization > DATA.fit_target ? ["tight", "tight"] : ["ok", "fits"];
+}

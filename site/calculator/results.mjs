@@ -1,0 +1,161 @@
+// The results column: the report and the GPU cards, then what is computed from the same
+// scenario after it (the largest micro-batch and the step time, the export, the
+// recommendations). Every number is calc's; this only formats it.
+
+import { $, DATA, ask, count, esc, failed, gib, gpuName, isLatest, label, live, pct, say, secs,
+  share, verdict } from "./page.mjs";
+
+let recommended = []; // what each recommendation's "Apply" loads
+
+// The results column's sections under the report, and the export's format choice.
+export function addResultSections() {
+  const results = $("calc-results");
+  const side = Object.assign(document.createElement("div"), { className: "calc-side" });
+  results.replaceWith(side);
+  side.append(results);
+  const formats = Object.entries(DATA.export.formats).map(([id, name]) =>
+    `<option value="${id}"${id === DATA.export.default ? " selected" : ""}>${esc(name)} (${id})</option>`).join("");
+  side.insertAdjacentHTML("beforeend", `<div id="calc-plan" class="calc-plan"></div>
+    <div id="calc-export" class="calc-export"><h3>Export</h3>
+      <p><label for="calc-export-format">Configuration for</label>
+      <select id="calc-export-format">${formats}</select>
+      <button type="button" class="md-button" id="calc-export-copy">Copy</button></p>
+      <pre id="calc-export-text" data-state="static">The configuration is written by calc as soon as Python is ready.</pre>
+      <ul id="calc-export-notes" class="calc-export-notes"></ul></div>
+    <div id="calc-recs"></div><div id="calc-saved"></div>`);
+  $("calc-export-copy").addEventListener("click", async () => {
+    try { await navigator.clipboard.writeText($("calc-export-text").textContent); say("Configuration copied."); }
+    catch { say("Select the configuration text to copy it."); }
+  });
+}
+
+export const recommendation = (i) => recommended[i];
+
+// ---- the report (calc estimate's JSON) and the same scenario on every GPU ----
+export function render(payload, state) {
+  const r = payload.report;
+  const gpu = gpuName(r.gpu);
+  const [cls, word] = verdict(r);
+  const parts = { ...r.components, ...r.overhead };
+  const scale = Math.max(r.device_bytes, r.usable_bytes);
+  const seg = (k) => `calc-seg--${k.replace("/", "-")}`;
+  const bar = Object.entries(parts).filter(([, b]) => b > 0).map(([k, b]) =>
+    `<span class="calc-seg ${seg(k)}" style="width:${(100 * b / scale).toFixed(3)}%"
+      title="${esc(label(k))}: ${gib(b)}"></span>`).join("");
+  const rows = Object.entries(parts).map(([k, b]) =>
+    `<tr><td><span class="calc-key ${seg(k)}"></span>${esc(label(k))}</td>
+     <td class="calc-num">${gib(b)}</td><td class="calc-num">${pct(b / r.device_bytes)}</td></tr>`).join("");
+  const phases = Object.entries(r.phases).map(([name, ph]) =>
+    `<tr${name === r.peak_phase ? ' class="calc-peak"' : ""}><td>${esc(name.replace("_", " "))}</td>
+     <td class="calc-num">${gib(ph.peak_bytes)}</td></tr>`).join("");
+  const warnings = r.warnings.map((w) => `<li><code>${esc(w.field)}</code>: ${esc(w.message)}</li>`).join("");
+  const cards = payload.gpus.map((g) => {
+    const [c, w] = g.error ? ["no", "not supported"] : verdict(g);
+    const detail = g.error ? esc(g.error) : `${gib(g.device_bytes)} of ${gib(g.usable_bytes)} · ${pct(g.utilization)}`;
+    return `<button type="button" class="calc-card calc-card--${c}${g.id === r.gpu ? " calc-card--current" : ""}"
+      data-gpu="${esc(g.id)}"><strong>${esc(g.name)}</strong><span>${w}</span><small>${detail}</small></button>`;
+  }).join("");
+  $("calc-results").innerHTML = `
+    <div class="calc-headline calc-verdict--${cls}" data-verdict="${cls}">
+      <div class="calc-big">${gib(r.device_bytes)} <small>per GPU</small></div>
+      <div>${pct(r.utilization)} of ${esc(gpu)} (${gib(r.usable_bytes)}): <strong>${word}</strong></div>
+    </div>
+    <div class="calc-bar" role="img" aria-label="Memory breakdown against ${esc(gpu)}">${bar}
+      <span class="calc-cap" style="left:${(100 * r.usable_bytes / scale).toFixed(3)}%" title="GPU memory"></span></div>
+    <table class="calc-table"><caption>Device memory at the peak (${esc(r.peak_phase.replace("_", " "))})</caption>
+      <thead><tr><th>Component</th><th>Memory</th><th>Share</th></tr></thead><tbody>${rows}</tbody>
+      <tfoot><tr><th>Total (as nvidia-smi shows)</th><th class="calc-num">${gib(r.device_bytes)}</th><th></th></tr></tfoot></table>
+    <table class="calc-table"><caption>Peak allocated memory per phase</caption>
+      <thead><tr><th>Phase</th><th>Peak</th></tr></thead><tbody>${phases}</tbody></table>
+    <p class="calc-facts">Peak phase: <strong>${esc(r.peak_phase.replace("_", " "))}</strong>
+      (${esc(r.peak_rank.why)}). Parameters: ${(r.param_count / 1e9).toFixed(2)} B,
+      trainable ${(r.trainable_param_count / 1e9).toFixed(3)} B.
+      ${r.host_bytes ? `Host memory for offload: ${gib(r.host_bytes)}.` : ""}
+      Confidence: ${esc(r.confidence.level)} (${esc(r.confidence.basis)}).</p>
+    ${warnings ? `<ul class="calc-warnings">${warnings}</ul>` : ""}
+    <h3>On every GPU</h3><div class="calc-cards">${cards}</div>`;
+  const pre = $("estimate-json");
+  pre.textContent = payload.report_text ?? JSON.stringify(r, null, 2);
+  pre.dataset.state = state;
+}
+
+// After the result, off the recalculation path: each answer is dropped, and the chain stops,
+// as soon as a newer scenario is asked for.
+export async function afterResult(scenario, mine) {
+  await showPlan(scenario, mine);
+  if (!isLatest(mine)) return;
+  await showExport(scenario, mine);
+  if (!isLatest(mine)) return;
+  await showRecommendations(scenario, mine);
+}
+
+// ---- the largest micro-batch within calc's target, and the estimated step time ----
+async function showPlan(scenario, mine) {
+  const answer = await ask("batch-and-speed", { scenario });
+  if (!isLatest(mine)) return;
+  const box = $("calc-plan");
+  if (!answer.ok) { box.innerHTML = ""; return; }
+  const fit = answer.max_micro_batch;
+  const target = share(fit.target);
+  const maxmb = fit.micro_batch_size === null
+    ? `<p id="calc-maxmb" data-value="">No micro-batch fits within ${target} of the GPU: ${esc(fit.reason)}.</p>`
+    : `<p id="calc-maxmb" data-value="${fit.micro_batch_size}">Largest micro-batch within ${target} of the GPU:
+       <strong class="calc-num">${fit.micro_batch_size}</strong> (${gib(fit.device_bytes)} of ${gib(fit.limit_bytes)})${
+       fit.next_value ? `; ${fit.next_value} would need ${gib(fit.next_device_bytes)}` : ""}.
+       ${fit.micro_batch_size !== scenario.training.micro_batch_size
+         ? `<button type="button" class="calc-link" id="calc-use-maxmb">use it</button>` : ""}
+       ${fit.notes.map((n) => `<small>${esc(n)}</small>`).join(" ")}</p>`;
+  const c = answer.cost;
+  const cost = c.error
+    ? `<p id="calc-cost" data-state="error">Step time: not estimated (${esc(c.error.field)}: ${esc(c.error.message)}).</p>`
+    : `<p id="calc-cost" data-step-seconds="${c.step_seconds}" data-tokens-per-second="${c.tokens_per_second}">
+       Step time ≈ <strong class="calc-num">${secs(c.step_seconds)}</strong> for ${count(c.tokens_per_step)} tokens,
+       ≈ <strong class="calc-num">${count(c.tokens_per_second)}</strong> tokens/s on ${c.gpus} GPU${c.gpus > 1 ? "s" : ""}.
+       <small>An estimate, not a measurement: it assumes the job sustains ${share(c.mfu)} of the GPU's dense
+       ${esc(scenario.training.precision)} peak (${c.peak_tflops_per_gpu} TFLOPS) on the FLOPs it executes (the model FLOPs
+       utilisation, MFU, is an assumption); communication and pipeline bubbles are not modelled apart.
+       ${c.notes.map(esc).join(" ")}</small></p>`;
+  box.innerHTML = `<h3>Batch and speed</h3>${maxmb}${cost}`;
+}
+
+// ---- export: the scenario as a framework's configuration ----
+export async function showExport(scenario, mine) {
+  const format = $("calc-export-format").value;
+  const answer = await ask("export", { scenario, format });
+  if (!isLatest(mine) || format !== $("calc-export-format").value) return;
+  const pre = $("calc-export-text");
+  pre.dataset.format = format;
+  if (answer.ok) {
+    pre.textContent = answer.text;
+    pre.dataset.state = "live";
+    $("calc-export-notes").innerHTML = answer.notes.map((n) => `<li>${esc(n)}</li>`).join("");
+  } else {
+    pre.textContent = `${DATA.export.formats[format]} cannot run this scenario as set: ${answer.field}: ${answer.message}`;
+    pre.dataset.state = "error";
+    $("calc-export-notes").innerHTML = "";
+  }
+}
+
+export function watchExport(readScenario) {
+  $("calc-export-format").addEventListener("change", () => {
+    if (live.worker) showExport(readScenario(), live.seq).catch(failed);
+  });
+}
+
+// ---- recommendations: each lever re-estimated by calc; "Apply" loads its scenario ----
+async function showRecommendations(scenario, mine) {
+  const answer = await ask("recommend", { scenario });
+  if (!isLatest(mine) || !answer.ok) return;
+  recommended = [...answer.recommendations, ...answer.larger_gpus];
+  const item = (rec, i, by) => `<li><div><strong>${esc(rec.title)}</strong>
+      <span class="calc-num">${by(rec)}</span>${rec.fits ? ' <span class="calc-fits">fits</span>' : ""}
+      <small>${esc(rec.cost)}</small></div>
+      <button type="button" class="md-button" data-apply="${i}">Apply</button></li>`;
+  const saving = (r) => `saves ${gib(r.saving_bytes)} (${r.saving_percent.toFixed(1)}%)`;
+  const n = answer.recommendations.length;
+  $("calc-recs").innerHTML = `<h3>What to change</h3>
+    ${n ? `<ol class="calc-recs">${answer.recommendations.map((r, i) => item(r, i, saving)).join("")}</ol>`
+        : "<p>No single change reduces device memory further.</p>"}
+    ${answer.larger_gpus.length ? `<h4>Or a larger GPU</h4><ul class="calc-recs">${answer.larger_gpus.slice(0, 4)
+      .map((r, i) => item(r, n + i, (x) => `${gib(x.headroom_bytes)} headroom`)).join("")}</ul>` : ""}`;
+}
