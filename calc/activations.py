@@ -156,8 +156,8 @@ class LayerActivations(NamedTuple):
 
 def layer_activations(saved: tuple[Term, ...], forward: Term, backward: Term,
                       checkpoint_input: Term) -> LayerActivations:
-    copies = tuple(t for t in saved if t.formula.key == "activations/weight_copies")
-    residual = any(t.bytes for t in saved if t.formula.key == "activations/residual")
+    copies = tuple(t for t in saved if t.key == "activations/weight_copies")
+    residual = any(t.bytes for t in saved if t.key == "activations/residual")
     return LayerActivations(saved, forward, backward, checkpoint_input,
                             sum(t.bytes for t in saved), copies, residual)
 

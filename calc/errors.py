@@ -10,6 +10,7 @@ one line: a key with a newline or a terminal escape in it is shown escaped, neve
 
 from __future__ import annotations
 
+import reprlib
 from typing import Any
 
 from pydantic_core import ErrorDetails
@@ -35,9 +36,14 @@ class PlanError(FieldError):
     """A planning request that cannot be answered: `field` names the input, `message` the rule."""
 
 
+_REPR = reprlib.Repr()  # keyword arguments only from Python 3.12
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxstring, _REPR.maxother = 3, 4, 4, 40, 40
+
+
 def shown(value: Any) -> str:
-    """A short, one-line rendering of a bad value for an error message."""
-    text = repr(value) if not isinstance(value, bool) else str(value).lower()
+    """A short, one-line rendering of a bad value for an error message (bounded: a list nested
+    thousands deep is shown three levels deep, never recursed into)."""
+    text = str(value).lower() if isinstance(value, bool) else _REPR.repr(value)
     return printable(text, 60)
 
 

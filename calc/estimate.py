@@ -13,7 +13,7 @@ from typing import Any
 from ._version import __version__
 from .confidence import confidence
 from .formula import Term
-from .overhead import DEVICE, RESERVED, overhead
+from .overhead import beyond
 from .params import lora_parameters
 from .peak import COMPONENTS, PHASES, Moment, StagePeak, components, stage_peak
 from .scenario import Resolved, Scenario, parse_scenario, resolve
@@ -29,11 +29,17 @@ class Estimate:
     setup: Setup
     stage: StagePeak  # the pipeline stage with the highest peak
     stage_count: int
-    overhead_terms: tuple[Term, Term, Term]  # allocator, CUDA context, NCCL
-    reserved: Term
-    device: Term
+    overhead: dict[str, int]  # overhead/allocator, overhead/cuda_context, overhead/nccl
+    reserved_bytes: int  # comparable to torch.cuda.max_memory_reserved()
+    device_bytes: int  # comparable to nvidia-smi
     trainable: Term  # LoRA's adapter parameters, or the model's
     warnings: tuple[dict[str, str], ...] = field(default=())
+
+    @property
+    def beyond(self) -> tuple[tuple[Term, Term, Term], Term, Term]:
+        """The terms behind `overhead`, `reserved_bytes` and `device_bytes` (calc.overhead;
+        the report keeps only their bytes)."""
+        return beyond(self.peak_bytes, self.setup)
 
     @property
     def confidence(self) -> dict[str, Any]:
@@ -60,18 +66,6 @@ class Estimate:
     def components(self) -> dict[str, int]:
         """Bytes at the peak by component (they sum to `peak_bytes`)."""
         return self.stage.peak.components
-
-    @property
-    def overhead(self) -> dict[str, int]:
-        return {t.formula.key: t.bytes for t in self.overhead_terms}
-
-    @property
-    def reserved_bytes(self) -> int:
-        return self.reserved.bytes
-
-    @property
-    def device_bytes(self) -> int:
-        return self.device.bytes
 
     @property
     def host_bytes(self) -> int:
@@ -142,14 +136,12 @@ def estimate(scenario: Scenario | dict[str, Any] | str) -> Estimate:
     resolved = resolve(parse_scenario(scenario))
     x = setup(resolved)
     worst = max((stage_peak(x, st) for st in x.stages), key=lambda e: e.peak.bytes)
-    peak = worst.peak.bytes
-    extra = overhead(peak, x)
-    alloc, context, nccl = (t.bytes for t in extra)
+    terms, reserved, device = beyond(worst.peak.bytes, x)
     trainable = lora_parameters(x.arch, x.lora_rank, x.lora_targets) if x.lora else x.counts.model
     return Estimate(
         scenario=resolved.scenario, resolved=resolved, setup=x, stage=worst, stage_count=x.pp,
-        overhead_terms=extra, reserved=RESERVED(peak, alloc),
-        device=DEVICE(peak, alloc, context, nccl), trainable=trainable,
+        overhead={t.key: t.bytes for t in terms}, reserved_bytes=reserved.bytes,
+        device_bytes=device.bytes, trainable=trainable,
         warnings=tuple(w.as_dict() for w in resolved.warnings),
     )
 

@@ -21,7 +21,7 @@ from typing import Any
 from .baselines import korthikanti
 from .estimate import Estimate, estimate
 from .formula import Number, Part, Term, Unit, number
-from .peak import COMPONENTS, MOMENTS, PARTS, PHASES, Moment
+from .peak import COMPONENTS, MOMENTS, PARTS, PHASES, Moment, StagePeak, stage_peak
 from .scenario import Scenario, parse_scenario
 from .sources import TRACED_PEAK
 
@@ -84,8 +84,8 @@ def _lhs(key: str, unit: Unit) -> str:
 
 
 class _Renderer:
-    def __init__(self, e: Estimate) -> None:
-        self.e = e
+    def __init__(self, e: Estimate, detail: StagePeak) -> None:
+        self.e, self.detail = e, detail
         self.report = e.as_dict()
         self.steps: list[Step] = []
         self.seen: set[tuple[str, tuple[Number, ...]]] = set()  # each term is shown once
@@ -95,12 +95,12 @@ class _Renderer:
         """The report path showing this term's bytes, if the report shows them: its key in the
         peak's breakdown, the host's or the overheads, or its component at a phase's worst
         moment where nothing else is booked there."""
-        key, value = term.formula.key, term.bytes
+        key, value = term.key, term.bytes
         for section in ("breakdown", "host_breakdown", "overhead"):
             if self.report[section].get(key) == value:
                 return f"{section}.{key}"
         component = key.split("/", 1)[0]
-        for phase, moment in self.e.stage.phases.items():
+        for phase, moment in self.detail.phases.items():
             shown = self.report["phases"][phase]["components"].get(component)
             if shown == value and any(p is term or (isinstance(p, Part) and (term, 1) in p.items)
                                       for p in moment.parts):
@@ -115,9 +115,9 @@ class _Renderer:
     def term(self, scope: str | None, term: Term | None, report: str | None = None,
              note: str = "", times: int = 1, id: str | None = None) -> None:
         """A term's step, unless it is None, adds nothing, or was shown already."""
-        if term is None or not term.bytes or (term.formula.id, term.values) in self.seen:
+        if term is None or not term.bytes or (term.id, term.values) in self.seen:
             return
-        self.seen.add((term.formula.id, term.values))
+        self.seen.add((term.id, term.values))
         f = term.formula
         lhs = _lhs(f.key, f.unit)
         report = report or self.where(term)
@@ -162,8 +162,10 @@ def explain(scenario: Scenario | dict[str, Any] | str) -> Explanation:
 
     Raises :class:`calc.ScenarioError` for a bad scenario (as :func:`calc.estimate` does)."""
     e = estimate(parse_scenario(scenario))
-    x, sp = e.setup, e.stage
-    ms, ly, r = sp.states, sp.layers, _Renderer(e)
+    x = e.setup
+    sp = stage_peak(x, e.stage.stage, detail=True)  # the reported stage, every term kept
+    ms, ly, r = sp.states, sp.layers, _Renderer(e, sp)
+    assert ly is not None
     # parameters
     r.term(None, x.counts.dense_term, note="one dense decoder layer", id="params.dense_layer")
     r.term(None, x.counts.moe_term, note="one MoE decoder layer", id="params.moe_layer")
@@ -184,7 +186,7 @@ def explain(scenario: Scenario | dict[str, Any] | str) -> Explanation:
         for t in act.saved:
             r.term(kind, t, times=act.saved.count(t))
         r.sum(f"{kind}.total", f"Activations one {name} layer saves (one micro-batch)",
-              "A_\\text{layer}", ((_label(t.formula.key), 1, t.bytes) for t in act.saved),
+              "A_\\text{layer}", ((_label(t.key), 1, t.bytes) for t in act.saved),
               act.total, None,
               f"{count} such layers on this GPU, {ly.checkpointed} checkpointed in all")
         for t in (act.forward_transient, act.backward_transient, act.checkpoint_input):
@@ -199,10 +201,11 @@ def explain(scenario: Scenario | dict[str, Any] | str) -> Explanation:
                 r.term(None, t)
     _moments(r, sp.moments, peak)
     # beyond the tensors
-    for t in e.overhead_terms:
+    terms, reserved, device = e.beyond
+    for t in terms:
         r.term(None, t)
-    r.term(None, e.reserved, "reserved_bytes")
-    r.term(None, e.device, "device_bytes")
+    r.term(None, reserved, "reserved_bytes")
+    r.term(None, device, "device_bytes")
     r.steps.append(Step(
         "gpu.usable", f"Against the GPU ({e.resolved.gpu.name})", "M_\\text{usable}",
         f"M_\\text{{usable}} = {number(e.usable_bytes)} = {result(e.usable_bytes, 'bytes')}",
@@ -212,7 +215,7 @@ def explain(scenario: Scenario | dict[str, Any] | str) -> Explanation:
         f"{'fits' if e.fits else 'does not fit'}", {"u": round(e.utilization, 6)}))
     if ms.host:
         r.sum("host.total", "Offloaded to host (CPU) memory", "M_\\text{host}",
-              ((_label(t.formula.key), 1, t.bytes) for t in ms.host), e.host_bytes,
+              ((_label(t.key), 1, t.bytes) for t in ms.host), e.host_bytes,
               "host_bytes", "not on the GPU: each part is above")
     r.term(None, korthikanti(x), note="not calc's estimate and not in the report: the "
            "published per-layer formula as other calculators use it; the accuracy page "
@@ -227,7 +230,7 @@ def _moments(r: _Renderer, moments: tuple[Moment, ...], peak: Moment) -> None:
         if isinstance(p, Part):
             sym, what = PARTS[name]
             r.sum(f"peak.part.{name}", what[0].upper() + what[1:], sym,
-                  ((_label(t.formula.key), times, t.bytes) for t, times in p.items), p.bytes,
+                  ((_label(t.key), times, t.bytes) for t, times in p.items), p.bytes,
                   None, f"a part of the peak moment ({peak.name})")
     names = [(n, p) for n, p in zip(kind.parts, peak.parts, strict=True) if p is not None]
     symbols = [PARTS[n][0] for n, _ in names]
@@ -246,7 +249,7 @@ def _moments(r: _Renderer, moments: tuple[Moment, ...], peak: Moment) -> None:
                   f"M_\\text{{{_escape(phase)}}}", options, worst[1],
                   f"phases.{phase}.peak_bytes", f"the worst is {worst[0]}: "
                   + MOMENTS[worst[0]].what)
-    phases = [(p, r.e.stage.phases[p].bytes) for p in PHASES]
+    phases = [(p, r.detail.phases[p].bytes) for p in PHASES]
     r.maximum("peak", f"The peak: the {peak.phase.replace('_', ' ')} ({peak.name})",
               "M_\\text{peak}", phases, peak.bytes, "peak_bytes",
               "the report's components and breakdown are this moment's")

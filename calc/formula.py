@@ -43,15 +43,18 @@ FORMULAS: dict[str, Formula] = {}
 
 
 class Term(NamedTuple):
-    """One evaluated formula: its symbols' values and the bytes (or count) they give."""
+    """One evaluated formula: its symbols' values and the bytes (or count) they give. It names
+    its formula by id and holds only strings and numbers, so Python's garbage collector stops
+    tracking it: a search that keeps thousands of estimates does not pay for their terms."""
 
-    formula: Formula
+    key: str  # the breakdown path its bytes are booked under
+    id: str  # its formula's id (FORMULAS)
     values: tuple[Number, ...]
     bytes: int
 
     @property
-    def key(self) -> str:
-        return self.formula.key
+    def formula(self) -> Formula:
+        return FORMULAS[self.id]
 
     @property
     def symbols(self) -> dict[str, Number]:
@@ -110,10 +113,12 @@ class Formula:
         (in integer arithmetic: see :class:`_Integer`) and builds the :class:`Term` in place."""
         body = ast.unparse(_Integer().visit(_copy(self.body)))
         args = "".join(f"{a}, " for a in self.args)
-        source = f"def __call__(self, {args}):\n    return _new(Term, (self, ({args}), {body}))\n"
+        source = (f"def __call__(self, {args}):\n"
+                  f"    return _new(Term, (KEY, ID, ({args}), {body}))\n")
         space: dict[str, Callable[..., Term]] = {}
         exec(compile(source, f"<formula {self.id}>", "exec"),
-             {"_new": tuple.__new__, "Term": Term, "_floor": math.floor}, space)
+             {"_new": tuple.__new__, "Term": Term, "_floor": math.floor, "KEY": self.key,
+              "ID": self.id}, space)
         self.__class__ = type(f"Formula[{self.id}]", (Formula,),
                               {"__slots__": (), "__call__": space["__call__"]})
 
@@ -263,23 +268,40 @@ Items = tuple[tuple[Term, int], ...]
 
 class Part(NamedTuple):
     """Bytes alive together: terms, each counted its number of times (`bytes` like a Term's,
-    so a moment of the step can hold parts and single terms alike)."""
+    so a moment of the step can hold parts and single terms alike). `breakdown` is the bytes by
+    breakdown path; `items` the terms themselves where kept (for the explanation): a report
+    keeps only the numbers, so thousands of estimates held by a search hold no terms."""
 
-    items: Items
     bytes: int
+    breakdown: dict[str, int]  # zeros left out
+    items: Items  # () where not kept
 
 
 def add_up(items: Items | list[tuple[Term, int]]) -> int:
     """Bytes of `items`, each term counted its number of times."""
     total = 0
     for term, times in items:
-        total += term[2] * times  # term.bytes, without the attribute lookup: a hot path
+        total += term[3] * times  # term.bytes, without the attribute lookup: a hot path
     return total
 
 
-def part(items: Items, nbytes: int | None = None) -> Part:
-    """The part of `items` (`nbytes`: their sum, where the caller knows it already)."""
-    return tuple.__new__(Part, (items, add_up(items) if nbytes is None else nbytes))
+def part(items: Items, keep: bool = True) -> Part:
+    """The part of `items`; `keep`: keep the terms as well as their bytes."""
+    total = 0
+    breakdown: dict[str, int] = {}
+    for term, times in items:
+        nbytes = term[3] * times  # term.bytes: a hot path
+        if nbytes:
+            total += nbytes
+            breakdown[term[0]] = breakdown.get(term[0], 0) + nbytes  # term.key
+    return tuple.__new__(Part, (total, breakdown, items if keep else ()))
+
+
+def scaled(p: Part, times: int, keep: bool = True) -> Part:
+    """`p` counted `times` times (the micro-batches in flight)."""
+    items = tuple((t, k * times) for t, k in p.items) if keep else ()
+    return tuple.__new__(Part, (p.bytes * times, {k: v * times for k, v in p.breakdown.items()},
+                                items))
 
 
 def part_of(*terms: Term | None) -> Part | None:
@@ -288,4 +310,5 @@ def part_of(*terms: Term | None) -> Part | None:
     return part(items) if items else None
 
 
-__all__ = ["FORMULAS", "Formula", "Items", "Part", "Term", "add_up", "number", "part", "part_of"]
+__all__ = ["FORMULAS", "Formula", "Items", "Part", "Term", "add_up", "number", "part", "part_of",
+           "scaled"]

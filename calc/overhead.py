@@ -49,3 +49,10 @@ def overhead(peak_bytes: int, x: Setup) -> tuple[Term, Term, Term]:
     groups = sum(1 for size in (x.dp * x.cp, x.tp, x.pp, x.ep) if size > 1)
     return (ALLOCATOR_TERM(peak_bytes, ALLOCATOR_FRACTION, ALLOCATOR_FLOOR),
             CONTEXT_TERM(CUDA_CONTEXT_BYTES), NCCL_TERM(groups, NCCL_PER_GROUP))
+
+
+def beyond(peak_bytes: int, x: Setup) -> tuple[tuple[Term, Term, Term], Term, Term]:
+    """The overheads, then what PyTorch reserves and what the device shows."""
+    terms = overhead(peak_bytes, x)
+    alloc, context, nccl = (t.bytes for t in terms)
+    return terms, RESERVED(peak_bytes, alloc), DEVICE(peak_bytes, alloc, context, nccl)

@@ -24,7 +24,7 @@ from .activations import (
     embedding_activations,
     head_activations,
 )
-from .formula import Formula, Part, Term, part
+from .formula import Formula, Part, Term, part, scaled
 from .logits import logits_memory
 from .megatron import megatron_layer
 from .placement import Stage
@@ -168,11 +168,11 @@ class Moment(NamedTuple):
         for p in self.parts:
             if p is None:
                 continue
-            for term, times in (p.items if isinstance(p, Part) else ((p, 1),)):
-                value = term.bytes * times
-                if value:
-                    key = term.formula.key
+            if isinstance(p, Part):
+                for key, value in p.breakdown.items():
                     out[key] = out.get(key, 0) + value
+            elif p.bytes:
+                out[p.key] = out.get(p.key, 0) + p.bytes
         return out
 
     @property
@@ -210,13 +210,14 @@ class Layers:
 
 @dataclass(frozen=True, slots=True)
 class StagePeak:
-    """Every moment of one pipeline stage, and each phase's worst."""
+    """Each phase's worst moment on one pipeline stage; with `detail`, every moment and the
+    layers too (what the explanation renders)."""
 
     stage: Stage
     states: ModelStates
-    layers: Layers
-    moments: tuple[Moment, ...]
     phases: dict[str, Moment]
+    moments: tuple[Moment, ...] = ()  # every candidate, in order (detail only)
+    layers: Layers | None = None  # (detail only)
 
     @property
     def peak(self) -> Moment:
@@ -224,10 +225,10 @@ class StagePeak:
 
     @property
     def host(self) -> dict[str, int]:
-        return {t.formula.key: t.bytes for t in self.states.host}
+        return {t.key: t.bytes for t in self.states.host}
 
 
-def layers(x: Setup, stage: Stage) -> Layers:
+def layers(x: Setup, stage: Stage, detail: bool) -> Layers:
     counts = x.counts
     build = megatron_layer if x.megatron else decoder_layer
     kinds = [(name, build(x, layer), count) for name, layer, count in (
@@ -248,18 +249,19 @@ def layers(x: Setup, stage: Stage) -> Layers:
     ends = (*(embedding_activations(x) if stage.embedding else ()),
             *(head_activations(x) if stage.head else ()))
     saved += [(term, 1) for term in ends]
-    return Layers(tuple(kinds), ckpt, x.in_flight(stage), ends, part(tuple(saved)), widest)
+    return Layers(tuple(kinds), ckpt, x.in_flight(stage), ends, part(tuple(saved), detail),
+                  widest)
 
 
-def stage_peak(x: Setup, stage: Stage) -> StagePeak:
+def stage_peak(x: Setup, stage: Stage, detail: bool = False) -> StagePeak:
+    """The moments of `stage`'s step; `detail` keeps every moment and the layers' terms."""
     ms = model_states(x, stage)
-    ly = layers(x, stage)
+    ly = layers(x, stage, detail)
     n = x.n
     times, ckpt, widest = ly.in_flight, ly.checkpointed, ly.widest
     states, gradients, gathered = ms.on_device, ms.gradients, ms.gathered
     earlier = gradients if x.micro_batches > 1 else None
-    saved = ly.saved if times == 1 else \
-        part(tuple((t, k * times) for t, k in ly.saved.items), ly.saved.bytes * times)
+    saved = ly.saved if times == 1 else scaled(ly.saved, times, detail)
     mask = eager_mask(x) if stage.embedding or x.pp == 1 else None
     extra: list[tuple[Term, int]] = []
     if ckpt and n.autocast:  # autocast's weight cache lives for the whole forward
@@ -270,7 +272,7 @@ def stage_peak(x: Setup, stage: Stage) -> StagePeak:
             extra += [(t, stored) for t in act.weight_copies]
     if mask:
         extra.append((mask, 1))
-    forward_extra = part(tuple(extra)) if extra else None
+    forward_extra = part(tuple(extra), detail) if extra else None
     loss = logits_memory(x) if stage.head else None
     # Recomputing a checkpointed layer rebuilds its activations; the residual it saves is the
     # checkpoint's own input, already counted, where the norms keep the residual itself.
@@ -290,8 +292,7 @@ def stage_peak(x: Setup, stage: Stage) -> StagePeak:
         moments.append(_moment("forward.fsdp_prefetch", states, earlier, gathered, saved,
                                forward_extra, ALL_GATHER(ms.gathered_layer.bytes)))
     bucket = ms.reduce_bucket
-    others = part(tuple((t, k * (times - 1)) for t, k in ly.saved.items),
-                  ly.saved.bytes * (times - 1)) if times > 1 else None
+    others = scaled(ly.saved, times - 1, detail) if times > 1 else None
     first = FIRST_LAYER_INPUT(widest.checkpoint_input.bytes) if ckpt else FIRST_LAYER(widest.total)
     moments.append(_moment("backward.last_layer", states, earlier, ms.backward_gathered, saved,
                            layer_bwd, bucket))
@@ -307,7 +308,9 @@ def stage_peak(x: Setup, stage: Stage) -> StagePeak:
         best = phases.get(m.phase)
         if best is None or m.bytes > best.bytes:
             phases[m.phase] = m
-    return StagePeak(stage, ms, ly, tuple(moments), phases)
+    if detail:
+        return StagePeak(stage, ms, phases, tuple(moments), ly)
+    return StagePeak(stage, ms, phases)
 
 
 def _written(x: Setup, stage: Stage, ms: ModelStates) -> Term:

@@ -189,10 +189,11 @@ def parse_scenario(data: dict[str, Any] | str | bytes | Scenario) -> Scenario:
         data = scenario_dict(data)
     if not isinstance(data, dict):
         raise ScenarioError("scenario", "must be a JSON object")
-    try:
-        check_depth(data)
-    except InputError as exc:
-        raise ScenarioError("scenario", exc.message) from None
+    if isinstance(data.get("model"), dict):  # a pasted config.json: any JSON at all
+        try:
+            check_depth(data["model"])
+        except InputError as exc:
+            raise ScenarioError("model", exc.message) from None
     data = migrate(data)
     try:
         return Scenario.model_validate(data)

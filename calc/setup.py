@@ -20,7 +20,7 @@ from .numerics import Numerics, numerics
 from .optimizers import OPTIMIZERS, Optimizer, OptimizerImpl
 from .params import ParamCounts, count_params, lora_targets
 from .placement import Stage, stages
-from .scenario import Resolved
+from .scenario import Parallelism, Resolved
 
 
 class Setup:
@@ -115,8 +115,9 @@ class Setup:
     chunked_loss: bool
     megatron: bool  # implementation megatron (Korthikanti's per-layer formula)
 
-    def __init__(self, r: Resolved) -> None:
-        arch, t, p = r.arch, r.training, r.parallelism
+    def __init__(self, r: Resolved, parallelism: Parallelism | None = None) -> None:
+        """The symbols of `r`, or of `r` laid out as `parallelism` (the advisor's search)."""
+        arch, t, p = r.arch, r.training, parallelism or r.parallelism
         self.arch = arch
         self.counts = count_params(arch)
         self.n = numerics(t.precision, t.mixed_precision, p.zero == 3)

@@ -145,9 +145,13 @@ class ModelStates:
     backward_gathered: Part | None  # and, in a layer's backward, its gathered gradients
 
 
+def local(x: Setup, stage: Stage) -> LocalParams:
+    """The parameters one GPU of `stage` holds (calc.placement, memoised)."""
+    return local_params(x.counts, x.lora, x.lora_rank, x.tp, x.ep, stage, x.lora_targets)
+
+
 def model_states(x: Setup, stage: Stage) -> ModelStates:
-    local = local_params(x.counts, x.lora, x.lora_rank, x.tp, x.ep, stage, x.lora_targets)
-    return _model_states(local, x.n, x.lora, x.qlora, x.amp, x.master, x.optimizer,
+    return _model_states(local(x, stage), x.n, x.lora, x.qlora, x.amp, x.master, x.optimizer,
                          x.optimizer_impl, x.N, x.z, x.dp, x.offload_optimizer, x.offload_params,
                          x.H)
 

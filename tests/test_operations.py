@@ -115,7 +115,7 @@ def test_advisor_refuses_parallelism_it_searches() -> None:
 
 
 def test_component_labels_cover_the_report() -> None:
-    keys = {t.formula.key for t in estimate({"model": "llama-3.2-1b"}).overhead_terms}
+    keys = set(estimate({"model": "llama-3.2-1b"}).overhead)
     assert set(COMPONENT_LABELS) == {*COMPONENTS, *keys}
 
 

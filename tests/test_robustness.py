@@ -152,3 +152,19 @@ def test_a_deeply_nested_dict_is_refused_before_validation() -> None:
         deep = [deep]
     with pytest.raises(ScenarioError, match="nested more than"):
         estimate({"model": {"hf_config": {"model_type": deep}}})
+
+
+@pytest.mark.parametrize("where", ["seq_len", "training", "gpu"])
+def test_a_deeply_nested_value_anywhere_is_a_field_error(where: str) -> None:
+    """The error shows the bad value three levels deep; it never recurses into all of it."""
+    deep: Any = 1
+    for _ in range(5000):
+        deep = [deep]
+    scenario: dict[str, Any] = {"model": "gpt2"}
+    if where == "seq_len":
+        scenario["training"] = {"seq_len": deep}
+    else:
+        scenario[where] = deep
+    with pytest.raises(ScenarioError) as info:
+        estimate(scenario)
+    assert "[[[[...]]]]" in info.value.message

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -51,7 +51,7 @@ from ..scenario import (
     resolve,
 )
 from ..setup import Setup, setup
-from ..states import model_states
+from ..states import local, model_states
 from ._common import PlanError, changed, gib
 from .cost import _PEAK_KEY, DEFAULT_MFU, Flops, flops_per_token
 from .fit import DEFAULT_TARGET, _check_target, _largest, fits_target
@@ -176,15 +176,13 @@ class _Search:
 
     def setup(self, lay: _Layout) -> Setup:
         """The symbols of the base scenario laid out as `lay` (no estimate)."""
-        r = self._resolved
-        scenario = r.scenario.model_copy(update={"parallelism": self.parallelism(lay)})
-        return setup(replace(r, scenario=scenario))
+        return setup(self._resolved, self.parallelism(lay))
 
     def params(self, lay: _Layout) -> tuple[int, int]:
         """(parameters, trainable parameters) on one GPU of the largest stage, before ZeRO."""
         x = self.setup(lay)
-        local = [model_states(x, st).local for st in x.stages]
-        return max(p.total for p in local), max(p.trainable for p in local)
+        held = [local(x, st) for st in x.stages]
+        return max(p.total for p in held), max(p.trainable for p in held)
 
     def states_fit(self, lay: _Layout) -> bool:
         """Whether parameters + gradients + optimizer states (a floor of the optimizer step's
