@@ -299,7 +299,8 @@ def _int(cfg: dict[str, Any], *names: str, default: int | None = None) -> int | 
     name, value = _value(cfg, names)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+    if isinstance(value, bool) or not isinstance(value, int | float) or (
+            isinstance(value, float) and not value.is_integer()):  # 1.5, inf, nan
         raise ConfigError(f"hf_config.{name}", f"must be an integer, got {shown(value)}")
     return int(value)
 

@@ -16,17 +16,19 @@ scenario. Errors go to stderr as one plain line naming the field, with exit code
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import types
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Any, Literal, NoReturn, Union, get_args, get_origin
 
 from pydantic.fields import FieldInfo
 
 from ._version import __version__
-from .errors import FieldError
+from .errors import FieldError, printable
 from .operations import Cli, Operation, every, get, json_text
+from .reading import InputError, decode
 from .scenario import Parallelism, ScenarioError, Training, scenario_dict
 
 ALIASES = {"micro_batch_size": ["--batch"]}
@@ -155,8 +157,16 @@ def takes(op: Operation[Any, Any], name: str) -> str:
     return f"{flag} (sets it to false)" if cli.negate else flag
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error as calc reports every error: one line, exit 2,
+    with `--help` named for the rest (argparse prints the whole usage block)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"calc: error: {printable(message)} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="calc", description="Per-GPU LLM training memory")
+    parser = _Parser(prog="calc", description="Per-GPU LLM training memory")
     parser.add_argument("--version", action="version", version=f"calc {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for op in every():
@@ -170,10 +180,15 @@ def build_parser() -> argparse.ArgumentParser:
 # ---------------------------------------------------------------------------------------------
 
 def _read(path: str, field: str) -> str:
+    """The text of file `path` (- for stdin), as UTF-8 of at most a MiB."""
     try:
-        return sys.stdin.read() if path == "-" else Path(path).read_text()
+        stdin = getattr(sys.stdin, "buffer", sys.stdin)  # bytes, where stdin has them
+        data = stdin.read() if path == "-" else Path(path).read_bytes()
+        return decode(data)
     except OSError as exc:
-        raise ScenarioError(field, f"cannot read {path}: {exc.strerror}") from None
+        raise ScenarioError(field, f"cannot read {printable(path)}: {exc.strerror}") from None
+    except InputError as exc:
+        raise ScenarioError(field, f"{printable(path)} {exc.message}") from None
 
 
 def _scenario_flags(args: argparse.Namespace) -> dict[str, Any]:
@@ -227,9 +242,11 @@ def request_data(op: Operation[Any, Any], args: argparse.Namespace) -> dict[str,
         if name in out or value is None:
             continue
         if cli.file and isinstance(value, list):
+            if value.count("-") > 1:
+                raise ScenarioError(name, "standard input (-) can be read once")
             out[name] = [_read(path, "scenario") for path in value]
             if cli.labels:
-                out[cli.labels] = [Path(path).stem for path in value]
+                out[cli.labels] = ["stdin" if path == "-" else Path(path).stem for path in value]
         elif cli.file:
             out[name] = _read(value, cli.argument or name)
         else:
@@ -246,9 +263,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         for note in op.notes(result):
             print(f"note: {note}", file=sys.stderr)
         print(json_text(op.data(result, request)) if args.json else op.text(result, request))
+        sys.stdout.flush()
     except FieldError as exc:
         print(f"calc: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `calc presets | head -1`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error at exit
+        return 0
     return 0
 
 

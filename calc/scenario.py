@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .architecture import Architecture, ConfigError, from_hf_config
 from .errors import FieldError, rule
 from .optimizers import OPTIMIZERS, OptimizerId, OptimizerImpl
+from .params import count_params, lora_targets
 from .presets import GpuPreset, ModelPreset, UnknownPreset, resolve_gpu, resolve_model
 from .reading import InputError, check_depth, decode, read_json
 
@@ -346,6 +347,19 @@ def _check(s: Scenario, arch: Architecture, gpu: GpuPreset) -> list[EstimateWarn
     if t.precision == "fp32" and t.mixed_precision != "pure":
         warn("mixed_precision_fp32", "training.mixed_precision",
              "with precision fp32 there is nothing to mix: computed as pure fp32")
+    if t.finetuning != "full":
+        counts = count_params(arch)
+        targets = lora_targets(t.lora_targets)
+        adapted = [min(lin.in_features, lin.out_features)
+                   for layer in (counts.dense_layer, counts.moe_layer) if layer is not None
+                   for lin in layer.linears if lin.name in targets]
+        if not adapted:
+            fail("training.lora_targets", f"'{t.lora_targets}' adapts no projection of this "
+                 f"{arch.model_type} model")
+        if t.lora_rank > min(adapted):
+            fail("training.lora_rank", f"({t.lora_rank}) exceeds the smallest dimension of an "
+                 f"adapted projection ({min(adapted)}): the adapter would be larger than the "
+                 "weight it adapts")
     if t.finetuning == "full" and t.lora_dropout:
         warn("lora_field_unused", "training.lora_dropout", "ignored without LoRA")
     if not OPTIMIZERS[t.optimizer].implementations and "optimizer_impl" in t.model_fields_set:

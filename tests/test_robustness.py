@@ -168,3 +168,61 @@ def test_a_deeply_nested_value_anywhere_is_a_field_error(where: str) -> None:
     with pytest.raises(ScenarioError) as info:
         estimate(scenario)
     assert "[[[[...]]]]" in info.value.message
+
+
+# --- the command line ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv", [
+    ["kv-cache", "llama-3-8b", "--seq-len", "8", "--quant-bits", "4", "--group-size", "0"],
+    ["kv-cache", "llama-3-8b", "--seq-len", "8", "--quant-bits", "4", "--residual-length", "-1"],
+    ["kv-cache", "llama-3-8b", "--seq-len", "8", "--tp", "3"],
+    ["kv-cache", "llama-3-8b", "--seq-len", "8", "--tp", "1000000"],
+    ["kv-cache", "llama-3-8b", "--seq-len", "8", "--group-size", "32"],
+    ["cost", "--model", "gpt2", "--seq-len", "512", "--tokens", "1e9",
+     "--price-per-gpu-hour", "nan"],
+    ["cost", "--model", "gpt2", "--seq-len", "512", "--tokens", "1e9", "--mfu", "5e-324"],
+    ["cheapest", "--model", "gpt2", "--seq-len", "512", "--tokens", "1e9", "--deadline-hours",
+     "inf"],
+    ["cheapest", "--model", "gpt2", "--seq-len", "512", "--tokens", "1e9", "--mfu", "2"],
+    ["cheapest", "--model", "gpt2", "--seq-len", "512", "--tokens", "1e9", "--top", "-1"],
+    ["advise", "--model", "gpt2", "--seq-len", "512", "--gpus", "8", "--mfu", "5e-324"],
+    ["advise", "--model", "gpt2", "--seq-len", "512", "--gpus", "8", "--inter-node-gbps", "inf"],
+    ["estimate", "--model", "gpt2", "--gpu", ""],
+    ["estimate", "--model", "gpt2", "--seq-len", "512", "--finetuning", "lora",
+     "--lora-rank", "4096"],
+    ["estimate", "--bogus"],
+    ["estimate", "--model", "gpt2", "--zero", "9"],
+    ["estimate", "/nonexistent/scenario.json"],
+])
+def test_bad_command_lines_exit_2_with_one_line(argv: list[str], capsys: Any) -> None:
+    from calc.cli import main
+
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse
+        code = exc.code
+    out = capsys.readouterr()
+    assert code == 2
+    assert out.err.startswith("calc: error: ") and out.err.count("\n") == 1, out.err
+    assert "Traceback" not in out.err and out.out == ""
+
+
+def test_a_non_utf8_scenario_file_is_named(tmp_path: Any, capsys: Any) -> None:
+    from calc.cli import main
+
+    path = tmp_path / "latin1.json"
+    path.write_bytes(b'{"model": "gpt2", "x": "caf\xe9"}')
+    assert main(["estimate", str(path)]) == 2
+    assert "is not UTF-8" in capsys.readouterr().err
+
+
+def test_output_into_a_closed_pipe_is_quiet() -> None:
+    """`calc presets --json | head -c 1`: no BrokenPipeError traceback."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from calc.cli import main; sys.exit(main(['advise', '--model', "
+            "'llama-3-70b', '--gpus', '64', '--seq-len', '4096', '--json']))")
+    run = subprocess.run(f"{sys.executable} -c \"{code}\" | head -c 1", shell=True,
+                         capture_output=True, text=True, check=False)
+    assert run.stderr == "" and run.returncode == 0

@@ -6,10 +6,30 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import PlanError as PlanError  # re-exported: calc.plan's modules import it here
+from ..errors import shown
 from ..operations import GiB, gib
 from ..scenario import Scenario, parse_scenario
 
 ScenarioInput = Scenario | dict[str, Any] | str
+
+# Bounds of planning inputs that catch typos and absurd values without limiting real runs.
+MFU = (0.01, 1.0)  # below 1% of peak nothing trains; above 100% is impossible
+MAX_COUNT = 1 << 22  # sequences, prompts, samples, engines
+MAX_TOKENS = 10**16  # training tokens: a thousand times today's largest runs
+MAX_SEQ = 1 << 24
+
+
+def bounded(name: str, value: Any, lo: float, hi: float, *, integer: bool = False,
+            low_open: bool = False) -> None:
+    """Raise a :class:`PlanError` naming `name` unless `value` is a finite number (an integer
+    where `integer`) in [lo, hi] ((lo, hi] where `low_open`)."""
+    kind = "an integer" if integer else "a number"
+    if isinstance(value, bool) or not isinstance(value, int if integer else int | float) \
+            or value != value or value in (float("inf"), float("-inf")):
+        raise PlanError(name, f"must be {kind}, got {shown(value)}")
+    if not (lo < value if low_open else lo <= value) or value > hi:
+        span = f"({lo:g}, {hi:g}]" if low_open else f"[{lo:g}, {hi:g}]"
+        raise PlanError(name, f"must be {kind} in {span}, got {shown(value)}")
 
 
 def changed(
@@ -30,4 +50,5 @@ def changed(
     return parse_scenario(data)
 
 
-__all__ = ["GiB", "PlanError", "ScenarioInput", "changed", "gib"]
+__all__ = ["MAX_COUNT", "MAX_SEQ", "MAX_TOKENS", "MFU", "GiB", "PlanError", "ScenarioInput",
+           "bounded", "changed", "gib"]

@@ -52,7 +52,7 @@ from ..scenario import (
 )
 from ..setup import Setup, setup
 from ..states import local, model_states
-from ._common import PlanError, changed, gib
+from ._common import MFU, PlanError, bounded, changed, gib
 from .cost import _PEAK_KEY, DEFAULT_MFU, Flops, flops_per_token
 from .fit import DEFAULT_TARGET, _check_target, _largest, fits_target
 from .step_time import StepTime, _Ctx, _Layout, _step_time
@@ -228,12 +228,9 @@ def _check(gpus: int, seq_len: int, global_batch: int, gpus_per_node: int,
                                 ("top", top, 1, 10_000)):
         if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
             raise PlanError(name, f"must be an integer in [{lo}, {hi}], got {value!r}")
-    if not inter_node_gbps > 0:
-        raise PlanError("inter_node_gbps", f"must be positive, got {inter_node_gbps}")
-    if not 0 < mfu <= 1:
-        raise PlanError("mfu", f"must be in (0, 1], got {mfu}")
-    if not 0 <= overlap < 1:
-        raise PlanError("overlap", f"must be in [0, 1), got {overlap}")
+    bounded("inter_node_gbps", inter_node_gbps, 0, 100_000, low_open=True)
+    bounded("mfu", mfu, *MFU)
+    bounded("overlap", overlap, 0, 0.99)
 
 
 def advise(

@@ -26,7 +26,7 @@ from ..operations import SCENARIO_HELP, Cli, Operation, Request
 from ..presets import UnknownPreset, resolve_gpu
 from ..presets import gpus as gpu_presets
 from ..scenario import Scenario, ScenarioError, parse_scenario
-from ._common import PlanError, ScenarioInput, changed, gib
+from ._common import MAX_TOKENS, MFU, PlanError, ScenarioInput, bounded, changed, gib
 from .cost import DEFAULT_MFU, MFU_HELP, TrainingCost, training_cost
 from .fit import DEFAULT_TARGET, fits_target
 
@@ -120,14 +120,12 @@ def cheapest(
         (1, ['a100-80gb', 'h100-sxm-80gb'])
     """
     base = parse_scenario(scenario)
-    if tokens <= 0:
-        raise PlanError("tokens", f"must be positive, got {tokens}")
-    if deadline_hours is not None and deadline_hours <= 0:
-        raise PlanError("deadline_hours", f"must be positive, got {deadline_hours}")
-    if max_gpus < 1:
-        raise PlanError("max_gpus", f"must be at least 1, got {max_gpus}")
-    if not 0 < target <= 1:
-        raise PlanError("target", f"must be in (0, 1], got {target}")
+    bounded("tokens", tokens, 1, MAX_TOKENS, integer=True)
+    if deadline_hours is not None:
+        bounded("deadline_hours", deadline_hours, 0, 1e6, low_open=True)
+    bounded("max_gpus", max_gpus, 1, 1 << 20, integer=True)
+    bounded("target", target, 0, 1, low_open=True)
+    bounded("mfu", mfu, *MFU)
     p = base.parallelism
     model_parallel = p.tp * p.pp * p.cp
     counts = _counts(max_gpus, model_parallel)
@@ -222,7 +220,8 @@ class CheapestRequest(Request):
                           description="largest count tried, powers of two")
     mfu: float = Field(DEFAULT_MFU, description=MFU_HELP)
     target: float = Field(DEFAULT_TARGET, description="fraction of the GPU's usable memory")
-    top: int = Field(10, description="options to list (the text; the JSON has all)")
+    top: int = Field(10, ge=1, le=10_000, description="options to list (the text; the JSON has "
+                     "all)")
 
     def gpu_ids(self) -> list[str] | None:
         """The GPU types to consider: `gpus`, else `gpu`, else None (every priced one)."""

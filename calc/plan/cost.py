@@ -46,7 +46,7 @@ from ..operations import SCENARIO_HELP, Cli, Operation, Request
 from ..params import count_params
 from ..presets import HardwareDtype
 from ..scenario import Training, parse_scenario
-from ._common import PlanError, ScenarioInput
+from ._common import MAX_TOKENS, MFU, PlanError, ScenarioInput, bounded
 from .fit import DEFAULT_TARGET, FitResult, max_micro_batch
 
 DEFAULT_MFU = 0.4  # PaLM appendix B reports 46% MFU for PaLM 540B; 0.3-0.5 is typical
@@ -183,12 +183,10 @@ def training_cost(
         >>> c.gpus, c.tokens_per_step
         (8, 65536)
     """
-    if tokens <= 0:
-        raise PlanError("tokens", f"must be positive, got {tokens}")
-    if not 0 < mfu <= 1:
-        raise PlanError("mfu", f"must be in (0, 1], got {mfu}")
-    if price_per_gpu_hour is not None and price_per_gpu_hour < 0:
-        raise PlanError("price_per_gpu_hour", f"must not be negative, got {price_per_gpu_hour}")
+    bounded("tokens", tokens, 1, MAX_TOKENS, integer=True)
+    bounded("mfu", mfu, *MFU)
+    if price_per_gpu_hour is not None:
+        bounded("price_per_gpu_hour", price_per_gpu_hour, 0, 10_000)
     report = estimate(parse_scenario(scenario))
     r = report.resolved
     t, p = r.training, r.parallelism

@@ -26,12 +26,13 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..architecture import Architecture
+from ..errors import rule, shown
 from ..operations import Cli, Operation, Request
 from ..presets import UnknownPreset, resolve_model
-from ._common import PlanError, gib
+from ._common import MAX_COUNT, MAX_SEQ, PlanError, bounded, gib
 
 DEFAULT_DTYPE_BYTES = 2  # bf16 / fp16: what engines cache in unless told otherwise
 KV_CACHE_DTYPES = {2: "bf16 / fp16", 1: "fp8", 4: "fp32"}  # bytes per element -> the dtypes
@@ -40,13 +41,13 @@ KV_CACHE_DTYPES = {2: "bf16 / fp16", 1: "fp8", 4: "fp32"}  # bytes per element -
 class KVQuant(BaseModel):
     """A quantised cache: `bits` per element, a scale (and zero point) per group."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     bits: Literal[2, 4, 8] = 8
-    group_size: int = Field(default=64, ge=1, description="elements sharing one scale")
-    scale_bytes: int = Field(default=2, ge=1, description="bytes of a scale (fp16: 2)")
+    group_size: int = Field(default=64, ge=1, le=1 << 20, description="elements sharing one scale")
+    scale_bytes: int = Field(default=2, ge=1, le=8, description="bytes of a scale (fp16: 2)")
     zero_point: bool = Field(default=True, description="asymmetric: a zero point per group too")
-    residual_length: int = Field(default=0, ge=0,
+    residual_length: int = Field(default=0, ge=0, le=MAX_SEQ,
                                  description="newest tokens kept unquantised (HF default 128)")
 
 
@@ -57,6 +58,17 @@ def _arch(model: Architecture | str) -> Architecture:
         return resolve_model(model).architecture()
     except UnknownPreset as exc:
         raise PlanError("model", str(exc)) from None
+
+
+def _check_tp(arch: Architecture, tp: int) -> None:
+    """Engines split the heads over tp: tp divides the query heads, and the key/value heads
+    are either split (tp divides them) or replicated (they divide tp), as vLLM requires."""
+    bounded("tp", tp, 1, arch.num_attention_heads, integer=True)
+    k = arch.kv_heads
+    if arch.num_attention_heads % tp or (not arch.is_mla and k % tp and tp % k):
+        raise PlanError("tp", f"tp ({tp}) must divide num_attention_heads "
+                        f"({arch.num_attention_heads}), and num_key_value_heads ({k}) must "
+                        "divide tp or be divisible by it")
 
 
 def kv_elements_per_token(arch: Architecture, tp: int = 1) -> int:
@@ -77,11 +89,13 @@ def kv_cache_bytes(
         >>> kv_cache_bytes("llama-3-8b", batch=1, seq=8192)  # 32 x 2 x 8 x 128 x 8192 x 2
         1073741824
     """
-    for name, value in (("batch", batch), ("seq", seq), ("dtype_bytes", dtype_bytes),
-                        ("tp", tp)):
-        if value < 1:
-            raise PlanError(name, f"must be at least 1, got {value}")
+    bounded("batch", batch, 1, MAX_COUNT, integer=True)
+    bounded("seq", seq, 1, MAX_SEQ, integer=True)
+    if dtype_bytes not in KV_CACHE_DTYPES:
+        raise PlanError("dtype_bytes", f"must be one of {', '.join(map(str, KV_CACHE_DTYPES))} "
+                        f"({', '.join(KV_CACHE_DTYPES.values())}), got {shown(dtype_bytes)}")
     arch = _arch(model)
+    _check_tp(arch, tp)
     per_token = kv_elements_per_token(arch, tp)
     if quant is None:
         return per_token * seq * batch * dtype_bytes
@@ -116,8 +130,16 @@ class KVCacheRequest(Request):
 def _kv_cache(q: KVCacheRequest) -> int:
     quant = None
     if q.quant_bits:
-        quant = KVQuant(bits=q.quant_bits, group_size=q.group_size,
-                        residual_length=q.residual_length)
+        try:
+            quant = KVQuant(bits=q.quant_bits, group_size=q.group_size,
+                            residual_length=q.residual_length)
+        except ValidationError as exc:
+            err = exc.errors(include_url=False)[0]
+            raise PlanError(str(err["loc"][0]), rule(err)) from None
+    else:
+        given = sorted({"group_size", "residual_length"} & q.model_fields_set)
+        if given:
+            raise PlanError(given[0], "describes a quantised cache: give quant_bits too")
     return kv_cache_bytes(q.model, q.batch, q.seq_len, q.dtype_bytes, quant=quant, tp=q.tp)
 
 

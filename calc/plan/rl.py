@@ -33,11 +33,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from ..errors import shown
 from ..estimate import estimate
 from ..operations import SCENARIO_HELP, Cli, Operation, Request
 from ..scenario import parse_scenario
-from ._common import PlanError, ScenarioInput, changed, gib
-from .kv_cache import DEFAULT_DTYPE_BYTES, kv_cache_bytes
+from ._common import MAX_COUNT, MAX_SEQ, PlanError, ScenarioInput, bounded, changed, gib
+from .kv_cache import DEFAULT_DTYPE_BYTES, KV_CACHE_DTYPES, kv_cache_bytes
 
 Component = Literal["training", "kv_cache", "inference_weights"]
 INFERENCE_WEIGHT_BYTES = 2  # bf16: what rollout engines load
@@ -114,12 +115,13 @@ def rl_memory(
         >>> m.inference_weight_bytes == 7_615_616_512 * 2 // 4
         True
     """
-    for name, value in (("prompts", prompts), ("samples_per_prompt", samples_per_prompt),
-                        ("response_len", response_len), ("kv_dtype_bytes", kv_dtype_bytes)):
-        if value < 1:
-            raise PlanError(name, f"must be at least 1, got {value}")
-    if prompt_len < 0:
-        raise PlanError("prompt_len", f"must not be negative, got {prompt_len}")
+    for name, value in (("prompts", prompts), ("samples_per_prompt", samples_per_prompt)):
+        bounded(name, value, 1, MAX_COUNT, integer=True)
+    bounded("response_len", response_len, 1, MAX_SEQ, integer=True)
+    bounded("prompt_len", prompt_len, 0, MAX_SEQ, integer=True)
+    if kv_dtype_bytes not in KV_CACHE_DTYPES:
+        raise PlanError("kv_dtype_bytes", f"must be one of {', '.join(map(str, KV_CACHE_DTYPES))}"
+                        f" ({', '.join(KV_CACHE_DTYPES.values())}), got {shown(kv_dtype_bytes)}")
     base = parse_scenario(scenario)
     p = base.parallelism
     seq = prompt_len + response_len
@@ -130,8 +132,8 @@ def rl_memory(
     report = estimate(changed(base, training={"seq_len": seq}))
     if engines is None:
         engines = p.world_size // p.tp if colocated else 1
-    elif engines < 1:
-        raise PlanError("engines", f"must be at least 1, got {engines}")
+    else:
+        bounded("engines", engines, 1, MAX_COUNT, integer=True)
     sequences = prompts * samples_per_prompt
     per_engine = -(-sequences // engines)
     kv = kv_cache_bytes(report.resolved.arch, per_engine, seq, kv_dtype_bytes, tp=p.tp)
