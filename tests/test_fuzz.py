@@ -179,7 +179,7 @@ def test_any_wrong_value_in_a_scenario_is_a_field_error(where: tuple[str, str], 
     scenario[group][name] = value
     try:
         report = estimate(scenario)
-    except ScenarioError as exc:
-        assert exc.field.startswith(group) and "\n" not in str(exc)
+    except ScenarioError as exc:  # this field's rule, or a rule it breaks with another
+        assert exc.field and "\n" not in str(exc)
         return
     assert all(math.isfinite(v) for v in report.as_dict()["components"].values())
