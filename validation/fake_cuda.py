@@ -67,6 +67,14 @@ def load_fake_cuda_lib() -> bool:
 
 _PATCHED = False
 _ORIG_SDPA = None
+_CUDA_LIB = None
+FUSED_ON_CUDA = ("silu_backward", "mish_backward")
+
+
+def _never_called(op: str):
+    def kernel(*args, **kwargs):
+        raise RuntimeError(f"fake CUDA: the {op} kernel ran on real data")
+    return kernel
 
 
 def apply_patches() -> None:
@@ -97,6 +105,19 @@ def apply_patches() -> None:
     for ov in (aten._fused_sgd_.default, aten._fused_sgd_.tensor_lr):
         if ov not in fake_impls.op_implementations_dict:
             fake_impls.register_op_impl(ov)(lambda fake_mode, func, *a, **k: None)
+
+    # The CPU build registers no CUDA kernels, so an op that has both a backend kernel and a
+    # CompositeImplicitAutograd one is decomposed on fake CUDA tensors, where a CUDA build runs
+    # its one fused kernel: silu_backward becomes sigmoid, 1 - sigmoid, x * (...), 1 + ... and
+    # two products, each a B x S x intermediate temporary a real GPU never allocates. Only
+    # silu_backward and mish_backward are such ops in torch 2.13 (every aten op with a CPU and a
+    # CompositeImplicitAutograd kernel, checked with _dispatch_has_kernel_for_dispatch_key).
+    # Registering a CUDA kernel keeps the op whole; FakeTensorMode then computes its output from
+    # the meta kernel and the kernel itself is never called.
+    global _CUDA_LIB
+    _CUDA_LIB = torch.library.Library("aten", "IMPL")
+    for op in FUSED_ON_CUDA:
+        _CUDA_LIB.impl(op, _never_called(op), "CUDA")
 
     _ORIG_SDPA = F.scaled_dot_product_attention
     F.scaled_dot_product_attention = sdpa_cuda
@@ -129,10 +150,15 @@ def sdpa_cuda(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
     d_q, d_k, d_v = query.shape[-1], key.shape[-1], value.shape[-1]
     hq, hk = query.shape[-3], key.shape[-3]
     lq, lk = query.shape[-2], key.shape[-2]
-    heads_ok = hq == hk or (enable_gqa and hq % hk == 0)
+    # Flash takes grouped K/V heads (enable_gqa). torch 2.13's mem-efficient kernel does not:
+    # it checks heads with check_batch_size_and_num_heads_dense<supports_gqa=false> (the
+    # two-parameter template of sdp_utils_cpp.h in the 2.13 wheel; GQA came to it later), so
+    # fp32 attention with fewer K/V heads than query heads goes to the math kernel, which
+    # repeats K/V and keeps the S x S probabilities.
+    gqa_ok = hq == hk or (enable_gqa and hq % hk == 0)
     dense4 = query.dim() == 4 and key.dim() == 4 and value.dim() == 4
     flash_ok = (dense4 and attn_mask is None and dt in (torch.float16, torch.bfloat16)
-                and d_q == d_k == d_v and d_q <= 256 and d_q % 8 == 0 and heads_ok
+                and d_q == d_k == d_v and d_q <= 256 and d_q % 8 == 0 and gqa_ok
                 and not (is_causal and lq != lk))
     if flash_ok:
         _note("flash")
@@ -140,13 +166,9 @@ def sdpa_cuda(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
             query, key, value, dropout_p, is_causal, False, scale=scale)[0]
     align = 8 if dt in (torch.float16, torch.bfloat16) else 4
     eff_ok = (dense4 and dt in (torch.float16, torch.bfloat16, torch.float32)
-              and d_q == d_k and d_q % align == 0 and d_v % align == 0 and heads_ok)
+              and d_q == d_k and d_q % align == 0 and d_v % align == 0 and hq == hk)
     if eff_ok:
         _note("efficient")
-        if hq != hk:
-            # conservative: expand kv heads (copies) for the mem-efficient kernel
-            key = key.repeat_interleave(hq // hk, dim=-3)
-            value = value.repeat_interleave(hq // hk, dim=-3)
         mask = attn_mask
         if mask is not None and mask.dtype == torch.bool:
             # convert_boolean_attn_mask: where(!mask, -inf, 0) in the query dtype
@@ -226,6 +248,7 @@ def patch_cuda_runtime_for_fsdp() -> None:
     torch.cuda.current_device = lambda: 0
     torch.cuda.device_count = lambda: 8
     torch.cuda.set_device = lambda d: None
+    torch.cuda.get_device_capability = lambda *a, **k: (9, 0)  # an H100
     torch.cuda.synchronize = lambda *a, **k: None
     torch.cuda.Stream = _FakeStream
     torch.cuda.Event = _FakeEvent

@@ -24,27 +24,44 @@ CASES = []
 
 def case(split, model, b, s, mp="amp", attn="flash", prec="bf16", opt="adamw", impl="fused",
          ac="none", gas=1, lora=None, targets="all_linear", lora_dropout=0.0, dp=1, notes="",
-         tag=None):
+         tag=None, zero=None, qlora=False, loss="standard", every=None, recompute=None,
+         policy=None, offload=False):
     name = model if isinstance(model, str) else tag
     parts = [name, f"b{b}", f"s{s}", mp if prec == "bf16" else f"{mp}-{prec}", attn]
     if (opt, impl) != ("adamw", "fused"):
         parts.append(f"{opt}-{impl}")
     if ac != "none":
-        parts.append(f"ac{ac}")
+        parts.append(f"ac{ac}" + (f"-{policy}" if policy else "") + (f"-every{every}" if every
+                                                                      else "")
+                     + (f"-first{recompute}" if recompute else ""))
     if gas > 1:
         parts.append(f"gas{gas}")
     if lora:
-        parts.append(f"lora{lora}{'attn' if targets == 'attention' else ''}")
+        parts.append(f"{'qlora' if qlora else 'lora'}{lora}{'attn' if targets == 'attention' else ''}")
+    if loss != "standard":
+        parts.append(loss)
+    zero = (3 if dp > 1 else 0) if zero is None else zero
     if dp > 1:
-        parts.append(f"fsdp{dp}")
+        parts.append({0: "ddp", 1: "zero1-ddp", 2: "zero2-fsdp", 3: "fsdp"}[zero] + str(dp))
+    if offload:
+        parts.append("offload")
     tr = {"micro_batch_size": b, "seq_len": s, "gradient_accumulation_steps": gas,
           "precision": prec, "mixed_precision": mp, "optimizer": opt, "optimizer_impl": impl,
-          "activation_checkpointing": ac, "attention": attn, "loss": "standard",
-          "finetuning": "lora" if lora else "full"}
+          "activation_checkpointing": ac, "attention": attn, "loss": loss,
+          "finetuning": ("qlora" if qlora else "lora") if lora else "full"}
     if lora:
         tr.update({"lora_rank": lora, "lora_targets": targets, "lora_dropout": lora_dropout})
-    sc = {"schema_version": 1, "model": model, "training": tr,
-          "parallelism": {"dp": dp, "zero": 3 if dp > 1 else 0}, "gpu": "h100-sxm-80gb"}
+    if policy:
+        tr["selective_policy"] = policy
+    if every:
+        tr["checkpoint_every"] = every
+    if recompute:
+        tr["recompute_layers"] = recompute
+    par = {"dp": dp, "zero": zero}
+    if offload:
+        par.update(offload_params=True, offload_optimizer=True)
+    sc = {"schema_version": 1, "model": model, "training": tr, "parallelism": par,
+          "gpu": "h100-sxm-80gb"}
     CASES.append({"id": "_".join(parts), "split": split, "scenario": sc, "notes": notes})
 
 
@@ -93,6 +110,36 @@ for L in (2, 4):
     case("dev", inline("phi-3-mini", num_hidden_layers=L), 1, 2048, tag=f"phi-3-mini-{L}L",
          notes="probe: fused qkv and cat-based rotary by difference")
 
+# Evidence where users plan (issue 10), dev: each feature where it sets the peak.
+AC = "autocast"  # a bf16-loaded model trained under autocast (PEFT's usual LoRA set-up)
+case("dev", "llama-3.2-1b", 2, 2048, mp=AC, lora=16, dp=4, notes="LoRA on a bf16 base, FSDP2")
+case("dev", inline("llama-3-8b", num_hidden_layers=8, vocab_size=1024), 1, 2048, mp=AC, ac="full",
+     lora=16, dp=8, tag="llama-3-8b-8L-v1k", notes="probe: LoRA + FSDP2 inside the layer stack")
+case("dev", "llama-3.2-1b", 1, 2048, mp=AC, lora=16, notes="LoRA on a bf16 base, autocast")
+case("dev", "qwen2.5-0.5b", 2, 2048, mp=AC, notes="full fine-tuning of a bf16-loaded model, autocast")
+case("dev", "llama-3.2-1b", 1, 2048, mp=AC, lora=16, qlora=True,
+     notes="QLoRA layout: fake NF4 layers (uint8 + absmax), dequantised per matmul")
+case("dev", inline("llama-3-8b", num_hidden_layers=4, vocab_size=1024), 1, 4096, mp=AC,
+     lora=16, qlora=True, tag="llama-3-8b-4L-v1k", notes="probe: QLoRA inside the layer stack")
+case("dev", "llama-3.1-8b", 1, 2048, mp=AC, ac="full", lora=16, qlora=True, dp=2,
+     notes="QLoRA + FSDP2: the packed 4-bit weights sharded and gathered")
+case("dev", "qwen2.5-0.5b", 2, 1024, dp=4, zero=2, notes="FSDP2 reshard_after_forward=False")
+case("dev", "gpt2-medium", 4, 1024, dp=4, zero=1, notes="DDP buckets + ZeroRedundancyOptimizer")
+case("dev", "gpt2", 4, 1024, dp=2, zero=0, notes="DDP: flat buckets, a copy of every gradient")
+case("dev", "qwen2.5-0.5b", 2, 1024, mp="master", dp=4, notes="master weights with FSDP2")
+case("dev", "llama-3.2-1b", 1, 2048, dp=2, offload=True, notes="FSDP2 CPUOffloadPolicy")
+case("dev", "llama-3.2-1b", 1, 4096, ac="selective", policy="ops",
+     notes="torch per-op selective checkpointing as torchtitan applies it")
+case("dev", "phi-3-mini", 1, 2048, mp="pure", ac="selective", policy="ops",
+     notes="per-op SAC with fused qkv and gate_up")
+case("dev", "llama-3.2-1b", 1, 4096, ac="full", recompute=8, notes="the first 8 of 16 layers")
+case("dev", "llama-3.2-1b", 1, 4096, ac="full", every=3, notes="transformers every_n_layers=3")
+case("dev", "llama-3.2-1b", 2, 2048, loss="chunked", notes="Liger fused linear cross-entropy")
+case("dev", "qwen2.5-0.5b", 4, 2048, mp="pure", loss="chunked",
+     notes="Liger FLCE with bf16 weights (bf16 weight-gradient buffer)")
+case("dev", "qwen2.5-0.5b", 1, 2048, mp="pure", prec="fp32",
+     notes="fp32 GQA: flash needs 16-bit, mem-efficient no GQA in torch 2.13 -> math kernel")
+
 # ------------------------------------------------------------------ test
 case("test", "gpt2-medium", 4, 1024)
 case("test", "gpt2", 2, 512, mp="pure", prec="fp32", attn="eager", opt="adam", impl="for_loop")
@@ -113,6 +160,36 @@ case("test", "qwen2.5-7b", 1, 1024, mp="pure", lora=16, targets="attention")
 case("test", "llama-3-8b", 1, 8192, ac="full", dp=8)
 case("test", inline("qwen2.5-7b", num_hidden_layers=4), 2, 4096, attn="eager", tag="qwen2.5-7b-4L",
      notes="4-layer qwen2.5-7b, eager attention")
+
+# Evidence where users plan (issue 10), test.
+case("test", "qwen2.5-7b", 1, 2048, mp=AC, ac="full", lora=16, dp=8)
+case("test", "mistral-7b", 1, 4096, ac="full", lora=16, targets="attention", dp=2)
+case("test", "qwen3-0.6b", 2, 2048, mp=AC, lora=32)
+case("test", "llama-3.1-8b", 1, 4096, mp=AC, ac="full", lora=8)
+case("test", "mistral-7b", 1, 2048, mp=AC, ac="full", lora=16, qlora=True)
+case("test", "qwen2.5-1.5b", 2, 1024, mp=AC, lora=16, qlora=True)
+case("test", "qwen2.5-7b", 2, 2048, mp=AC, ac="full", lora=16, qlora=True, dp=4)
+case("test", "llama-3.2-1b", 1, 2048, ac="full", dp=8, zero=2)
+case("test", "qwen2.5-1.5b", 1, 2048, mp="pure", dp=2, zero=2)
+case("test", "qwen2.5-0.5b", 2, 1024, dp=2, zero=1)
+case("test", "llama-3.2-1b", 1, 2048, ac="full", dp=4, zero=1)
+case("test", "gpt2-medium", 2, 1024, mp="pure", dp=4, zero=0)
+case("test", "llama-3.2-1b", 1, 2048, ac="full", dp=8, zero=0)
+case("test", "llama-3.2-1b", 1, 2048, mp="master", ac="full", dp=8)
+case("test", "qwen2.5-1.5b", 1, 2048, mp="master", dp=2)
+case("test", "qwen2.5-1.5b", 1, 2048, ac="full", dp=4, offload=True)
+case("test", "qwen3-0.6b", 2, 2048, mp="pure", dp=2, offload=True)
+case("test", "qwen2.5-1.5b", 2, 2048, ac="selective", policy="ops")
+case("test", inline("mistral-7b", num_hidden_layers=4), 1, 4096, mp="pure", ac="selective",
+     policy="ops", tag="mistral-7b-4L")
+case("test", "qwen3-0.6b", 2, 2048, ac="full", recompute=10)
+case("test", "qwen2.5-1.5b", 1, 4096, mp="pure", ac="full", recompute=20)
+case("test", "qwen2.5-1.5b", 1, 4096, ac="full", every=4)
+case("test", "gemma-2-2b", 1, 2048, attn="eager", ac="full", every=2)
+case("test", "qwen3-0.6b", 4, 2048, loss="chunked")
+case("test", "llama-3.2-1b", 1, 4096, mp="pure", ac="full", loss="chunked")
+case("test", "qwen2.5-1.5b", 1, 2048, mp="pure", prec="fp32")
+case("test", "qwen3-0.6b", 1, 2048, mp="pure", prec="fp32", attn="flash")
 
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]

@@ -1,0 +1,1 @@
+"""The tracing harness behind validation/trace.py (see validation/README.md)."""
