@@ -31,6 +31,7 @@ from .architecture import ACTIVATIONS
 from .formula import Formula, Term
 from .params import LayerParams, Linear
 from .setup import Setup
+from .sources import TORCH_SAC
 from .sources import TRACED_ACTIVATIONS as SRC
 
 
@@ -57,7 +58,8 @@ INPUT_CASTS = _f("attention", "lambda n_r, T, H, q: n_r * T * H * q", "input_cas
 INPUT = _f("attention", "lambda T, H, q, z: T * H * min(q, z)", "input",
            "The projections' shared input (the normed tensor)")
 ADAPTER_INPUT = _f("attention", "lambda T, d_i, q_a: T * d_i * q_a", "adapter_input",
-                   "A LoRA adapter's own copy of its input (fp32, or autocast's cast of it)")
+                   "A LoRA adapter's input: its own copy (fp32, or autocast's cast of it), or "
+                   "the input itself when it has the adapter's dtype")
 ADAPTER_DROPOUT = _f("dropout", "lambda T, d_i: T * d_i", "adapter_dropout",
                      "lora_dropout's one-byte mask of the input")
 # --- attention --------------------------------------------------------------------------------
@@ -82,6 +84,10 @@ EAGER_OUT = _f("attention", "lambda T, a, d, c: T * a * d * c", "eager_output",
                "Eager attention: the output transposed for o_proj")
 SOFTMAX = _f("attention_scores", "lambda b, a, s, c: b * a * s**2 * (4 + c)", "softmax",
              "Eager attention: the fp32 softmax and its low-precision cast")
+MATH_QKV = _f("attention", "lambda T, a, d, c: 3 * T * a * d * c", "math_qkv",
+              "SDPA's math kernel: q scaled, and k (scaled) and v repeated to every query head")
+MATH_PROBS = _f("attention_scores", "lambda b, a, s, c: b * a * s**2 * c", "math_probabilities",
+                "SDPA's math kernel: the softmax output, kept by softmax and by the matmul with v")
 SOFTCAP = _f("attention_scores", "lambda b, a, s, c: b * a * s**2 * c", "softcap",
              "Gemma 2: tanh(scores / cap) keeps its output")
 SCORES_DROPOUT = _f("dropout", "lambda b, a, s: b * a * s**2", "attention_dropout",
@@ -112,22 +118,38 @@ WEIGHT_COPIES = _f("weight_copies", "lambda c, W_l: c * W_l", "weight_copies",
 # --- per layer ------------------------------------------------------------------------------
 CHECKPOINT_INPUT = _f("checkpointed_inputs", "lambda T, h, r: T * h * r", "checkpoint_input",
                       "What a checkpointed layer keeps: its input")
+SELECTIVE_KEPT = Formula(
+    "activations/selective_kept", "lambda T, h, r, K_o: T * h * r + K_o",
+    id="act.selective_kept", source=TORCH_SAC,
+    title="What a layer keeps under per-op selective checkpointing: its input and the outputs "
+          "of the ops the policy saves (every other matmul, every addmm, the attention kernel)")
 FORWARD_TRANSIENT = Formula(
     "temporaries/layer_forward", "lambda T, H, h, r: T * H * 4 + T * h * r",
     id="act.forward_transient", source=SRC,
     title="A layer's widest forward moment: an fp32 H-wide temporary beside the residual")
+LORA_FORWARD_TRANSIENT = Formula(
+    "temporaries/layer_forward", "lambda T, d_i, c, q_c, H, h, r: T * d_i * (c + q_c) + "
+    "T * H * 4 + T * h * r", id="act.lora_forward_transient", source=SRC,
+    title="A LoRA layer's widest forward moment: the widest adapted input (which the frozen "
+          "projection does not keep) and peft's fp32 copy of it, beside an fp32 H-wide "
+          "temporary and the residual",
+    note="q_c = 4 under autocast (the copy is cast down again for lora_A), 0 without "
+         "(the copy is what lora_A saves); traced on 4-layer llama-3-8b probes")
 FORWARD_TRANSIENT_EAGER = Formula(
     "temporaries/layer_forward",
     "lambda T, H, h, r, b, a, s, m, c: max(T * H * 4 + T * h * r, b * a * s**2 * max(0, m - c))",
     id="act.forward_transient_eager", source=SRC,
     title="A layer's widest forward moment; eager: the softmax's input beside its output")
 BACKWARD_TRANSIENT = Formula(
-    "temporaries/layer_backward", "lambda T, f_w, c, h, r: 3 * T * f_w * c + 2 * T * h * max(r, c)",
+    "temporaries/layer_backward",
+    "lambda n_x, T, f_w, c, h, r: n_x * T * f_w * c + T * h * max(r, c)",
     id="act.backward_transient", source=SRC,
-    title="A layer's widest backward moment: MLP-wide gradients and the incoming gradient")
+    title="A layer's widest backward moment: MLP-wide gradients and the incoming gradient",
+    note="n_x = 3 MLP-wide gradients when the MLP's weights train, 2 when they are frozen "
+         "(LoRA, QLoRA); traced layer by layer on 4-layer llama-3-8b probes")
 BACKWARD_TRANSIENT_EAGER = Formula(
     "temporaries/layer_backward",
-    "lambda T, f_w, c, h, r, b, a, s: max(3 * T * f_w * c + 2 * T * h * max(r, c), "
+    "lambda n_x, T, f_w, c, h, r, b, a, s: max(n_x * T * f_w * c + T * h * max(r, c), "
     "b * a * s**2 * (8 - c))", id="act.backward_transient_eager", source=SRC,
     title="A layer's widest backward moment; eager: the softmax's fp32 gradients "
           "(traced: llama-3.1-8b-4L_b1_s8192_amp_eager)")
@@ -135,6 +157,13 @@ BACKWARD_TRANSIENT_EAGER = Formula(
 HEAD_NORMS = tuple(f.booked("activations/head") for f in (
     NORM_INPUT, NORM_STATS, NORM_FP32_COPY, NORM_RSQRT, NORM_OUT_FP32, NORM_OUT))
 HEAD_INPUT = _f("head", "lambda T, H, q: T * H * q", "head_input", "The lm_head's saved input")
+HEAD_NORM_BACKWARD = Formula(
+    "temporaries/head_norm_backward", "lambda T, h: T * h * 16",
+    id="act.head_norm_backward", source=SRC,
+    title="The final RMSNorm's backward, every activation still saved: four T h fp32 "
+          "tensors at the backward of variance = x.pow(2).mean(-1) (x's gradient, the mean's "
+          "expanded gradient, and pow's x and 2 x)",
+    note="traced op by op on 4-layer llama-3-8b probes, full, LoRA and QLoRA")
 HEAD_COPY = _f("weight_copies", "lambda V_t, H, c: V_t * H * c", "head_weight_copy",
                "Autocast's low-precision copy of the lm_head weight")
 EMBEDDING_DROPOUT = _f("dropout", "lambda T, h: T * h", "embedding_dropout",
@@ -148,18 +177,34 @@ class LayerActivations(NamedTuple):
     saved: tuple[Term, ...]  # saved for backward (a term twice when two ops save alike)
     forward_transient: Term  # extra bytes alive at the layer's worst forward moment
     backward_transient: Term  # gradient buffers alive at the layer's worst backward moment
-    checkpoint_input: Term  # what the layer keeps when checkpointed: its input
+    checkpoint_input: Term  # what the layer keeps when checkpointed: its input (and, under
+    # per-op selective checkpointing, the outputs the policy saves)
     total: int  # bytes of `saved`
     weight_copies: tuple[Term, ...]  # the part of `saved` that is autocast's weight cache
     saves_residual: bool  # a norm keeps the residual itself (the checkpoint's own input)
+    kept_in_saved: int  # bytes of checkpoint_input that are also among `saved`
 
 
 def layer_activations(saved: tuple[Term, ...], forward: Term, backward: Term,
-                      checkpoint_input: Term) -> LayerActivations:
-    copies = tuple(t for t in saved if t.key == "activations/weight_copies")
+                      checkpoint_input: Term, frozen_base: bool = False,
+                      kept_outputs_in_saved: int = 0) -> LayerActivations:
+    # autocast caches the casts of leaf weights that train; a frozen base's casts are made
+    # per op and saved, so a checkpointed layer drops them
+    copies = tuple(t for t in saved if t.key == "activations/weight_copies"
+                   and not (frozen_base and t.formula is WEIGHT_COPIES))
     residual = any(t.bytes for t in saved if t.key == "activations/residual")
+    # the residual the norms save is the checkpoint's own input
+    shared = kept_outputs_in_saved + (_layer_input(checkpoint_input) if residual else 0)
     return LayerActivations(saved, forward, backward, checkpoint_input,
-                            sum(t.bytes for t in saved), copies, residual)
+                            sum(t.bytes for t in saved), copies, residual, shared)
+
+
+def _layer_input(kept: Term) -> int:
+    """The layer input's bytes inside `kept` (CHECKPOINT_INPUT or SELECTIVE_KEPT)."""
+    if kept.formula is SELECTIVE_KEPT:
+        T, h, r = kept.values[:3]
+        return int(T * h * r)
+    return kept.bytes
 
 
 def decoder_layer(x: Setup, layer: LayerParams) -> LayerActivations:
@@ -192,7 +237,12 @@ def decoder_layer(x: Setup, layer: LayerParams) -> LayerActivations:
         for heads in (a, k):
             saved.append(QK_NORM(T, heads, d, c if trainable else 0))
     rotary = arch.traits.rotary
-    if not x.eager or x.selective_checkpointing:
+    if x.math_attention:
+        saved.append(MATH_QKV(T, a, d, c))
+        saved.append(MATH_PROBS(x.b, a, x.s, c))
+        if trainable:  # the output, transposed for o_proj
+            saved.append(EAGER_OUT(T, a, d, c))
+    elif not x.eager or x.selective_attention:
         saved.append(QKV(T, a, k, d, c))  # SDPA sees low-precision q, k, v under autocast
         if arch.traits.fused_qkv and rotary != "none":
             saved.append(FUSED_QKV_OUT(T, a, k, d, c))
@@ -210,7 +260,11 @@ def decoder_layer(x: Setup, layer: LayerParams) -> LayerActivations:
         if arch.attention_dropout:
             saved.append(SCORES_DROPOUT(x.b, a, x.s))
     if "o_proj" in targets and any(lin.name == "o_proj" for lin in layer.linears):
-        _adapter_input(x, saved, "attention", a * d, drop)
+        if _adapter_copies(x, drop):
+            _adapter_input(x, saved, "attention", a * d, drop)
+        elif x.eager:  # the transposed attention output is a copy only the adapter keeps
+            _adapter_input(x, saved, "attention", a * d, drop, c)
+        # else o_proj's input is SDPA's output itself (already saved): nothing more
     # --- MLP ---------------------------------------------------------------------------------
     if layer.moe:
         _moe(x, layer, saved, z_width, trainable)
@@ -221,27 +275,85 @@ def decoder_layer(x: Setup, layer: LayerParams) -> LayerActivations:
         # LoRA adapter (its own copy in pure mode), or by nobody (no adapter on it)
         _mlp_core(x, saved, T, f, down_input=trainable)
         if not trainable and down.name in targets:
-            _adapter_input(x, saved, "mlp", f, drop)
+            _adapter_input(x, saved, "mlp", f, drop, 0 if _adapter_copies(x, drop) else c)
     if arch.resid_pdrop:
         saved.append(RESID_DROPOUT(T, x.h))
     # --- LoRA: lora_A's output kept by lora_B (adapter dtype fp32, or autocast's cast) -------
     if targets:
         adapters = [lin for lin in layer.linears if lin.name in targets]
         saved.append(LORA_A_OUT(T, x.lora_rank, len(adapters), c if n.autocast else 4))
-        if n.autocast:  # cached low-precision copies of the trainable adapter weights
+        if n.adapter_copies:  # cached low-precision copies of the trainable adapter weights
             saved.append(ADAPTER_COPIES(c, x.lora_rank, sum(sum(lin.local_shape(tp))
                                                          for lin in adapters)))
-    if n.autocast and not x.qlora:
+    if n.weight_copies and not x.qlora:
         saved.append(WEIGHT_COPIES(c, sum(lin.local_counts(tp, x.ep)[0] for lin in layer.linears)))
     # --- transients --------------------------------------------------------------------------
     f_w = layer.widest_row_input // tp
-    if x.eager and not x.selective_checkpointing:
+    n_x = 3 if trainable else 2
+    if x.math_attention:
+        fwd = FORWARD_TRANSIENT_EAGER(T, x.H, x.h, r, x.b, a, x.s, 2 * c, c)
+        bwd = BACKWARD_TRANSIENT_EAGER(n_x, T, f_w, c, x.h, r, x.b, a, x.s)
+    elif x.eager and not x.selective_attention:
         fwd = FORWARD_TRANSIENT_EAGER(T, x.H, x.h, r, x.b, a, x.s, mask_width(x), c)
-        bwd = BACKWARD_TRANSIENT_EAGER(T, f_w, c, x.h, r, x.b, a, x.s)
+        bwd = BACKWARD_TRANSIENT_EAGER(n_x, T, f_w, c, x.h, r, x.b, a, x.s)
     else:
         fwd = FORWARD_TRANSIENT(T, x.H, x.h, r)
-        bwd = BACKWARD_TRANSIENT(T, f_w, c, x.h, r)
-    return layer_activations(tuple(saved), fwd, bwd, CHECKPOINT_INPUT(T, x.h, r))
+        bwd = BACKWARD_TRANSIENT(n_x, T, f_w, c, x.h, r)
+    if targets and _adapter_copies(x, drop):
+        adapted_in = max(lin.local_shape(tp)[1] for lin in layer.linears if lin.name in targets)
+        copy = 4 if n.autocast else 0  # peft's fp32 copy: saved without autocast
+        lora_fwd = LORA_FORWARD_TRANSIENT(T, adapted_in, c, copy, x.H, x.h, r)
+        if lora_fwd.bytes > fwd.bytes:
+            fwd = lora_fwd
+    if x.selective_ops:
+        kept, overlap = _sac_outputs(x, layer)
+        return layer_activations(tuple(saved), fwd, bwd, SELECTIVE_KEPT(T, x.h, r, kept),
+                                 x.lora, overlap)
+    return layer_activations(tuple(saved), fwd, bwd, CHECKPOINT_INPUT(T, x.h, r), x.lora)
+
+
+# Projections whose output the normal graph saves as it is (so an output the selective policy
+# keeps is no extra memory at recompute): v goes to the attention kernel unrotated, a fused qkv
+# output stays alive beside the rotated q and k, an MLP's first projections feed the
+# activation or the gating product; with no rotary, q and k go to the kernel as they are too.
+_OUTPUT_SAVED = frozenset({"v_proj", "qkv_proj", "c_attn", "query_key_value", "Wqkv",
+                           "gate_proj", "up_proj", "gate_up_proj", "c_fc", "fc1", "w1", "w3",
+                           "dense_h_to_4h"})
+
+
+def _sac_outputs(x: Setup, layer: LayerParams) -> tuple[int, int]:
+    """(bytes, bytes also saved by the normal graph) of the outputs torchtitan's per-op policy
+    keeps in one layer. In forward order, a biased projection runs addmm (always saved), an
+    unbiased one mm (saved every other time, counted per layer); LoRA's lora_A and lora_B
+    are two more mm each. The attention kernel's outputs are saved too: flash keeps them
+    anyway; eager's two bmm (the scores and the weighted values) are extra."""
+    T, c, tp = x.T, x.n.compute, x.tp
+    rank, targets = x.lora_rank, x.lora_targets
+    no_rotary = x.arch.traits.rotary == "none"
+    kept = overlap = count = 0
+    for lin in layer.linears:
+        out = T * lin.local_shape(tp)[0] * c * (lin.copies // (x.ep if lin.group == "experts"
+                                                               else 1))
+        runs = [(out, lin.bias, lin.name in _OUTPUT_SAVED or (no_rotary and lin.name in
+                                                              ("q_proj", "k_proj")))]
+        if lin.name in targets:
+            a_width = c if x.n.autocast else 4
+            runs += [(T * rank * a_width, False, True),  # lora_A's output, kept by lora_B
+                     (T * lin.local_shape(tp)[0] * a_width, False, False)]
+        for nbytes, biased, in_saved in runs:
+            if not biased:
+                count += 1
+                if count % 2 == 0:
+                    continue
+            kept += nbytes
+            overlap += nbytes if in_saved else 0
+    if x.eager or x.math_attention:
+        kept += x.b * x.a * x.s**2 * c + T * x.a * x.d * c
+    else:  # flash / memory-efficient: the output and the log-sum-exp, saved anyway
+        flash = T * x.a * x.d * c + T * x.a * 4
+        kept += flash
+        overlap += flash
+    return kept, overlap
 
 
 def mask_width(x: Setup) -> int:
@@ -302,18 +414,33 @@ def _linear_inputs(x: Setup, saved: list[Term], key: str, consumers: tuple[Linea
             saved.append(f(INPUT_CASTS)(len(consumers), x.T, x.H, n.linear_input))
         else:
             saved.append(f(INPUT)(x.T, x.H, n.linear_input, z_width))
-    for lin in consumers:
-        if lin.name in x.lora_targets:
+    adapted = sum(lin.name in x.lora_targets for lin in consumers)
+    if adapted and not _adapter_copies(x, dropout):  # the adapters share x itself
+        _adapter_input(x, saved, key, x.H, dropout, z_width)
+    else:
+        for _ in range(adapted):
             _adapter_input(x, saved, key, x.H, dropout)
 
 
-def _adapter_input(x: Setup, saved: list[Term], key: str, width: int, dropout: float) -> None:
-    """What one LoRA adapter keeps of its input: always its own copy. peft casts x to the
-    adapter dtype (fp32, `autocast_adapter_dtype`), so lora_A keeps that fp32 copy; under
-    autocast lora_A casts it back down and keeps the low-precision cast instead (traced: on
-    o_proj this copy sits beside SDPA's saved output). Only in pure fp32 is x itself kept."""
+def _adapter_copies(x: Setup, dropout: float) -> bool:
+    """Whether each LoRA adapter keeps its own copy of its input. peft casts x to the adapter
+    dtype (fp32, `autocast_adapter_dtype`) and lora_A keeps that fp32 copy; under autocast
+    lora_A casts it back down and keeps the low-precision cast instead (traced: on o_proj
+    this copy sits beside SDPA's saved output). lora_dropout makes a copy per adapter too.
+    x itself is kept, once for every adapter reading it, when it already has the adapter's
+    dtype (pure fp32, or FSDP2 gathering the adapters in the compute dtype) or when peft's
+    bitsandbytes layer (QLoRA) runs under autocast: it casts x only without autocast."""
+    n = x.n
+    return bool(dropout) or not (n.fsdp_mixed or n.compute == 4 or (x.qlora and n.autocast))
+
+
+def _adapter_input(x: Setup, saved: list[Term], key: str, width: int, dropout: float,
+                   shared: int = 0) -> None:
+    """What one LoRA adapter keeps of its input (see :func:`_adapter_copies`); `shared`: the
+    width of x itself when the adapters keep it rather than a copy."""
     formula = ADAPTER_INPUT if key == "attention" else _MLP_KEYED[ADAPTER_INPUT]
-    saved.append(formula(x.T, width, x.n.compute if x.n.autocast else 4))
+    width_kept = shared or (x.n.compute if x.n.autocast else 4)
+    saved.append(formula(x.T, width, width_kept))
     if dropout:
         saved.append(ADAPTER_DROPOUT(x.T, width))
 
@@ -355,9 +482,17 @@ def head_activations(x: Setup) -> tuple[Term, ...]:
     if not x.lora:
         saved.append(HEAD_INPUT(x.T, x.H, n.linear_input if n.autocast
                              else min(z_width, n.linear_input)))
-    if n.autocast and not x.megatron:
+    if n.weight_copies and not x.megatron:
         saved.append(HEAD_COPY(x.vocab, x.H, n.compute))
     return tuple(saved)
+
+
+def head_norm_backward(x: Setup) -> Term | None:
+    """The final norm's backward at the start of backward, when it upcasts to fp32 as
+    Llama's RMSNorm does (the one moment a norm's fp32 temporaries meet every activation)."""
+    if x.arch.traits.norm_upcast != "llama" or x.megatron:
+        return None
+    return HEAD_NORM_BACKWARD(x.T, x.h)
 
 
 def embedding_activations(x: Setup) -> tuple[Term, ...]:

@@ -260,6 +260,11 @@ def from_hf_config(config: dict[str, Any]) -> tuple[Architecture, list[str]]:
     notes: list[str] = []
     cfg = config
     model_type = cfg.get("model_type")
+    if isinstance(cfg.get("vision_config"), dict):
+        raise ConfigError("hf_config.vision_config", "vision-language models are not modelled: "
+                          "the vision tower's parameters and activations depend on the images. "
+                          "Paste the language model's config (its text_config) to estimate it "
+                          "without the vision tower")
     if model_type not in SUPPORTED_MODEL_TYPES and isinstance(cfg.get("text_config"), dict):
         cfg = cfg["text_config"]  # multimodal wrappers (e.g. Gemma 3) nest the language model
         notes.append(f"read the text_config of model_type {model_type!r}")

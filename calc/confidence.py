@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .architecture import SUPPORTED_MODEL_TYPES
 from .optimizers import OPTIMIZERS
 from .params import count_params
 from .scenario import Resolved
@@ -16,21 +17,20 @@ from .scenario import Resolved
 VALIDATED_FAMILIES = frozenset({"llama", "mistral", "qwen2", "qwen3", "gemma2", "phi3", "gpt2"})
 VALIDATED_FEATURES: dict[str, frozenset[Any]] = {
     "training.precision": frozenset({"bf16", "fp32"}),
-    "training.mixed_precision": frozenset({"pure", "amp", "master"}),
+    "training.mixed_precision": frozenset({"pure", "amp", "master", "autocast"}),
     "training.optimizer": frozenset(o.id for o in OPTIMIZERS.values() if o.traced),
-    "training.activation_checkpointing": frozenset({"none", "full"}),
+    "training.activation_checkpointing": frozenset({"none", "full", "selective"}),
+    "training.selective_policy": frozenset({None, "ops"}),
     "training.attention": frozenset({"flash", "eager"}),
-    "training.loss": frozenset({"standard"}),
-    "training.finetuning": frozenset({"full", "lora"}),
+    "training.loss": frozenset({"standard", "chunked"}),
+    "training.finetuning": frozenset({"full", "lora", "qlora"}),
     "training.lora_targets": frozenset({"all_linear", "attention"}),
     "training.implementation": frozenset({"hf"}),
     "parallelism.tp": frozenset({1}),
     "parallelism.pp": frozenset({1}),
     "parallelism.cp": frozenset({1}),
     "parallelism.ep": frozenset({1}),
-    "parallelism.zero": frozenset({0, 3}),
-    "parallelism.offload_optimizer": frozenset({False}),
-    "parallelism.offload_params": frozenset({False}),
+    "parallelism.zero": frozenset({0, 1, 2, 3}),
     "parallelism.sequence_parallel": frozenset({False}),
 }
 
@@ -46,7 +46,11 @@ MAX_TRACED_PARAMS = 8_030_261_248
 def confidence(r: Resolved) -> dict[str, Any]:
     missing: list[str] = []
     family = r.arch.model_type
-    if family not in VALIDATED_FAMILIES:
+    read_as = _fallback_model_type(r)
+    if read_as is not None:
+        missing.append(f"model_type {read_as!r} is read as llama-like, which no traced case "
+                       "checks")
+    elif family not in VALIDATED_FAMILIES:
         missing.append(f"model family {family!r} has no traced case")
     attention = r.scenario.training.attention
     if attention not in VALIDATED_ATTENTION.get(family, frozenset({attention})):
@@ -60,11 +64,46 @@ def confidence(r: Resolved) -> dict[str, Any]:
         value = getattr(getattr(r.scenario, group), name)
         if value not in allowed:
             missing.append(f"{path} = {value!r} is not in the traced cases")
-    p = r.scenario.parallelism
-    if p.zero in (1, 2) or (p.zero == 3 and r.scenario.training.mixed_precision != "amp"):
-        missing.append("only FSDP2 (zero 3 with amp) is traced among the sharded setups")
+    missing += _sharding_gaps(r)
     return {
         "level": "extrapolated" if missing else "validated",
         "missing": missing,
         "basis": "traced PyTorch training steps (validation/), CPU fake tensors",
     }
+
+
+def _fallback_model_type(r: Resolved) -> str | None:
+    """The pasted config's model_type when the estimator read it as llama-like."""
+    spec = r.scenario.model
+    config = getattr(spec, "hf_config", None)
+    if not isinstance(config, dict):
+        return None
+    model_type = config.get("model_type")
+    text = config.get("text_config")
+    if model_type not in SUPPORTED_MODEL_TYPES and isinstance(text, dict):
+        model_type = text.get("model_type", model_type)
+    if model_type == "gemma3":
+        model_type = "gemma3_text"
+    return None if model_type in SUPPORTED_MODEL_TYPES else str(model_type)
+
+
+def _sharding_gaps(r: Resolved) -> list[str]:
+    """What of the data-parallel setup the traced cases do not cover. Traced: DDP (zero 0),
+    DDP + ZeroRedundancyOptimizer (1), FSDP2 with reshard_after_forward False (2) and True
+    (3), FSDP2 with a master-weights optimizer, FSDP2's CPUOffloadPolicy."""
+    p, t = r.parallelism, r.training
+    gaps = []
+    master = t.mixed_precision == "master"
+    if master and p.zero in (1, 2) and p.shard_group > 1:
+        gaps.append(f"zero {p.zero} with master weights is DeepSpeed's ZeRO-{p.zero}, modelled "
+                    "from its code (stage_1_and_2.py), not traced")
+    if master and p.zero == 3 and p.shard_group > 1:
+        gaps.append("zero 3 with master weights is traced as FSDP2 with a master-weights "
+                    "optimizer; DeepSpeed's own ZeRO-3 buffers are modelled from its code")
+    if p.offload_optimizer and not (p.offload_params and p.zero == 3 and not master):
+        gaps.append("optimizer offload alone (DeepSpeed's ZeRO-Offload) is modelled from "
+                    "DeepSpeed's code; only FSDP2's CPUOffloadPolicy is traced")
+    elif p.offload_params and not p.offload_optimizer:
+        gaps.append("parameter offload without optimizer offload is not traced")
+    return gaps
+

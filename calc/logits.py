@@ -14,7 +14,8 @@ Gemma 2's final-logit soft-capping (`tanh(x / cap) * cap`) keeps one more c V (t
 
 `loss: chunked` models Liger-Kernel's fused linear cross-entropy: the logits are never
 materialised; chunks of about T h / V tokens are projected, softmaxed and differentiated during
-the forward, which keeps the input gradient and the head's weight gradient instead.
+the forward (the Triton kernel writes the gradient over the chunk's logits), which keeps the
+input gradient and the head's weight gradient (in the weight's dtype) instead.
 """
 
 from __future__ import annotations
@@ -41,20 +42,36 @@ BACKWARD_SOFTCAP = Formula(
     title="The loss gradients at the start of backward, with Gemma 2's soft-capping",
     source=HF_LOSS)
 CHUNKED_FORWARD = Formula(
-    KEY, "lambda T, H, c, V_t: T * H * (c + 4 + 4) + (T * H * c + V_t * H * 4)",
-    id="logits.chunked_forward", title="The fused linear cross-entropy in the forward",
-    source=LIGER, note="one chunk of logits (low precision, fp32 and its gradient) and what the "
-                       "kernel keeps: the input gradient and the fp32 head-weight gradient")
+    KEY, "lambda T, H, q, V_t, w, n_c, c, u_w, m_w: T * H * q + V_t * H * w + n_c * V_t * c + "
+    "u_w * V_t * H * c + m_w * V_t * H + 4 * T", id="logits.chunked_forward", source=LIGER,
+    title="The fused linear cross-entropy in the forward: the input and weight gradient "
+          "buffers it fills, one chunk of logits (their gradient written over them), the loss "
+          "per token",
+    note="n_c = next_power_of_2(ceil(T / ceil(V / H))) tokens a chunk; the weight gradient is "
+         "zeros_like(weight) (w = 0 for a frozen head); under autocast an fp32 weight is cast "
+         "twice (u_w = 2): autocast caches its cast for chunk @ W, and casts W.t() per chunk; "
+         "a weight gradient that is not fp32 is accumulated as mm(...).float() (m_w = c + 4 "
+         "bytes per weight), an fp32 one by addmm(out_dtype=fp32) in place (m_w = 0) "
+         "(traced: validation/harness/loss.py, Liger's ops @ead96b6)")
 CHUNKED_KEPT = Formula(
-    KEY, "lambda T, H, c, V_t: T * H * c + V_t * H * 4", id="logits.chunked_backward",
-    title="What the fused linear cross-entropy kept for backward", source=LIGER)
+    KEY, "lambda T, H, q, V_t, w: T * H * q + V_t * H * w", id="logits.chunked_backward",
+    title="What the fused linear cross-entropy kept for backward: the input and weight "
+          "gradients", source=LIGER)
 
 
 def logits_memory(x: Setup) -> tuple[Term, Term]:
     """The loss's bytes at the forward's loss and at the start of backward."""
     T, V, c = x.T, x.vocab, x.n.compute
     if x.chunked_loss:
-        return CHUNKED_FORWARD(T, x.H, c, V), CHUNKED_KEPT(T, x.H, c, V)
+        n, H = x.n, x.H
+        q = 4 if n.residual == 4 else c  # the final norm's output: fp32 with an fp32 residual
+        w = 0 if x.lora else n.gathered_weight if n.fsdp_mixed else n.weight
+        tokens = 1 << (-(-T // -(-V // H)) - 1).bit_length()
+        u_w = 2 if n.weight_copies and not x.lora else 0
+        # no weight gradient, or an fp32 one filled in place by addmm(out_dtype=fp32) from
+        # 16-bit logits; else mm(...).float(): the product and its fp32 copy
+        m_w = 0 if w == 0 or (w == 4 and c < 4) else c + 4
+        return (CHUNKED_FORWARD(T, H, q, V, w, tokens, c, u_w, m_w), CHUNKED_KEPT(T, H, q, V, w))
     u = 0 if c == 4 else 4
     if x.arch.final_logit_softcapping:
         return FORWARD_SOFTCAP(T, V, c, u), BACKWARD_SOFTCAP(T, V, c)

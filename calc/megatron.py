@@ -57,7 +57,7 @@ def megatron_layer(x: Setup, layer: LayerParams) -> LayerActivations:
             if lin.tp == "row" and lin.group != "attention") // x.tp
     drop = 1 if x.arch.resid_pdrop or x.arch.attention_dropout else 0
     saved = [NORMS(T, h), QKV_INPUT(T, h), QKV(T, a, k, d), ATTN_OUT(T, a, d)]
-    if x.eager and not x.selective_checkpointing:
+    if x.eager and not x.selective_attention:
         saved.append(SCORES(x.b, a, x.s, drop))
     else:
         saved.append(LSE(T, a))

@@ -7,7 +7,11 @@ Every memory term asks this module for byte widths instead of branching on modes
   matmul input separately (casts of activations are not cached) and caches one low-precision
   copy of each weight for the whole forward; the copy is saved for backward.
 - `master`: weights and gradients in `precision`, fp32 master weights + fp32 optimizer states.
-- FSDP2 (`zero: 3` with `amp`) gathers parameters directly in `precision`
+- `autocast`: weights, gradients and states in `precision` (a model loaded in bf16), matmuls and
+  the rest under `torch.autocast` (Trainer(bf16=True)): no weight copies, since the weights are
+  already low-precision, but autocast's fp32 ops (layer norm, softmax) and its casts of fp32
+  tensors (LoRA's fp32 adapters) as in `amp`. LoRA and QLoRA default to it.
+- FSDP2 (`zero: 2` or `3` with `amp`) gathers parameters directly in `precision`
   (`MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)`), so compute runs as in `pure`
   while the sharded parameters, gradients and states stay fp32.
 - fp8 matmuls (Transformer Engine / torchao float8) keep bf16 weights and activations and save
@@ -30,23 +34,30 @@ class Numerics:
     grad: int  # stored gradients (what accumulates in .grad)
     state: int  # one optimizer-state element (Adam moment etc.)
     master: int  # fp32 master copy per parameter, 0 when none
-    autocast: bool  # matmul inputs and weights cast per op under torch.autocast
-    fsdp_mixed: bool  # FSDP2 gathers in low precision (no autocast weight copies)
+    autocast: bool  # the forward runs under torch.autocast (fp32 norms, casts per op)
+    fsdp_mixed: bool  # FSDP2 gathers in low precision (MixedPrecisionPolicy)
+    weight_copies: bool  # autocast caches a low-precision copy of each fp32 weight
+
+    @property
+    def adapter_copies(self) -> bool:
+        """Autocast caches a copy of each fp32 LoRA adapter, unless FSDP2 gathers them low."""
+        return self.autocast and not self.fsdp_mixed
 
 
 @lru_cache(maxsize=64)
 def numerics(precision: str, mixed_precision: str, fsdp: bool) -> Numerics:
-    """Widths for `precision` x `mixed_precision`; `fsdp`: ZeRO stage 3 is asked for."""
+    """Widths for `precision` x `mixed_precision`; `fsdp`: ZeRO stage 2 or 3 is asked for
+    (FSDP2 without master weights: the parameters are gathered in the compute dtype)."""
     low = 2 if precision in ("bf16", "fp16", "fp8") else 4
     linear_in = 1 if precision == "fp8" else low
     if precision == "fp32":
-        return Numerics(4, 4, 4, 4, 4, 4, 4, 0, autocast=False, fsdp_mixed=False)
+        return Numerics(4, 4, 4, 4, 4, 4, 4, 0, False, False, False)
     if mixed_precision == "pure":
-        return Numerics(low, linear_in, low, low, low, low, low, 0, autocast=False,
-                        fsdp_mixed=False)
+        return Numerics(low, linear_in, low, low, low, low, low, 0, False, False, False)
     if mixed_precision == "master":
-        return Numerics(low, linear_in, low, low, low, low, 4, 4, autocast=False,
-                        fsdp_mixed=False)
+        return Numerics(low, linear_in, low, low, low, low, 4, 4, False, False, False)
+    if mixed_precision == "autocast":  # low-precision weights, the forward under autocast
+        return Numerics(low, linear_in, low, low, low, low, low, 0, True, fsdp, False)
     if fsdp:  # FSDP2 with a low-precision param_dtype: compute as pure, store fp32
-        return Numerics(low, linear_in, low, 4, low, 4, 4, 0, autocast=False, fsdp_mixed=True)
-    return Numerics(low, linear_in, 4, 4, low, 4, 4, 0, autocast=True, fsdp_mixed=False)
+        return Numerics(low, linear_in, low, 4, low, 4, 4, 0, False, True, False)
+    return Numerics(low, linear_in, 4, 4, low, 4, 4, 0, True, False, True)

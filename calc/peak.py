@@ -23,14 +23,15 @@ from .activations import (
     eager_mask,
     embedding_activations,
     head_activations,
+    head_norm_backward,
 )
-from .formula import Formula, Part, Term, part, scaled
+from .formula import Formula, Part, Term, part, part_of, scaled
 from .logits import logits_memory
 from .megatron import megatron_layer
 from .placement import Stage
 from .setup import Setup
 from .sources import TRACED_FSDP, TRACED_PEAK
-from .states import ModelStates, model_states
+from .states import GRADIENTS, ModelStates, model_states
 
 PHASES = ("forward", "backward", "optimizer_step")
 COMPONENTS = ("parameters", "gradients", "optimizer_states", "activations", "logits",
@@ -45,8 +46,10 @@ PARTS: dict[str, tuple[str, str]] = {
     "gathered": ("F", "FSDP: the gathered layer and the root unit"),
     "backward_gathered": ("F_b", "FSDP in a layer's backward: gathered layers and gradients"),
     "saved": ("A", "the activations saved by every micro-batch in flight"),
+    "saved_layers": ("A_b", "the activations saved, the head's already freed by its backward"),
     "other_micro_batches": ("A_o", "the saved activations of the other micro-batches in flight"),
-    "forward_extra": ("A_x", "autocast's weight copies of checkpointed layers; the eager mask"),
+    "forward_extra": ("A_x", "autocast's weight copies of checkpointed layers; the eager mask; "
+                      "FSDP2's last all-gather buffer at stage 2"),
     "loss": ("Z", "the logits and the loss"),
     "layer_forward": ("X_f", "the widest layer's forward transient"),
     "all_gather": ("X_g", "FSDP's all-gather outputs: this layer and the prefetched next"),
@@ -55,6 +58,7 @@ PARTS: dict[str, tuple[str, str]] = {
     "bucket": ("B", "the reduce bucket"),
     "embedding_grad": ("X_e", "the gradient reaching the embedding"),
     "root_reduce_scatter": ("X_r", "FSDP's root: unsharded gradients and reduce-scatter input"),
+    "head_norm": ("X_n", "the final norm's backward temporaries"),
     "step_gradients": ("G_s", "the gradients as the optimizer step sees them"),
     "step_temporary": ("X_s", "the optimizer step's temporaries"),
 }
@@ -77,10 +81,15 @@ MOMENTS: dict[str, MomentKind] = {
         "FSDP between layers: this layer and the next one gathered", (*_FORWARD, "all_gather")),
     "backward.last_layer": MomentKind(
         "the start of backward through the layers, every activation saved",
-        ("states", "earlier_gradients", "backward_gathered", "saved", "layer_backward",
+        ("states", "earlier_gradients", "backward_gathered", "saved_layers", "layer_backward",
          "bucket")),
     "backward.first_layer": MomentKind(
         "the backward of the first layer, the gradients almost all written",
+        ("states", "gradients_written", "backward_gathered", "other_micro_batches",
+         "first_layer", "layer_backward", "bucket")),
+    "backward.first_layer_late": MomentKind(
+        "the first layer's backward past its MLP: the MLP's gradients written, its "
+        "activations freed, the attention's norm backward",
         ("states", "gradients_written", "backward_gathered", "other_micro_batches",
          "first_layer", "layer_backward", "bucket")),
     "backward.fsdp_root": MomentKind(
@@ -92,6 +101,9 @@ MOMENTS: dict[str, MomentKind] = {
     "backward.loss_grad": MomentKind(
         "the start of backward: the loss gradients at full width",
         ("states", "earlier_gradients", "gathered", "saved", "loss")),
+    "backward.head_norm": MomentKind(
+        "the start of backward: the final norm's backward, every activation saved",
+        ("states", "earlier_gradients", "gathered", "saved", "head_norm")),
     "optimizer_step": MomentKind(
         "inside optimizer.step(): states, gradients, the step's temporaries",
         ("states", "step_gradients", "bucket", "step_temporary")),
@@ -103,35 +115,42 @@ LAYER_FORWARD_RECOMPUTE = Formula(
     title="A checkpointed layer's forward: its transient and its rebuilt activations",
     note="x_c: the checkpoint's own input, already counted, when a norm keeps the residual")
 LAYER_BACKWARD_RECOMPUTE = Formula(
-    "temporaries/layer_backward", "lambda X_l, A_l, x_c: X_l + A_l - x_c",
+    "temporaries/layer_backward", "lambda X_l, X_f, g_i, A_l, x_c: max(X_l, X_f + g_i) + A_l - x_c",
     id="peak.layer_backward_recompute", source=TRACED_PEAK,
-    title="A checkpointed layer's backward: its transient and its recomputed activations")
+    title="A checkpointed layer's backward: its recomputed activations and the wider of its "
+          "backward transient and its recomputed forward's, beside the incoming gradient")
 ALL_GATHER = Formula("temporaries/all_gather_buffers", "lambda G_l: 2 * G_l", id="peak.all_gather",
                      title="FSDP2's all-gather outputs: this layer's and the next one's",
                      source=TRACED_FSDP)
 FIRST_LAYER = Formula("activations/last_layer", "lambda A_l: A_l", id="peak.first_layer",
                       title="The first layer's saved activations, freed last", source=TRACED_PEAK)
+FIRST_LAYER_LATE = Formula(
+    "activations/last_layer", "lambda x_l, A_l, A_m, x_c: x_l + A_l - A_m - x_c",
+    id="peak.first_layer_late", source=TRACED_PEAK,
+    title="The first layer's activations past its MLP's backward: all but the MLP's",
+    note="checkpointed: its kept input and its recomputed activations (x_c: what both count); "
+         "else x_l = x_c = 0")
+LATE_TRANSIENT = Formula(
+    "temporaries/layer_backward", "lambda T, h, r, c: T * h * 16 + T * h * max(r, c)",
+    id="peak.late_transient", source=TRACED_PEAK,
+    title="A layer's backward past its MLP: the norm's four T h fp32 temporaries beside the "
+          "incoming gradient")
+LATE_GATHERED = Formula(
+    "temporaries/gathered_grads", "lambda G_l, P_lt, P_lm, g_u, g_r: G_l + P_lt * g_r + P_lm * g_u",
+    id="peak.late_gathered", source=TRACED_FSDP,
+    title="FSDP in a layer's backward past its MLP: the next layer prefetched, the previous "
+          "layer's reduce-scatter input, the MLP's unsharded gradients")
 FIRST_LAYER_INPUT = Formula(
     "activations/last_layer", "lambda x_l: x_l", id="peak.first_layer_input", source=TRACED_PEAK,
     title="The first layer's checkpointed input, freed last")
-_WRITTEN = ("gradients/weights", TRACED_PEAK,
-            "The gradients written at the first layer's backward")
-GRADIENTS_WRITTEN = {
-    "embedding": Formula(
-        _WRITTEN[0], "lambda M_g, E, t, N_e, g: M_g - ceil(floor(E / t) / N_e) * g",
-        id="peak.written_embedding", source=_WRITTEN[1], title=_WRITTEN[2],
-        note="the untied embedding's gradient shard is not written yet"),
-    "fsdp": Formula(
-        _WRITTEN[0], "lambda M_g, P_l, N, g: M_g - 2 * ceil(P_l / N) * g",
-        id="peak.written_fsdp", source=TRACED_FSDP, title=_WRITTEN[2],
-        note="FSDP: the last prefetching layer's and the next one's sharded gradients are not "
-             "written yet (traced: an 8B-shaped stack, FSDP2 x 8)"),
-    "both": Formula(
-        _WRITTEN[0], "lambda M_g, E, t, N_e, P_l, N, g: M_g - (ceil(floor(E / t) / N_e) + "
-        "2 * ceil(P_l / N)) * g", id="peak.written_embedding_fsdp", source=TRACED_FSDP,
-        title=_WRITTEN[2], note="the untied embedding's gradient shard and FSDP's last two "
-                                "layers' sharded gradients are not written yet"),
-}
+GRADIENTS_WRITTEN = Formula(
+    "gradients/weights", "lambda M_g, m_e, m_l, g: M_g - (m_e + m_l) * g",
+    id="peak.written", source=TRACED_PEAK,
+    title="The gradients written at the first layer's backward",
+    note="m_e: an untied embedding's gradient (shard), written after the layers; m_l: the "
+         "layer gradients not written yet (the first layer's own but its last projection's; "
+         "with FSDP the sharded gradients of the last two layers, traced: an 8B-shaped stack, "
+         "FSDP2 x 8)")
 EMBEDDING_GRAD = Formula(
     "temporaries/embedding_grad", "lambda T, h, r, c: T * h * max(r, c)",
     id="peak.embedding_grad", source=TRACED_PEAK,
@@ -205,6 +224,7 @@ class Layers:
     in_flight: int
     ends: tuple[Term, ...]  # what the embedding and the head save
     saved: Part  # one micro-batch's saved activations, the ends of the model included
+    body: Part  # the same without the head's (freed before the layers' backward)
     widest: LayerActivations  # the layer kind with the most saved bytes
 
 
@@ -246,10 +266,16 @@ def layers(x: Setup, stage: Stage, detail: bool) -> Layers:
         saved += [(term, rest) for term in act.saved]
         if act.total > widest.total:
             widest = act
-    ends = (*(embedding_activations(x) if stage.embedding else ()),
-            *(head_activations(x) if stage.head else ()))
-    saved += [(term, 1) for term in ends]
-    return Layers(tuple(kinds), ckpt, x.in_flight(stage), ends, part(tuple(saved), detail),
+    embedding = embedding_activations(x) if stage.embedding else ()
+    head = head_activations(x) if stage.head else ()
+    saved += [(term, 1) for term in embedding]
+    body = part(tuple(saved), detail)
+    if head:
+        saved += [(term, 1) for term in head]
+        whole = part(tuple(saved), detail)
+    else:
+        whole = body
+    return Layers(tuple(kinds), ckpt, x.in_flight(stage), (*embedding, *head), whole, body,
                   widest)
 
 
@@ -272,14 +298,18 @@ def stage_peak(x: Setup, stage: Stage, detail: bool = False) -> StagePeak:
             extra += [(t, stored) for t in act.weight_copies]
     if mask:
         extra.append((mask, 1))
+    if ms.lingering:
+        extra.append((ms.lingering, 1))
     forward_extra = part(tuple(extra), detail) if extra else None
     loss = logits_memory(x) if stage.head else None
     # Recomputing a checkpointed layer rebuilds its activations; the residual it saves is the
     # checkpoint's own input, already counted, where the norms keep the residual itself.
     if ckpt:
-        shared = widest.checkpoint_input.bytes if widest.saves_residual else 0
+        shared = widest.kept_in_saved
         layer_fwd = LAYER_FORWARD_RECOMPUTE(widest.forward_transient.bytes, widest.total, shared)
-        layer_bwd = LAYER_BACKWARD_RECOMPUTE(widest.backward_transient.bytes, widest.total, shared)
+        layer_bwd = LAYER_BACKWARD_RECOMPUTE(
+            widest.backward_transient.bytes, widest.forward_transient.bytes,
+            x.T * x.h * max(n.residual, n.compute), widest.total, shared)
     else:
         layer_fwd, layer_bwd = widest.forward_transient, widest.backward_transient
     moments = []
@@ -294,13 +324,23 @@ def stage_peak(x: Setup, stage: Stage, detail: bool = False) -> StagePeak:
     bucket = ms.reduce_bucket
     others = scaled(ly.saved, times - 1, detail) if times > 1 else None
     first = FIRST_LAYER_INPUT(widest.checkpoint_input.bytes) if ckpt else FIRST_LAYER(widest.total)
-    moments.append(_moment("backward.last_layer", states, earlier, ms.backward_gathered, saved,
+    # the loss, the head and the final norm have run their backward: their saved tensors
+    # are freed (on the head's stage one micro-batch is in flight)
+    body = ly.body if times == 1 else saved
+    moments.append(_moment("backward.last_layer", states, earlier, ms.backward_gathered, body,
                            layer_bwd, bucket))
     moments.append(_moment("backward.first_layer", states, _written(x, stage, ms),
                            ms.backward_gathered, others, first, layer_bwd, bucket))
+    late = _first_layer_late(x, stage, ms, ly, ckpt)
+    if late is not None:
+        moments.append(_moment("backward.first_layer_late", states, late[0], late[1], others,
+                               late[2], late[3], bucket))
     moments.append(_end_of_backward(x, stage, ms, others))
     if loss:  # no layer has gradients yet: only the prefetched layer is gathered
         moments.append(_moment("backward.loss_grad", states, earlier, gathered, saved, loss[1]))
+        norm = head_norm_backward(x)
+        if norm:
+            moments.append(_moment("backward.head_norm", states, earlier, gathered, saved, norm))
     moments.append(_moment("optimizer_step", states, ms.step_gradients, bucket,
                            ms.step_temporary))
     phases: dict[str, Moment] = {}
@@ -313,23 +353,59 @@ def stage_peak(x: Setup, stage: Stage, detail: bool = False) -> StagePeak:
     return StagePeak(stage, ms, phases)
 
 
-def _written(x: Setup, stage: Stage, ms: ModelStates) -> Term:
-    """Gradients at the first layer's backward: without accumulation, an untied embedding's
-    gradient is not written yet; with FSDP, the last prefetching layer's and the next one's
-    sharded gradients neither (traced: an 8B-shaped stack, FSDP2 x 8)."""
+def _written(x: Setup, stage: Stage, ms: ModelStates, late: bool = False) -> Term:
+    """Gradients at the first layer's backward (`late`: past its MLP). Without accumulation,
+    an untied embedding's gradient is not written yet, nor the first layer's own but for its
+    last projection (its MLP's, `late`); with FSDP, the last prefetching layer's and the next
+    one's sharded gradients neither (traced: an 8B-shaped stack, FSDP2 x 8)."""
     grads = ms.gradients
-    if x.micro_batches > 1 or x.lora:
+    if x.micro_batches > 1 or x.lora or grads.formula is not GRADIENTS:  # or held on the host
         return grads
-    embedding = stage.embedding and not x.arch.tie_word_embeddings
-    fsdp = ms.gathered_layer is not None
-    E, N_e, P_l = x.counts.embedding, x.N if x.zero >= 2 else 1, ms.local.per_layer
-    if embedding and fsdp:
-        return GRADIENTS_WRITTEN["both"](grads.bytes, E, x.tp, N_e, P_l, x.N, x.n.grad)
-    if embedding:
-        return GRADIENTS_WRITTEN["embedding"](grads.bytes, E, x.tp, N_e, x.n.grad)
+    local = ms.local
+    m_e = 0
+    if stage.embedding and not x.arch.tie_word_embeddings:
+        m_e = -(-(x.counts.embedding // x.tp) // (x.N if x.zero >= 2 else 1))
+    if ms.gathered_layer is not None or ms.gathered_model is not None:
+        m_l = 2 * -(-local.per_layer_trainable // x.N)
+    else:
+        m_l = local.per_layer_trainable - (local.per_layer_mlp if late else local.per_layer_last)
+    if not m_e and not m_l:
+        return grads
+    return GRADIENTS_WRITTEN(grads.bytes, m_e, m_l, x.n.grad)
+
+
+def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt: int
+                      ) -> tuple[Term | Part | None, Part | None, Term, Term] | None:
+    """The first layer's backward once its MLP is done: the MLP's weight gradients written,
+    its activations freed, the attention's norm running its fp32 backward. It sets the peak
+    where a layer's parameters are large beside its activations (FSDP, checkpointing).
+    Dense llama-style layers (an RMSNorm upcast to fp32) with trained weights only."""
+    act = ly.widest
+    local = ms.local
+    if x.lora or x.megatron or x.arch.traits.norm_upcast != "llama" or not local.per_layer_mlp:
+        return None
+    n = x.n
+    a_mlp = sum(t.bytes for t in act.saved if t.key == "activations/mlp")
+    if ckpt:
+        first = FIRST_LAYER_LATE(act.checkpoint_input.bytes, act.total, a_mlp, act.kept_in_saved)
+    else:
+        first = FIRST_LAYER_LATE(0, act.total, a_mlp, 0)
+    grads = ms.gradients
+    fsdp = ms.gathered_layer is not None or ms.gathered_model is not None
     if fsdp:
-        return GRADIENTS_WRITTEN["fsdp"](grads.bytes, P_l, x.N, x.n.grad)
-    return grads
+        written: Term | Part | None = _written(x, stage, ms)
+        g_u = n.gathered_weight if n.fsdp_mixed else n.grad
+        g_r = 4 if n.fsdp_mixed else n.grad
+        prefetched = ms.gathered_layer.bytes if ms.gathered_layer is not None else 0
+        unsharded = LATE_GATHERED(prefetched, local.per_layer_trainable, local.per_layer_mlp,
+                                  g_u, g_r)
+        gathered = part_of(ms.gathered_layer, ms.gathered_root, ms.gathered_model, unsharded)
+    else:
+        if x.micro_batches > 1 or grads.formula is not GRADIENTS:
+            return None
+        written = _written(x, stage, ms, late=True)
+        gathered = None
+    return written, gathered, first, LATE_TRANSIENT(x.T, x.h, n.residual, n.compute)
 
 
 def _end_of_backward(x: Setup, stage: Stage, ms: ModelStates, others: Part | None) -> Moment:
@@ -340,11 +416,12 @@ def _end_of_backward(x: Setup, stage: Stage, ms: ModelStates, others: Part | Non
                                        n.compute)
     else:
         incoming = EMBEDDING_GRAD(x.T, x.h, n.residual, n.compute)
-    root = ms.local.root
-    if ms.gathered_layer and root:
+    root = ms.local.root_trainable  # a frozen root (LoRA) has no gradients to reduce
+    if (ms.gathered_layer or ms.gathered_model) and root:
         # FSDP2's last post-backward is the root's: its parameters are resharded, its
         # unsharded gradients and the reduce-scatter input (in the reduce dtype) coexist
-        rest = ROOT_GRADIENTS(ms.gradients.bytes, root, x.N, n.grad)
+        rest = ROOT_GRADIENTS(ms.gradients.bytes, root, x.N, n.grad) \
+            if ms.gradients.formula is GRADIENTS else ms.gradients  # offloaded: not on the GPU
         scatter = ROOT_REDUCE_SCATTER(root, n.gathered_weight, n.grad)
         return _moment("backward.fsdp_root", ms.on_device, rest, others, incoming, scatter)
     return _moment("backward.embedding", ms.on_device, ms.gradients, ms.gathered, others,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from .formula import Formula, Term
-from .params import LayerParams, ParamCounts
+from .params import LayerParams, Linear, ParamCounts
 from .sources import MEGATRON_SPLITS
 
 
@@ -26,6 +26,7 @@ class Stage:
     moe_layers: int
     embedding: bool
     head: bool  # final norm + lm_head + loss
+    first_layer: int = 0  # the index of its first decoder layer in the model
 
     @property
     def layers(self) -> int:
@@ -42,7 +43,8 @@ def stages(counts: ParamCounts, pp: int) -> tuple[Stage, ...]:
     for i in sorted({0, pp - 1}):
         start = sum(per[:i])
         moe = sum(arch.is_moe_layer(j) for j in range(start, start + per[i]))
-        out.append(Stage(i, per[i] - moe, moe, embedding=i == 0, head=i == pp - 1))
+        out.append(Stage(i, per[i] - moe, moe, embedding=i == 0, head=i == pp - 1,
+                         first_layer=start))
     return tuple(out)
 
 
@@ -63,6 +65,11 @@ class LocalParams:
     linear_weights: int  # all linear weights (QLoRA quantises these)
     root: int  # embedding + head + final norm (FSDP's root unit)
     factored: int  # Adafactor's second moment: rows + cols per trainable matrix, vectors whole
+    per_layer_trainable: int  # the trainable part of `per_layer` (its adapters, with LoRA)
+    per_layer_linear: int  # the linear weights of `per_layer` (QLoRA's 4-bit part)
+    root_trainable: int  # the trainable part of `root` (none with LoRA)
+    per_layer_last: int  # the trainable part of the layer's last projection (backward's first)
+    per_layer_mlp: int  # the trainable part of the layer's MLP (experts, shared expert, router)
 
     @property
     def total(self) -> int:
@@ -75,7 +82,8 @@ def local_params(counts: ParamCounts, lora: bool, lora_rank: int, tp: int, ep: i
     """Parameters one GPU of `stage` holds. Independent of batch and sequence, so memoised
     (a batch or sequence search re-estimates the same model many times)."""
     arch = counts.arch
-    linear_w = adapters = factored = largest = per_layer = 0
+    linear_w = adapters = factored = largest = per_layer = layer_adapters = layer_linear = 0
+    layer_last = layer_mlp = 0
     per_kind = {}
     for name, layer, n in (("dense", counts.dense_layer, stage.dense_layers),
                            ("moe", counts.moe_layer, stage.moe_layers)):
@@ -88,7 +96,11 @@ def local_params(counts: ParamCounts, lora: bool, lora_rank: int, tp: int, ep: i
         adapters += n * la
         factored += n * fac
         largest = max(largest, big)
-        per_layer = max(per_layer, lt + la)
+        if lt + la > per_layer:
+            per_layer, layer_adapters, layer_linear = lt + la, la, lw
+            layer_last = _last_trainable(layer, lora, lora_rank, tp, ep, targets)
+            layer_mlp = sum(_trainable(lin, lora, lora_rank, tp, ep, targets)
+                            for lin in layer.linears if lin.group != "attention")
     root = 0
     h = arch.hidden_size
     vocab_part = counts.embedding // tp
@@ -113,7 +125,28 @@ def local_params(counts: ParamCounts, lora: bool, lora_rank: int, tp: int, ep: i
         factored += root_matrices * (vocab_rows + h) + (counts.final_norm if stage.head else 0)
         trainable = total.bytes
         largest = max(largest, vocab_part if (stage.embedding or stage.head) else 0)
-    return LocalParams(total, trainable, largest, per_layer, linear_w, root, factored)
+    return LocalParams(total, trainable, largest, per_layer, linear_w, root, factored,
+                       layer_adapters if lora else per_layer, layer_linear, 0 if lora else root,
+                       layer_last, layer_mlp)
+
+
+def _last_trainable(layer: LayerParams, lora: bool, rank: int, tp: int, ep: int,
+                    targets: frozenset[str]) -> int:
+    """Trainable parameters of the layer's last projection, the first whose weight gradient
+    its backward writes (the MLP's down projection)."""
+    return _trainable(layer.linears[-1], lora, rank, tp, ep, targets)
+
+
+def _trainable(lin: Linear, lora: bool, rank: int, tp: int, ep: int,
+               targets: frozenset[str]) -> int:
+    """One projection's trainable parameters on one GPU: its weight and bias, or its
+    adapter (LoRA)."""
+    if lora:
+        if lin.name not in targets:
+            return 0
+        rows, cols = lin.local_shape(tp)
+        return rank * (rows + cols) * (lin.copies // (ep if lin.group == "experts" else 1))
+    return sum(lin.local_counts(tp, ep))
 
 
 def _layer_local(layer: LayerParams, lora: bool, rank: int, tp: int, ep: int,

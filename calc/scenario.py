@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .architecture import Architecture, ConfigError, from_hf_config
 from .errors import FieldError, rule
@@ -28,9 +28,10 @@ from .reading import InputError, check_depth, decode, read_json
 SCHEMA_VERSION = 1
 
 Precision = Literal["fp32", "bf16", "fp16", "fp8"]
-MixedPrecision = Literal["pure", "amp", "master"]
+MixedPrecision = Literal["pure", "amp", "master", "autocast"]
 Optimizer = OptimizerId
 Checkpointing = Literal["none", "selective", "full"]
+SelectivePolicy = Literal["ops", "attention"]
 Attention = Literal["flash", "eager"]
 Loss = Literal["standard", "chunked"]
 Finetuning = Literal["full", "lora", "qlora"]
@@ -52,13 +53,20 @@ class Training(_Strict):
     seq_len: int = Field(default=4096, ge=1, le=1 << 24, description="tokens per sequence")
     gradient_accumulation_steps: int = Field(default=1, ge=1, le=_BIG)
     precision: Precision = "bf16"
-    mixed_precision: MixedPrecision = "amp"
+    mixed_precision: MixedPrecision = Field(
+        default="amp", description="amp unless finetuning is lora or qlora, then autocast")
     optimizer: Optimizer = "adamw"
     optimizer_impl: OptimizerImpl = "fused"
     activation_checkpointing: Checkpointing = "none"
+    selective_policy: SelectivePolicy | None = Field(
+        default=None, description="with selective checkpointing: ops (torch's per-op policy, as "
+        "torchtitan) or attention (Megatron's core-attention recompute); by implementation")
     recompute_layers: int | None = Field(
         default=None, ge=1, description="with full checkpointing: only the first N layers of each stage"
     )
+    checkpoint_every: int | None = Field(
+        default=None, ge=1, le=_BIG,
+        description="with full checkpointing: every Nth layer (layers 0, N, 2N...)")
     attention: Attention = "flash"
     loss: Loss = "standard"
     finetuning: Finetuning = "full"
@@ -69,6 +77,24 @@ class Training(_Strict):
         default="hf",
         description="whose kernels: Hugging Face transformers (eager PyTorch) or Megatron-LM",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _adapter_default_precision(cls, data: Any) -> Any:
+        """LoRA and QLoRA load the base in `precision` and train under autocast unless
+        mixed_precision says otherwise (PEFT with Trainer(bf16=True))."""
+        if isinstance(data, dict) and "mixed_precision" not in data \
+                and data.get("finetuning") in ("lora", "qlora"):
+            return {**data, "mixed_precision": "autocast"}
+        return data
+
+    @property
+    def policy(self) -> SelectivePolicy | None:
+        """The selective policy in effect: as asked, else by implementation."""
+        if self.activation_checkpointing != "selective":
+            return None
+        return self.selective_policy or ("attention" if self.implementation == "megatron"
+                                         else "ops")
 
 
 class Parallelism(_Strict):
@@ -312,6 +338,21 @@ def _check(s: Scenario, arch: Architecture, gpu: GpuPreset) -> list[EstimateWarn
             fail("parallelism.ep", f"ep ({p.ep}) must divide dp x cp ({p.shard_group}): experts "
                  "are split within the data-parallel group")
     # Checkpointing.
+    if t.selective_policy is not None and t.activation_checkpointing != "selective":
+        fail("training.selective_policy", "needs activation_checkpointing = selective")
+    if t.policy == "ops" and t.implementation == "megatron":
+        fail("training.selective_policy", "Megatron-LM's selective recompute is the core "
+             "attention: use attention (or implementation hf for torch's per-op policy)")
+    if t.policy == "attention" and t.attention == "flash" and t.implementation == "hf":
+        warn("selective_attention_flash", "training.selective_policy",
+             "with flash attention the attention core saves only its output and logsumexp: "
+             "recomputing it saves nothing (use ops, torch's per-op policy)")
+    if t.checkpoint_every is not None:
+        if t.activation_checkpointing != "full":
+            fail("training.checkpoint_every", "needs activation_checkpointing = full")
+        if t.recompute_layers is not None:
+            fail("training.checkpoint_every", "choose recompute_layers (the first N layers) or "
+                 "checkpoint_every (every Nth layer), not both")
     if t.recompute_layers is not None:
         if t.activation_checkpointing != "full":
             fail("training.recompute_layers", "needs activation_checkpointing = full")
@@ -330,7 +371,8 @@ def _check(s: Scenario, arch: Architecture, gpu: GpuPreset) -> list[EstimateWarn
     # Sharding and offload.
     if p.zero and p.shard_group == 1:
         warn("zero_without_dp", "parallelism.zero",
-             "ZeRO shards over dp x cp, which is 1: nothing is sharded")
+             "ZeRO shards over dp x cp, which is 1: nothing is sharded"
+             + (" (offload still applies)" if p.offload_optimizer or p.offload_params else ""))
     if p.offload_optimizer and p.zero == 0:
         fail("parallelism.offload_optimizer", "needs zero >= 1 (ZeRO-Offload of the sharded "
              "optimizer)")

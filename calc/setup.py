@@ -35,6 +35,7 @@ class Setup:
         "amp",
         "arch",
         "b",
+        "checkpoint_every",
         "chunked_loss",
         "counts",
         "cp",
@@ -50,6 +51,7 @@ class Setup:
         "lora_rank",
         "lora_targets",
         "master",
+        "math_attention",
         "megatron",
         "micro_batches",
         "n",
@@ -61,7 +63,8 @@ class Setup:
         "qlora",
         "recompute_layers",
         "s",
-        "selective_checkpointing",
+        "selective_attention",
+        "selective_ops",
         "seq_len",
         "sequence_parallel",
         "stages",
@@ -93,7 +96,7 @@ class Setup:
     ep: int
     N: int  # dp x cp
     zero: int  # the stage asked for
-    z: int  # the stage in effect: 0 when N = 1
+    z: int  # the stage in effect: 0 when N = 1, unless something is offloaded
     sequence_parallel: bool
     offload_optimizer: bool
     offload_params: bool
@@ -109,9 +112,12 @@ class Setup:
     optimizer: Optimizer
     optimizer_impl: OptimizerImpl
     full_checkpointing: bool
-    selective_checkpointing: bool
+    selective_attention: bool  # Megatron's selective recompute: the attention core
+    selective_ops: bool  # torch's per-op selective checkpointing (torchtitan's policy)
     recompute_layers: int | None
+    checkpoint_every: int | None
     eager: bool  # eager attention (the score matrix is materialised)
+    math_attention: bool  # SDPA falls back to its math kernel (fp32 with grouped K/V heads)
     chunked_loss: bool
     megatron: bool  # implementation megatron (Korthikanti's per-layer formula)
 
@@ -120,7 +126,7 @@ class Setup:
         arch, t, p = r.arch, r.training, parallelism or r.parallelism
         self.arch = arch
         self.counts = count_params(arch)
-        self.n = numerics(t.precision, t.mixed_precision, p.zero == 3)
+        self.n = numerics(t.precision, t.mixed_precision, p.zero >= 2)
         self.stages = stages(self.counts, p.pp)
         self.seq_len = t.seq_len
         self.b = t.micro_batch_size
@@ -135,7 +141,8 @@ class Setup:
         self.dp, self.tp, self.pp, self.cp, self.ep = p.dp, p.tp, p.pp, p.cp, p.ep
         self.N = p.dp * p.cp
         self.zero = p.zero
-        self.z = p.zero if self.N > 1 else 0
+        # one rank shards nothing, but offload works on one GPU (ZeRO-Offload's first use)
+        self.z = p.zero if self.N > 1 or p.offload_optimizer or p.offload_params else 0
         self.sequence_parallel = p.sequence_parallel
         self.offload_optimizer = p.offload_optimizer
         self.offload_params = p.offload_params
@@ -150,9 +157,16 @@ class Setup:
         self.optimizer = OPTIMIZERS[t.optimizer]
         self.optimizer_impl = t.optimizer_impl
         self.full_checkpointing = t.activation_checkpointing == "full"
-        self.selective_checkpointing = t.activation_checkpointing == "selective"
+        self.selective_attention = t.policy == "attention"
+        self.selective_ops = t.policy == "ops"
         self.recompute_layers = t.recompute_layers
+        self.checkpoint_every = t.checkpoint_every
         self.eager = t.attention == "eager"
+        # torch 2.13's CUDA SDPA: flash takes only 16-bit inputs, memory-efficient no grouped
+        # K/V heads, so fp32 attention with fewer K/V than query heads runs the math kernel
+        self.math_attention = (not self.eager and t.implementation == "hf" and
+                               self.n.compute == 4 and 0 < arch.kv_heads < arch.num_attention_heads
+                               and not arch.is_mla)
         self.chunked_loss = t.loss == "chunked"
         self.megatron = t.implementation == "megatron"
 
@@ -162,9 +176,15 @@ class Setup:
         return self.z == 3
 
     def checkpointed_layers(self, stage: Stage) -> int:
-        """Layers of `stage` that keep only their input under full checkpointing."""
+        """Layers of `stage` that keep only their input under full checkpointing (and the
+        outputs the policy saves, under per-op selective checkpointing)."""
+        if self.selective_ops:  # every layer keeps its input and the saved ops' outputs
+            return stage.layers
         if not self.full_checkpointing:
             return 0
+        if self.checkpoint_every:  # transformers' every_n_layers: layers 0, N, 2N...
+            n, first = self.checkpoint_every, stage.first_layer
+            return (first + stage.layers - 1) // n - (first - 1) // n
         return min(self.recompute_layers or stage.layers, stage.layers)
 
     def in_flight(self, stage: Stage) -> int:

@@ -86,6 +86,16 @@ LIGER = Source(
     "liger", "Liger-Kernel's fused linear cross-entropy: chunks of logits projected, softmaxed "
     "and differentiated in the forward (calc/logits.py)", "code",
     "https://github.com/linkedin/Liger-Kernel", short="Liger-Kernel")
+MEGATRON_CODE = Source(
+    "megatron_code", "Megatron-LM megatron/core/distributed/param_and_grad_buffer.py (the fp32 "
+    "main_grad buffer) and optimizer/distrib_optimizer.py (fp32 master weights and Adam states "
+    "sharded over dp): 18 bytes a parameter, 6 + 12/dp with the distributed optimizer", "code",
+    "https://github.com/NVIDIA/Megatron-LM", short="Megatron-LM buffers")
+TORCH_SAC = Source(
+    "torch_sac", "torch.utils.checkpoint.create_selective_checkpoint_contexts with torchtitan's "
+    "SelectiveAC policy (torchtitan/distributed/activation_checkpoint.py): save the outputs of "
+    "compute-intensive ops but every second mm; traced: validation/cases.json", "traced",
+    "https://github.com/pytorch/torchtitan", short="torch per-op SAC")
 TRACED_ACTIVATIONS = Source(
     "traced_activations", "traced: validation/cases.json (calc/activations.py, op by op as "
     "transformers saves tensors)", "traced", short="traced: activations")
@@ -123,7 +133,7 @@ MEGATRON_THEORETICAL = Source(
 
 SOURCES: dict[str, Source] = {s.id: s for s in (
     ZERO, ZERO_OFFLOAD, KORTHIKANTI, NARAYANAN, MEGATRON_SPLITS, LORA, QLORA, ADAMW, ADAM, SGD,
-    ADAFACTOR, LION, BNB_8BIT, HF_PARAMS, HF_LOSS, LIGER, TRACED_ACTIVATIONS, TRACED_PEAK,
+    ADAFACTOR, LION, BNB_8BIT, HF_PARAMS, HF_LOSS, LIGER, MEGATRON_CODE, TORCH_SAC, TRACED_ACTIVATIONS, TRACED_PEAK,
     TRACED_FSDP, TRACED_OPTIMIZER_STEP, DDP_BUCKETS, ALLOCATOR, CUDA_CONTEXT, NCCL, GPU_PRESETS,
     TRANSFORMER_MATH, MEGATRON_THEORETICAL)}
 """Every source by id: the docs' bibliography lists them from here."""

@@ -24,6 +24,7 @@ from .setup import Setup
 from .sources import (
     DDP_BUCKETS,
     LORA,
+    MEGATRON_CODE,
     QLORA,
     TRACED_FSDP,
     TRACED_OPTIMIZER_STEP,
@@ -31,29 +32,40 @@ from .sources import (
     ZERO_OFFLOAD,
 )
 
-# QLoRA NF4 (Dettmers et al. 2023, section 3): 4-bit weights, blocksize 64, double-quantised
-# absmax (8-bit, plus one fp32 per 256 blocks): 0.5 + 1/64 + 4/(64*256) bytes per weight.
-NF4_BYTES_PER_WEIGHT = 0.5 + 1 / 64 + 4 / (64 * 256)
-
 WEIGHTS = Formula("parameters/weights", "lambda P, N_3, w: ceil(P / N_3) * w", id="states.weights",
                   title="Weights held by one GPU", source=ZERO)
-HOST_WEIGHTS = Formula(
-    "host/parameters", "lambda P, N_3, w: ceil(P / N_3) * w", id="states.host_weights",
-    title="Weight shards offloaded to the host (ZeRO-Infinity)", source=ZERO_OFFLOAD)
-HOST_NO_WEIGHTS = Formula(
-    "host/parameters", "lambda: 0", id="states.host_no_weights", source=ZERO_OFFLOAD,
-    title="Weights offloaded to the host (none: the frozen LoRA base is not offloaded here)")
-LORA_BASE = Formula("parameters/base", "lambda P_f, w_b: P_f * w_b", id="states.lora_base",
-                    title="The frozen base (LoRA)", source=LORA)
-QLORA_BASE_NF4 = Formula(
-    "parameters/base_nf4", "lambda P_q, q_4: floor(P_q * q_4)", id="states.qlora_nf4",
-    title="The frozen linear weights in NF4 (QLoRA)", source=QLORA)
+LORA_BASE = Formula("parameters/base", "lambda P_f, N_3, w: ceil(P_f / N_3) * w",
+                    id="states.lora_base", title="The frozen base (LoRA), sharded under ZeRO-3",
+                    source=LORA, note="FSDP2 and DeepSpeed ZeRO-3 shard frozen parameters too")
+QLORA_PACKED = Formula(
+    "parameters/base_nf4", "lambda P_q, N_3: ceil(ceil(P_q / 2) / N_3)", id="states.qlora_nf4",
+    title="The frozen linear weights packed two 4-bit values a byte (QLoRA), sharded under "
+          "ZeRO-3", source=QLORA)
+QLORA_QUANT_STATE = Formula(
+    "parameters/nf4_quant_state", "lambda P_q: ceil(P_q / 64) + 4 * ceil(P_q / 16384)",
+    id="states.qlora_quant_state", source=QLORA,
+    title="NF4 double quantisation's statistics: an 8-bit absmax per 64 weights and an fp32 "
+          "one per 256 blocks",
+    note="bitsandbytes keeps them as QuantState attributes, not parameters: never sharded")
 QLORA_BASE_REST = Formula(
-    "parameters/base", "lambda P_f, P_q, c: (P_f - P_q) * c", id="states.qlora_rest",
-    title="The other frozen weights (embedding, norms) in the compute dtype (QLoRA)",
-    source=QLORA)
-ADAPTERS = Formula("parameters/adapters", "lambda P_t: P_t * 4", id="states.adapters",
-                   title="LoRA adapters, fp32 (peft upcasts them)", source=LORA)
+    "parameters/base", "lambda P_f, P_q, N_3, w: ceil((P_f - P_q) / N_3) * w",
+    id="states.qlora_rest", source=QLORA,
+    title="The other frozen weights (embedding, norms, head) in the stored dtype (QLoRA)")
+ADAPTERS = Formula("parameters/adapters", "lambda P_t, N_3: ceil(P_t / N_3) * 4",
+                   id="states.adapters", source=LORA,
+                   title="LoRA adapters, fp32 (peft upcasts them), sharded under ZeRO-3")
+MAIN_GRAD = Formula(
+    "gradients/main_grad", "lambda P_t: P_t * 4", id="states.main_grad", source=MEGATRON_CODE,
+    title="Megatron-LM's main_grad: an fp32 gradient buffer the size of the model, alive all "
+          "step (bf16 training forces fp32 gradient accumulation unless --grad-reduce-in-bf16)")
+OFFLOAD_GRAD_BUFFER = Formula(
+    "gradients/offload_buffer", "lambda n_max, g: n_max * g", id="states.offload_grad_buffer",
+    source=ZERO_OFFLOAD,
+    title="ZeRO-Offload (stages 1-2): the gradients go to the host; the GPU keeps one buffer "
+          "the size of the largest parameter (temp_grad_buffer_for_gpu_offload)")
+NO_GRADIENTS = Formula(
+    "gradients/weights", "lambda: 0", id="states.no_gradients", source=ZERO_OFFLOAD,
+    title="Gradients on the GPU between steps: none (ZeRO-3 and FSDP2 offload them to the host)")
 GRADIENTS = Formula("gradients/weights", "lambda P_t, N_2, g: ceil(P_t / N_2) * g",
                     id="states.gradients", title="Gradients", source=ZERO)
 STEP_GRADIENTS = Formula(
@@ -68,6 +80,12 @@ HOST_GRADIENTS = Formula(
     "host/gradients_fp32", "lambda P_t, N_1: ceil(P_t / N_1) * 4", id="states.host_gradients",
     title="fp32 gradient partitions on the host for the CPU optimizer (ZeRO-Offload)",
     source=ZERO_OFFLOAD)
+
+# ZeRO-Infinity / FSDP2's CPUOffloadPolicy keep the parameter shards in host memory.
+HOST_PARAMETERS: dict[Formula, Formula] = {
+    f: f.booked(key) for f, key in ((WEIGHTS, "host/parameters"), (LORA_BASE, "host/base"),
+                                    (QLORA_PACKED, "host/base_nf4"),
+                                    (QLORA_BASE_REST, "host/base"), (ADAPTERS, "host/adapters"))}
 
 _STATE_EXPR = {
     "dense": "lambda P_t, N_1, w_s: ceil(P_t / N_1) * w_s",
@@ -105,15 +123,35 @@ STEP_TEMPORARIES = {
 GATHERED_LAYER = Formula(
     "temporaries/gathered_params", "lambda P_l, w_g: P_l * w_g", id="states.gathered_layer",
     title="FSDP: one layer's parameters gathered", source=TRACED_FSDP)
+GATHERED_LAYER_NF4 = Formula(
+    "temporaries/gathered_params", "lambda P_l, L_l, w_g: (P_l - L_l) * w_g + ceil(L_l / 2)",
+    id="states.gathered_layer_nf4", source=TRACED_FSDP,
+    title="FSDP: one QLoRA layer gathered, its linear weights still packed in 4 bits")
 GATHERED_GRADS = Formula(
-    "temporaries/gathered_grads", "lambda P_l, w_g, g: P_l * (2 * w_g + g)",
+    "temporaries/gathered_grads", "lambda G_l, P_lt, P_ll, g_u, g_r: G_l + P_lt * g_r + P_ll * g_u",
     id="states.gathered_grads", source=TRACED_FSDP,
-    title="FSDP in a layer's backward: the next layer prefetched, the unsharded gradients, "
-          "the previous layer's reduce-scatter input")
+    title="FSDP in a layer's backward: the next layer prefetched, the previous layer's "
+          "reduce-scatter input and, at the layer's widest moment (its MLP), the unsharded "
+          "gradient of its last projection, the first written",
+    note="gradients only for trainable parameters (P_lt): a frozen LoRA base has none")
 GATHERED_ROOT = Formula(
     "temporaries/gathered_root", "lambda R, w_g: R * w_g", id="states.gathered_root",
     title="FSDP2's root unit (embedding, head), never resharded after forward",
     source=TRACED_FSDP)
+GATHERED_MODEL = Formula(
+    "temporaries/gathered_params", "lambda P, w_g: P * w_g",
+    id="states.gathered_model", source=TRACED_FSDP,
+    title="FSDP2 with reshard_after_forward=False (ZeRO-2): every layer gathered from its "
+          "forward to the end of backward")
+LINGERING_ALL_GATHER = Formula(
+    "temporaries/all_gather_buffers", "lambda P_l, w_g: P_l * w_g",
+    id="states.lingering_all_gather", source=TRACED_FSDP,
+    title="FSDP2 in forward: the last layer's all-gather buffer, freed when backward starts")
+UNSHARDED_GRADS = Formula(
+    "temporaries/gathered_grads", "lambda P_lt, P_ll, g_u, g_r: P_lt * g_r + P_ll * g_u",
+    id="states.unsharded_grads", source=TRACED_FSDP,
+    title="FSDP2 in a layer's backward, the layers already gathered: the previous layer's "
+          "reduce-scatter input and the unsharded gradient of the layer's last projection")
 DDP_BUCKET = Formula(
     "gradients/ddp_buckets", "lambda P_t, g_b: P_t * g_b", id="states.ddp_buckets",
     title="DDP's flat buckets: a copy of every gradient", source=DDP_BUCKETS)
@@ -141,8 +179,10 @@ class ModelStates:
     reduce_bucket: Term | None  # ZeRO 1-3 without FSDP2: DeepSpeed's reduce bucket
     # The same terms as the parts of the step's moments (`calc.peak`)
     on_device: Part | None  # parameters, optimizer states and DDP's buckets: alive all step
-    gathered: Part | None  # FSDP's gathered layer and root unit
+    gathered: Part | None  # FSDP's gathered layer and root unit (ZeRO-2: every layer)
     backward_gathered: Part | None  # and, in a layer's backward, its gathered gradients
+    gathered_model: Term | None  # FSDP2 at stage 2: every layer gathered, fwd to end of bwd
+    lingering: Term | None  # and the last layer's all-gather buffer, alive through forward
 
 
 def local(x: Setup, stage: Stage) -> LocalParams:
@@ -153,28 +193,42 @@ def local(x: Setup, stage: Stage) -> LocalParams:
 def model_states(x: Setup, stage: Stage) -> ModelStates:
     return _model_states(local(x, stage), x.n, x.lora, x.qlora, x.amp, x.master, x.optimizer,
                          x.optimizer_impl, x.N, x.z, x.dp, x.offload_optimizer, x.offload_params,
-                         x.H)
+                         x.H, x.megatron)
 
 
 @lru_cache(maxsize=4096)
 def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool, amp: bool,
                   master: bool, opt: Optimizer, impl: OptimizerImpl, N: int, z: int, dp: int,
-                  offload_optimizer: bool, offload_params: bool, H: int) -> ModelStates:
-    """Memoised: a batch or sequence search re-estimates the same states many times."""
-    N_1, N_2, N_3 = (N if z >= k else 1 for k in (1, 2, 3))
+                  offload_optimizer: bool, offload_params: bool, H: int,
+                  megatron: bool = False) -> ModelStates:
+    """Memoised: a batch or sequence search re-estimates the same states many times.
+
+    Which framework a stage means: with master weights, DeepSpeed's ZeRO (its optimizer
+    keeps the fp32 master copy); otherwise torch's forms: DDP (zero 0), DDP with
+    ZeroRedundancyOptimizer (zero 1), FSDP2 with reshard_after_forward=False (zero 2,
+    Accelerate's SHARD_GRAD_OP) and FSDP2 (zero 3). FSDP2 shards the parameters at stage 2
+    too, and keeps every layer gathered from its forward to the end of backward."""
+    fsdp2 = z >= 2 and not master
+    N_1, N_2 = (N if z >= k else 1 for k in (1, 2))
+    N_3 = N if z == 3 or fsdp2 else 1
     P, P_t = local.total, local.trainable
     params: list[Term] = []
     host: list[Term] = []
     if lora:
         frozen = P - P_t
         if qlora:
-            params += [QLORA_BASE_NF4(local.linear_weights, NF4_BYTES_PER_WEIGHT),
-                       QLORA_BASE_REST(frozen, local.linear_weights, n.compute)]
+            params += [QLORA_PACKED(local.linear_weights, N_3),
+                       QLORA_BASE_REST(frozen, local.linear_weights, N_3, n.weight)]
         else:
-            params.append(LORA_BASE(frozen, n.weight if amp else n.compute))
-        params.append(ADAPTERS(P_t))
-    elif not (offload_params and z == 3):
+            params.append(LORA_BASE(frozen, N_3, n.weight))
+        params.append(ADAPTERS(P_t, N_3))
+    else:
         params.append(WEIGHTS(P, N_3, n.weight))
+    if offload_params and z == 3:  # FSDP2's CPUOffloadPolicy: every shard on the host
+        host += [HOST_PARAMETERS[t.formula](*t.values) for t in params]
+        params = []
+    if qlora:
+        params.append(QLORA_QUANT_STATE(local.linear_weights))
     g = 4 if lora else n.grad  # adapter gradients and states are fp32
     w_s = 4 if lora else n.state
     gradients = GRADIENTS(P_t, N_2, g)
@@ -187,28 +241,53 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool, amp:
         host += [OFFLOADED[t.formula](*t.values) for t in states]
         host.append(HOST_GRADIENTS(P_t, N_1))
         states = []
-    if offload_params and z == 3:
-        host.append(HOST_WEIGHTS(P, N_3, n.weight) if not lora else HOST_NO_WEIGHTS())
+        # the gradient partitions go to the host as they are reduced: DeepSpeed's stages 1
+        # and 2 keep one largest-parameter gradient buffer on the GPU, ZeRO-3 and FSDP2's
+        # CPUOffloadPolicy nothing between steps
+        gradients = OFFLOAD_GRAD_BUFFER(local.largest_tensor, g) if z <= 2 else \
+            NO_GRADIENTS()
 
     step = None if offloaded else _step_temporary(opt, impl, local, N_1, w_s, g)
-    gathered = gathered_grads = root = None
+    gathered = gathered_grads = root = everything = lingering = None
+    w_g = n.gathered_weight
+    # autograd's unsharded gradients come in the gathered dtype under a mixed-precision
+    # policy, else in the parameters' own; the reduce-scatter runs in fp32 under the policy
+    # (reduce_dtype) and for fp32 adapters
+    g_u = w_g if n.fsdp_mixed else g
+    g_r = 4 if n.fsdp_mixed else g
     if z == 3:
-        gathered = GATHERED_LAYER(local.per_layer, n.gathered_weight)
-        gathered_grads = GATHERED_GRADS(local.per_layer, n.gathered_weight, n.grad)
-        root = GATHERED_ROOT(local.root, n.gathered_weight)
-    ddp = reduce = None
-    fsdp2 = z == 3 and not master  # FSDP2 has no separate reduce bucket
-    if N > 1 and dp > 1 and not fsdp2:
-        # n.grad, the training dtype's gradient width, even for fp32 LoRA adapters (issue 10)
-        if z == 0:
-            ddp = DDP_BUCKET(P_t, n.grad)
+        if qlora:
+            gathered = GATHERED_LAYER_NF4(local.per_layer, local.per_layer_linear, w_g)
         else:
-            reduce = REDUCE_BUCKET(H, n.grad)
+            gathered = GATHERED_LAYER(local.per_layer, w_g)
+        gathered_grads = GATHERED_GRADS(gathered.bytes, local.per_layer_trainable,
+                                        local.per_layer_last, g_u, g_r)
+        root = GATHERED_ROOT(local.root, w_g)
+    elif fsdp2 and N > 1:  # every layer stays gathered; one all-gather buffer lingers
+        everything = GATHERED_MODEL(P, w_g)
+        lingering = LINGERING_ALL_GATHER(local.per_layer, w_g)
+        gathered_grads = UNSHARDED_GRADS(local.per_layer_trainable, local.per_layer_last, g_u,
+                                         g_r)
+    ddp = reduce = None
+    if N > 1 and dp > 1 and not fsdp2:
+        # buckets hold the gradients in their own dtype: fp32 for LoRA adapters
+        if z <= 1 and not master:  # DDP, under ZeroRedundancyOptimizer too
+            ddp = DDP_BUCKET(P_t, g)
+        elif z:
+            reduce = REDUCE_BUCKET(H, g)
     step_grads = STEP_GRADIENTS(P_t, N_2, n.master) if n.master and not lora else gradients
+    if megatron and n.compute < 4 and not lora and not offloaded:
+        # Megatron-LM's DDP accumulates every gradient into one persistent fp32 buffer
+        # (main_grad, allocated with the model; the optimizer steps from it), whatever the
+        # distributed optimizer shards: the parameters' own .grad stays empty
+        params.append(MAIN_GRAD(P_t))
+        gradients = step_grads = NO_GRADIENTS()
+        ddp = reduce = None
     return ModelStates(local, tuple(params), gradients, tuple(states), tuple(host), step_grads,
                        step, gathered, gathered_grads, root, ddp, reduce,
-                       part_of(*params, *states, ddp), part_of(gathered, root),
-                       part_of(gathered, root, gathered_grads))
+                       part_of(*params, *states, ddp), part_of(gathered, root, everything),
+                       part_of(gathered, root, everything, gathered_grads), everything,
+                       lingering)
 
 
 def _state(name: str, kind: str, local: LocalParams, N_1: int, w_s: int) -> Term:

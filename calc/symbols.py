@@ -45,7 +45,7 @@ SYMBOLS: dict[str, Symbol] = {name: Symbol(tex, meaning) for name, tex, meaning 
     ("N", "N_d", "ranks ZeRO shards over: dp x cp"),
     ("N_1", "N_d^{[z\\ge1]}", "N_d with ZeRO stage 1 or more in effect, else 1"),
     ("N_2", "N_d^{[z\\ge2]}", "N_d with ZeRO stage 2 or more in effect, else 1"),
-    ("N_3", "N_d^{[z=3]}", "N_d with ZeRO stage 3 in effect, else 1"),
+    ("N_3", "N_d^{[p]}", "N_d where the parameters are sharded (ZeRO-3; FSDP2 at stage 2), else 1"),
     ("N_e", "N_e", "ranks the embedding's gradient is sharded over (N_d from ZeRO 2)"),
     # widths
     ("c", "c", "bytes of an activation a matmul produces (the compute dtype)"),
@@ -63,12 +63,22 @@ SYMBOLS: dict[str, Symbol] = {name: Symbol(tex, meaning) for name, tex, meaning 
     ("w_m", "w_m", "bytes of an fp32 master weight or gradient"),
     ("w_s", "w_s", "bytes of an optimizer-state element"),
     ("g", "g", "bytes of a gradient element"),
-    ("g_b", "g_b", "bytes of a bucketed gradient (the training dtype's gradient)"),
+    ("g_b", "g_b", "bytes of a bucketed gradient (the gradient's own dtype)"),
+    ("g_u", "g_u", "bytes of an unsharded gradient in FSDP's backward (param_dtype under a "
+     "mixed-precision policy)"),
+    ("g_r", "g_r", "bytes of FSDP's reduce-scatter input (reduce_dtype: fp32 under the policy)"),
     ("q_4", "q_\\text{NF4}", "NF4 bytes per weight: 1/2 + 1/64 + 4/(64 256), double-quantised"),
     ("B_q", "B_q", "bitsandbytes' quantisation block (256 elements)"),
     ("p_d", "\\delta", "1 with dropout, else 0"),
     ("n_g", "n_g", "gated MLP tensors kept: 4, or 3 when down_proj's weight is frozen"),
     ("n_r", "n_r", "projections reading one normed tensor"),
+    ("n_c", "n_c", "tokens in one chunk of the fused linear cross-entropy"),
+    ("m_w", "m_w", "bytes per head weight of the fused loss's mm(...).float() (0 on the "
+     "in-place addmm path)"),
+    ("u_w", "u_w", "autocast's casts of an fp32 head weight alive in the fused loss (2, or 0)"),
+    ("q_c", "q_c", "bytes of peft's fp32 copy of an adapter's input that is not saved"),
+    ("n_x", "n_x", "MLP-wide gradients alive in a layer's backward: 3, or 2 when the MLP's "
+     "weights are frozen"),
     ("n_a", "n_a", "LoRA adapters in a layer"),
     ("u_a", "u_a", "2 when Adafactor upcasts a low-precision gradient, else 0"),
     # parameter counts
@@ -77,6 +87,13 @@ SYMBOLS: dict[str, Symbol] = {name: Symbol(tex, meaning) for name, tex, meaning 
     ("P_f", "P_\\text{frozen}", "frozen parameters one GPU holds (LoRA's base)"),
     ("P_q", "P_\\text{linear}", "linear weights one GPU holds (QLoRA quantises them)"),
     ("P_l", "P_\\text{layer}", "one decoder layer's parameters on one GPU, adapters included"),
+    ("P_lt", "P_\\text{layer,train}", "the trainable part of one layer on one GPU (its "
+     "adapters, with LoRA)"),
+    ("P_lm", "P_\\text{layer,MLP}", "the trainable part of a layer's MLP on one GPU"),
+    ("A_m", "A_\\text{MLP}", "the MLP's part of a layer's saved activations"),
+    ("P_ll", "P_\\text{layer,last}", "the trainable part of a layer's last projection (its "
+     "backward's first weight gradient)"),
+    ("L_l", "P_\\text{layer,linear}", "one layer's linear weights on one GPU (QLoRA's 4-bit part)"),
     ("P_d", "P_\\text{dense}", "parameters of one dense decoder layer"),
     ("P_m", "P_\\text{MoE}", "parameters of one MoE decoder layer"),
     ("P_dl", "P_\\text{dense}'", "parameters of one dense decoder layer on one GPU"),
@@ -101,9 +118,13 @@ SYMBOLS: dict[str, Symbol] = {name: Symbol(tex, meaning) for name, tex, meaning 
     ("n_max", "n_\\text{max}", "elements of the largest trainable tensor"),
     # bytes of other terms
     ("X_l", "X_\\text{layer}", "a layer's transient (its widest moment's extra bytes)"),
+    ("X_f", "X_\\text{fwd}", "a layer's forward transient"),
+    ("g_i", "g_\\text{in}", "the gradient arriving at a layer's output, T h at residual width"),
     ("A_l", "A_\\text{layer}", "the widest layer's saved activations (one micro-batch)"),
-    ("x_c", "x_c", "the checkpoint's input where a norm keeps the residual itself, else 0"),
+    ("x_c", "x_c", "what a checkpointed layer keeps that its recomputation rebuilds too (the "
+     "residual a norm keeps, the outputs the selective policy saves)"),
     ("x_l", "x_\\text{layer}", "a layer's input, kept when checkpointed"),
+    ("K_o", "K_\\text{ops}", "the op outputs a layer keeps under per-op selective checkpointing"),
     ("G_l", "G_\\text{layer}", "one layer's gathered parameters (FSDP)"),
     ("M_g", "M_g", "every gradient on this GPU"),
     ("m_e", "m_e", "elements of the embedding's gradient not yet written"),

@@ -161,8 +161,11 @@ def test_llama31_8b_parameters_show_the_hf_count() -> None:
 def test_zero_shards_show_the_ceiling_over_the_shard_group() -> None:
     steps = {s.id: s for s in check(CASES["llama8b-zero2"])}  # N_d = dp x cp = 8
     assert "\\left\\lceil 8\\,030\\,261\\,248 / 8 \\right\\rceil" in steps["states.gradients"].substituted
-    assert steps["states.weights"].symbols["N_3"] == 1  # stage 2 keeps whole weights
+    assert steps["states.weights"].symbols["N_3"] == 8  # FSDP2 (amp) shards weights at stage 2
     assert steps["states.gradients"].symbols["N_2"] == 8
+    deepspeed = {**CASES["llama8b-zero2"], "training": {"mixed_precision": "master"}}
+    steps = {s.id: s for s in check(deepspeed)}
+    assert steps["states.weights"].symbols["N_3"] == 1  # DeepSpeed's stage 2 keeps whole weights
 
 
 def test_lora_explains_the_trainable_count() -> None:

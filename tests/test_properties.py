@@ -120,3 +120,24 @@ def test_checkpointing_raises_the_peak_by_at_most_one_layer_input(scenario) -> N
     t = sc.scenario.training
     layer_input = t.micro_batch_size * t.seq_len * sc.resolved.arch.hidden_size * 4
     assert peak("full") <= peak("none") + layer_input
+
+
+@settings(max_examples=80, deadline=None)
+@given(base, st.integers(1, 3))
+def test_memory_does_not_fall_with_accumulation(scenario, steps) -> None:
+    """More micro-batches per step never need less memory (they may need more: the
+    gradients are held between micro-batches)."""
+    def peak(n: int) -> int:
+        return estimate({**scenario, "training": {**scenario["training"],
+                                                  "gradient_accumulation_steps": n}}).peak_bytes
+    assert peak(steps) <= peak(steps + 1)
+
+
+@settings(max_examples=80, deadline=None)
+@given(base)
+def test_memory_per_gpu_does_not_grow_with_dp_at_zero3(scenario) -> None:
+    """ZeRO-3 shards parameters, gradients and optimizer states over dp: more GPUs never
+    need more memory each (activations do not depend on dp)."""
+    peaks = [estimate({**scenario, "parallelism": {"dp": dp, "zero": 3}}).peak_bytes
+             for dp in (2, 4, 8, 16, 64)]
+    assert peaks == sorted(peaks, reverse=True)

@@ -85,13 +85,26 @@ def test_defaults_are_the_documented_ones() -> None:
             "micro_batch_size": 1, "seq_len": 4096, "gradient_accumulation_steps": 1,
             "precision": "bf16", "mixed_precision": "amp", "optimizer": "adamw",
             "optimizer_impl": "fused", "activation_checkpointing": "none",
-            "recompute_layers": None, "attention": "flash", "loss": "standard",
+            "selective_policy": None, "recompute_layers": None, "checkpoint_every": None,
+            "attention": "flash", "loss": "standard",
             "finetuning": "full", "lora_rank": 16, "lora_targets": "all_linear",
             "lora_dropout": 0.0, "implementation": "hf"},
         "parallelism": {"dp": 1, "tp": 1, "pp": 1, "cp": 1, "ep": 1, "zero": 0,
                         "sequence_parallel": False, "offload_optimizer": False,
                         "offload_params": False},
     }
+
+
+def test_lora_and_qlora_default_to_a_low_precision_base_under_autocast() -> None:
+    """PEFT users load the base in bf16 and train with Trainer(bf16=True); a given
+    mixed_precision is kept."""
+    for finetuning in ("lora", "qlora"):
+        t = parse_scenario({"model": "gpt2", "training": {"finetuning": finetuning}}).training
+        assert t.mixed_precision == "autocast"
+    t = parse_scenario({"model": "gpt2", "training": {"finetuning": "lora",
+                                                      "mixed_precision": "amp"}}).training
+    assert t.mixed_precision == "amp"
+    assert parse_scenario({"model": "gpt2"}).training.mixed_precision == "amp"
 
 
 def test_invalid_json_text_is_a_clear_error() -> None:

@@ -44,11 +44,16 @@ def _mixed_precision(r: Resolved, framework: str) -> tuple[str, list[str]]:
         return "no", []
     if t.mixed_precision == "amp":
         return t.precision, []
+    if t.mixed_precision == "autocast":
+        return t.precision, [f"mixed_precision autocast: load the model with torch_dtype="
+                             f"torch.{TORCH_DTYPE[t.precision]} (peft keeps LoRA adapters in "
+                             "fp32)"]
     if t.mixed_precision == "pure":
         return "no", [f"mixed_precision pure: load the model with torch_dtype="
                       f"torch.{TORCH_DTYPE[t.precision]}"]
     raise ExportError("training.mixed_precision", f"{framework} keeps no separate fp32 master "
-                      "copy: use amp (fp32 sharded weights, low-precision compute) or pure")
+                      "copy: use amp (fp32 sharded weights, low-precision compute), autocast or "
+                      "pure")
 
 
 def export_accelerate_fsdp(r: Resolved) -> Export:
@@ -190,6 +195,9 @@ def import_accelerate(data: dict[str, Any], dp: int | None, notes: list[str]
                      "(torch_dtype), which the config does not say; imported as fp32")
     else:
         training |= {"precision": mixed, "mixed_precision": low_precision}
+        if low_precision == "amp":
+            notes.append(f"mixed_precision {mixed}: amp assumed (the model loaded in fp32); a "
+                         f"model loaded in {mixed} is mixed_precision autocast")
         if mixed == "fp8":
             notes.append("mixed_precision fp8: the recipe (Transformer Engine, torchao, "
                          "MS-AMP) is not read")

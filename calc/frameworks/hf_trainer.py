@@ -92,9 +92,12 @@ def export_hf_trainer(r: Resolved) -> Export:
     else:
         raise ExportError("training.optimizer", f"TrainingArguments has no {t.optimizer} "
                           "optimizer (its sgd has no momentum)")
-    if t.precision == "fp32" or t.mixed_precision == "amp":
+    if t.precision == "fp32" or t.mixed_precision in ("amp", "autocast"):
         args["bf16"] = t.precision == "bf16"
         args["fp16"] = t.precision == "fp16"
+        if t.mixed_precision == "autocast" and t.precision != "fp32":
+            notes.append(f"mixed_precision autocast: load the model with torch_dtype="
+                         f"torch.{TORCH_DTYPE[t.precision]} (peft keeps LoRA adapters in fp32)")
     elif t.mixed_precision == "pure":
         args["bf16"] = args["fp16"] = False
         notes.append(f"mixed_precision pure: load the model with torch_dtype="
@@ -308,6 +311,9 @@ def import_hf_trainer(data: dict[str, Any], dp: int | None, notes: list[str]
             notes.append("dp: TrainingArguments do not say how many GPUs; assumed 1 (set dp)")
         dp = dp or 1
         training |= precision_from_flags(bf16, fp16, "amp", "bf16")
+        if training["mixed_precision"] == "amp":
+            notes.append("bf16/fp16: mixed_precision amp assumed (the model loaded in fp32); "
+                         "a model loaded in bf16/fp16 is mixed_precision autocast")
         if fsdp:
             stage, offload = _fsdp(fsdp, notes)
             parallelism["zero"] = stage

@@ -284,7 +284,7 @@ def advise(
             for zero in zeros:
                 lay = _Layout(tp, pp, dp, cp, ep, zero)
                 params = search.params(lay)
-                n = numerics(t.precision, t.mixed_precision, zero == 3)
+                n = numerics(t.precision, t.mixed_precision, zero >= 2)
                 wb, gb = n.gathered_weight if zero == 3 else n.weight, n.grad
                 for i, ck in enumerate(CHECKPOINTING):
                     searched += 1
