@@ -55,10 +55,40 @@ def traced_rows(split: str = "all") -> list[dict[str, Any]]:
 
 
 # Why a published measurement is not compared (each exclusion is explained, none is silent).
+_UPPER = ("the effective sequence length is unknown: unpacked samples are padded per batch to "
+          "their longest, far below the configured maximum")
+_ASSUMED = "settings the source does not state were assumed (from configs or defaults)"
+_OPEN = "the source leaves the unit, the model version or the code open"
+_APPROX = "the value is an approximate comment, not a logged measurement"
+_NOT_STEP = "the peak may not be the training step's (evaluation or generation ran too)"
+_MODEL = "the model differs from the preset or is approximated"
+_CONTRADICTS = "the source contradicts itself"
 EXCLUDED_FLAGS = {
-    "seq_len_is_upper_bound_only": "the effective sequence length is unknown: unpacked samples "
-    "are padded per batch to their longest, far below the configured maximum",
+    "seq_len_is_upper_bound_only": _UPPER,
+    "short_samples_actual_seq_far_below_bound": _UPPER,
     "seq_len_unknown": "the sequence length is not stated by the source",
+    "settings_assumed": _ASSUMED,
+    "settings_assumed_from_config": _ASSUMED,
+    "seq_len_from_config": _ASSUMED,
+    "activation_checkpointing_assumed_none": _ASSUMED,
+    "lora_config_unverified": _ASSUMED,
+    "hardware_assumed": _ASSUMED,
+    "unit_ambiguous": _OPEN,
+    "model_version_ambiguous": _OPEN,
+    "code_not_available": _OPEN,
+    "approximate_value": _APPROX,
+    "comment_may_predate_script": _APPROX,
+    "peak_may_include_eval_generation": _NOT_STEP,
+    "peak_probably_not_training_step": _NOT_STEP,
+    "attention_kernel_uncertain": "which attention kernel ran is uncertain",
+    "architecture_approximated": _MODEL,
+    "model_config_from_secondary_sources": _MODEL,
+    "preset_is_mistral_v0.3": _MODEL,
+    "ep_ambiguous_script_vs_readme": _CONTRADICTS,
+    "table_model_column_typo": _CONTRADICTS,
+    "source_internal_inconsistency": _CONTRADICTS,
+    "identical_values_in_table": _CONTRADICTS,
+    "metric_peak_aggregation_unstated": "over which ranks and steps the peak was taken is unstated",
 }
 
 
@@ -72,10 +102,6 @@ def exclusion(entry: dict[str, Any]) -> str | None:
     for flag in entry.get("flags") or ():
         if flag in EXCLUDED_FLAGS:
             return EXCLUDED_FLAGS[flag]
-    training = entry["scenario"].get("training", {})
-    if training.get("activation_checkpointing") == "selective":
-        return ("torchtitan's selective checkpointing is a per-op policy (it saves matmul "
-                "outputs), not the attention-core recomputation `selective` models")
     return None
 
 
