@@ -183,6 +183,7 @@ class LayerActivations(NamedTuple):
     weight_copies: tuple[Term, ...]  # the part of `saved` that is autocast's weight cache
     saves_residual: bool  # a norm keeps the residual itself (the checkpoint's own input)
     kept_in_saved: int  # bytes of checkpoint_input that are also among `saved`
+    mlp_bytes: int  # bytes of `saved` that the MLP keeps (freed by the MLP's backward)
 
 
 def layer_activations(saved: tuple[Term, ...], forward: Term, backward: Term,
@@ -195,8 +196,13 @@ def layer_activations(saved: tuple[Term, ...], forward: Term, backward: Term,
     residual = any(t.bytes for t in saved if t.key == "activations/residual")
     # the residual the norms save is the checkpoint's own input
     shared = kept_outputs_in_saved + (_layer_input(checkpoint_input) if residual else 0)
-    return LayerActivations(saved, forward, backward, checkpoint_input,
-                            sum(t.bytes for t in saved), copies, residual, shared)
+    total = mlp = 0
+    for t in saved:
+        total += t.bytes
+        if t.key == "activations/mlp":
+            mlp += t.bytes
+    return LayerActivations(saved, forward, backward, checkpoint_input, total, copies, residual,
+                            shared, mlp)
 
 
 def _layer_input(kept: Term) -> int:

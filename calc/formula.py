@@ -297,6 +297,17 @@ def part(items: Items, keep: bool = True) -> Part:
     return tuple.__new__(Part, (total, breakdown, items if keep else ()))
 
 
+def extended(p: Part, items: Items, keep: bool = True) -> Part:
+    """`p` with `items` added (cheaper than a new part of all the items)."""
+    total, breakdown = p.bytes, dict(p.breakdown)
+    for term, times in items:
+        nbytes = term[3] * times
+        if nbytes:
+            total += nbytes
+            breakdown[term[0]] = breakdown.get(term[0], 0) + nbytes
+    return tuple.__new__(Part, (total, breakdown, p.items + items if keep else ()))
+
+
 def scaled(p: Part, times: int, keep: bool = True) -> Part:
     """`p` counted `times` times (the micro-batches in flight)."""
     items = tuple((t, k * times) for t, k in p.items) if keep else ()
@@ -310,5 +321,5 @@ def part_of(*terms: Term | None) -> Part | None:
     return part(items) if items else None
 
 
-__all__ = ["FORMULAS", "Formula", "Items", "Part", "Term", "add_up", "number", "part", "part_of",
-           "scaled"]
+__all__ = ["FORMULAS", "Formula", "Items", "Part", "Term", "add_up", "extended", "number", "part",
+           "part_of", "scaled"]

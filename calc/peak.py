@@ -25,7 +25,7 @@ from .activations import (
     head_activations,
     head_norm_backward,
 )
-from .formula import Formula, Part, Term, part, part_of, scaled
+from .formula import Formula, Part, Term, extended, part, part_of, scaled
 from .logits import logits_memory
 from .megatron import megatron_layer
 from .placement import Stage
@@ -270,11 +270,7 @@ def layers(x: Setup, stage: Stage, detail: bool) -> Layers:
     head = head_activations(x) if stage.head else ()
     saved += [(term, 1) for term in embedding]
     body = part(tuple(saved), detail)
-    if head:
-        saved += [(term, 1) for term in head]
-        whole = part(tuple(saved), detail)
-    else:
-        whole = body
+    whole = extended(body, tuple((term, 1) for term in head), detail) if head else body
     return Layers(tuple(kinds), ckpt, x.in_flight(stage), (*embedding, *head), whole, body,
                   widest)
 
@@ -385,7 +381,7 @@ def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt:
     if x.lora or x.megatron or x.arch.traits.norm_upcast != "llama" or not local.per_layer_mlp:
         return None
     n = x.n
-    a_mlp = sum(t.bytes for t in act.saved if t.key == "activations/mlp")
+    a_mlp = act.mlp_bytes
     if ckpt:
         first = FIRST_LAYER_LATE(act.checkpoint_input.bytes, act.total, a_mlp, act.kept_in_saved)
     else:
