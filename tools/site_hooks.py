@@ -6,7 +6,10 @@
   default scenario's result computed now, in CPython, by the same `calc_worker.call` the
   browser calls. The page therefore shows real numbers before Python has
   loaded, and the browser swaps in live results when it is ready.
-- After the build, `vendor/site/` (staged by tools/vendor_assets.py) is copied to `<site>/vendor/`.
+- After the build, `vendor/site/` (staged by tools/vendor_assets.py) is copied to `<site>/vendor/`,
+  and every page is checked against its Content-Security-Policy (mkdocs.yml, `extra`): a policy
+  meta tag in it, no inline script that would execute, no `<style>` element or style attribute.
+  The policy would block them in the browser; the build says which page has one instead.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import html
 import importlib.util
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -253,9 +257,37 @@ def on_page_content(html_text: str, page: Any, config: Any, files: Any) -> str:
     return html_text.replace(MARKER, calculator_html("../" * depth or "./"))
 
 
+# What the Content-Security-Policy forbids in a page: a <script> with neither a src nor a data type
+# (JSON), a <style> element, a style attribute.
+CSP_META = re.compile(r'<meta http-equiv="Content-Security-Policy" content="([^"]*)">')
+INLINE = {
+    "an inline script": re.compile(r"<script\b(?![^>]*\bsrc=)(?![^>]*\btype=\"application/json\")[^>]*>"),
+    "a <style> element": re.compile(r"<style\b"),
+    "a style attribute": re.compile(r"<[a-zA-Z][^>]*\sstyle=[\"']"),
+}
+
+
+def csp_problems(text: str, policy: str) -> list[str]:
+    """What in one built page its Content-Security-Policy would block (or its policy missing)."""
+    metas = [html.unescape(m) for m in CSP_META.findall(text)]
+    problems = [] if metas == [policy] else [f"its Content-Security-Policy meta tags are {metas}"]
+    for what, pattern in INLINE.items():
+        m = pattern.search(text)
+        if m:
+            problems.append(f"{what}: {m.group(0)[:80]}")
+    return problems
+
+
 def on_post_build(config: Any) -> None:
     if not (VENDOR / "pyodide" / "pyodide-lock.json").is_file():
         raise PluginError("vendor/site/ is missing: run `make site` (it runs tools/vendor_assets.py)")
-    dest = Path(config["site_dir"]) / "vendor"
+    site = Path(config["site_dir"])
+    policy = config["extra"]["content_security_policy"]
+    for page in sorted(site.rglob("*.html")):
+        problems = csp_problems(page.read_text(encoding="utf-8"), policy)
+        if problems:
+            raise PluginError(f"{page.relative_to(site)}: {'; '.join(problems)} "
+                              "(the Content-Security-Policy, mkdocs.yml extra, would block it)")
+    dest = site / "vendor"
     shutil.rmtree(dest, ignore_errors=True)
     shutil.copytree(VENDOR, dest)

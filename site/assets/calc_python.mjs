@@ -32,6 +32,13 @@ export async function startCalcPython(root, onSlow = () => {}) {
   } catch (e) {
     throw new StartError(await diagnose(base, `PyScript did not load: ${e.message}`));
   }
+  // PyScript hands the JavaScript hooks that run in a worker over as source it compiles with
+  // Function(), which the Content-Security-Policy forbids (no 'unsafe-eval'). calc's worker needs
+  // none: the one PyScript adds registers pyscript.fs, which calc does not use, and the first
+  // worker of a page starts without it. So every worker starts without them (a restart too).
+  for (const name of ["onReady", "onBeforeRun", "onBeforeRunAsync", "onAfterRun", "onAfterRunAsync"]) {
+    core.hooks?.worker?.[name]?.clear?.();
+  }
   const slow = setTimeout(async () => onSlow(
     await diagnose(base, "Python has not started after 30 seconds; still trying")), SLOW_MS);
   try {
