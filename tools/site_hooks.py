@@ -36,7 +36,7 @@ from calc.plan.kv_cache import KV_CACHE_DTYPES
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))  # the page generators (tools/docs_*.py)
 import docs_pages  # noqa: E402
-from docs_common import DEFAULT_SCENARIO  # noqa: E402  (the scenario the calculator opens on)
+from docs_common import DEFAULT_SCENARIO, READING_LIMITS  # noqa: E402  (the calculator's opening scenario)
 
 VENDOR = ROOT / "vendor" / "site"
 MARKER = '<div id="calculator-app"></div>'
@@ -185,6 +185,8 @@ def calculator_html(root: str) -> str:
                  for g in gpus().values()},
         # above this share of the GPU a result is "tight": calc.plan's fit target
         "fit_target": DEFAULT_TARGET,
+        # calc.reading's bounds: links, pastes, files and saved entries are measured against them
+        "limits": READING_LIMITS,
         "component_labels": COMPONENT_LABELS,
         "export": {"formats": {f: FORMAT_NAMES[f] for f in FORMATS},
                    "default": _example(get("export").request, "format")},

@@ -139,9 +139,11 @@ export async function showExport(scenario, mine) {
   }
 }
 
-export function watchExport(readScenario) {
+// `current()`: the scenario the results are for, or null while none is (a link calc refused).
+export function watchExport(current) {
   $("calc-export-format").addEventListener("change", () => {
-    if (live.worker) showExport(readScenario(), live.seq).catch(failed);
+    const scenario = current();
+    if (live.worker && scenario) showExport(scenario, live.seq).catch(failed);
   });
 }
 
