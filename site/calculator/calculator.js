@@ -61,7 +61,7 @@ async function updateHeld(h) {
 }
 
 function notApplied(h, path, message) {
-  showError(path, message, `${h.source} was not applied: ${path}: ${message}. The result shown is the last valid one.`);
+  showError(path, message, `${h.source} was not applied: ${path}: ${message}. The result below is the last one computed, not this scenario's.`);
 }
 
 function showLive(payload, scenario, mine) {

@@ -116,11 +116,11 @@ function renderSaved() {
      <button type="button" class="calc-link" data-forget="${i}">remove</button></li>`).join("")}</ul>` : "";
   const reasons = (r) => esc(r.reasons.slice(0, 8).join("; ") + (r.reasons.length > 8 ? `; and ${r.reasons.length - 8} more` : ""));
   const asideHtml = aside.length ? `<div id="calc-aside" class="calc-aside" role="status"><h3>Set aside</h3>
-    <p>What this browser kept that the calculator cannot read. It is not used, and kept until you
-    discard it; the readable entries are listed above.</p><ul>${aside.map((r, i) =>
+    <p>What this browser kept that the calculator cannot read, as it was. It is not used, and it is
+    kept until you discard it; every readable entry stays in use.</p><ul>${aside.map((r, i) =>
     `<li data-aside="${i}"><strong>${esc(LISTS[r.key] ?? r.key)}</strong>${r.at ? ` <small>(set aside ${esc(r.at.slice(0, 10))})</small>` : ""}:
      ${reasons(r)}.
-     <button type="button" class="calc-link" data-aside-download="${i}">download it</button>
+     <button type="button" class="calc-link" data-aside-download="${i}">download it</button> ·
      <button type="button" class="calc-link" data-aside-discard="${i}">discard it</button></li>`).join("")}</ul></div>` : "";
   $("calc-saved").innerHTML = savedHtml + asideHtml;
 }
