@@ -12,6 +12,7 @@ that no Content-Security-Policy violation was reported.
 from __future__ import annotations
 
 import base64
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -19,9 +20,11 @@ from typing import Any
 import pytest
 
 from calc import estimate
-from calc.reading import MAX_DEPTH, MAX_TEXT_BYTES
+from calc.cli import main
+from calc.reading import MAX_CONFIG_BYTES, MAX_DEPTH, MAX_TEXT_BYTES
 
-from .conftest import LIVE_TIMEOUT_MS, SITE, Calculator, encode
+from .conftest import LIVE_TIMEOUT_MS, ROOT, SITE, Calculator, encode
+from .test_calculator import page_data
 
 TRAP = '<img src=x onerror="window.__pwned=1">'  # markup that runs a script if it is ever parsed
 FETCH = '<img src="https://evil.example/pixel.png">'  # markup that sends a request elsewhere
@@ -81,6 +84,39 @@ UNREADABLE = [
     ("too-large", link('{"model": "gpt2", "pad": "%s"}' % ("x" * MAX_TEXT_BYTES)),
      f"at most {MAX_TEXT_BYTES:,} are read"),
 ]
+
+
+def worker() -> Any:
+    """The browser worker's module (site/calculator/calc_worker.py), in CPython."""
+    spec = importlib.util.spec_from_file_location("calc_worker", ROOT / "site" / "calculator" / "calc_worker.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(("name", "text", "where", "words"), LINKS[1:], ids=[x[0] for x in LINKS[1:]])
+def test_the_page_reads_a_link_as_the_command_line_reads_a_file(
+        name: str, text: str, where: str, words: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """What the page hands a link's text to (calc_worker.call_scenario_text) says what
+    `calc estimate FILE` says, word for word: one contract. (The first link, 3000 deep, the page
+    refuses itself; the library's json cannot even parse it to compare.)"""
+    path = tmp_path / "scenario.json"
+    path.write_text(text)
+    assert main(["estimate", str(path)]) == 2
+    said = capsys.readouterr().err.strip()
+    answer = json.loads(worker().call_scenario_text("estimate", "{}", text))
+    assert said == f"calc: error: {answer['field']}: {answer['message']}"
+    assert (answer["field"], words in answer["message"]) == (where, True)
+
+
+def test_the_pages_embed_calcs_reading_bounds() -> None:
+    """The page's checks read calc.reading's bounds from the data the build embeds."""
+    bounds = {"max_depth": MAX_DEPTH, "max_text_bytes": MAX_TEXT_BYTES, "max_config_bytes": MAX_CONFIG_BYTES}
+    assert page_data()["limits"] == bounds
+    formulas = (SITE / "reference" / "formulas" / "index.html").read_text()
+    data = formulas.split('<script type="application/json" id="formula-data">')[1].split("</script>")[0]
+    assert json.loads(data.replace("<\\/", "</"))["limits"] == bounds
 
 
 def status(calc: Calculator) -> str:
