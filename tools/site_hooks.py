@@ -280,6 +280,30 @@ def csp_problems(text: str, policy: str) -> list[str]:
     return problems
 
 
+# Material's inline scripts, loaded from files instead (site/overrides/partials/javascripts/):
+# (partial, which of its scripts, our file); base.html's scope is the one change (see
+# site/assets/material_base.js).
+MATERIAL_SCRIPTS = (("base.html", 0, "material_base.js"), ("palette.html", 0, "material_palette.js"),
+                    ("content.html", 0, "material_tabs.js"), ("content.html", 1, "material_content.js"))
+SCOPE = ('new URL("{{ config.extra.scope | d(base_url) }}",location)',
+         'new URL("..",document.currentScript.src)')
+
+
+def on_config(config: Any) -> Any:
+    """Fail when the installed Material's inline scripts are no longer the copies the site loads
+    (a Material upgrade): the copies would silently be an older Material's."""
+    import material
+
+    partials = Path(material.__file__).parent / "templates" / "partials" / "javascripts"
+    for partial, index, copy in MATERIAL_SCRIPTS:
+        theirs = re.findall(r"<script>(.*?)</script>", (partials / partial).read_text(), re.S)[index]
+        ours = (ROOT / "site" / "assets" / copy).read_text().strip().splitlines()[-1]
+        if theirs.replace(*SCOPE) != ours:
+            raise PluginError(f"Material's {partial} script changed: update site/assets/{copy} "
+                              "(and site/overrides/) from it")
+    return config
+
+
 def on_post_build(config: Any) -> None:
     if not (VENDOR / "pyodide" / "pyodide-lock.json").is_file():
         raise PluginError("vendor/site/ is missing: run `make site` (it runs tools/vendor_assets.py)")

@@ -41,16 +41,21 @@ function entryProblem(entry) {
   if (!isObject(entry.scenario)) return "has no scenario (an object)";
   if (entry.device_bytes != null && !Number.isFinite(entry.device_bytes)) return "has a device_bytes that is not a number";
   if (depthOf(entry.scenario, LIMITS.max_depth) > LIMITS.max_depth) return `has a scenario that ${depthRule(LIMITS.max_depth)}`;
+  if (depthOf(entry, LIMITS.max_depth + 1) > LIMITS.max_depth + 1) return depthRule(LIMITS.max_depth + 1);
   const size = new TextEncoder().encode(JSON.stringify(entry)).length;
   return size > LIMITS.max_text_bytes ? sizeRule(size, LIMITS.max_text_bytes) : null;
 }
 
+// The set-aside records, each {key, text, reasons, at}; a set-aside list that is not one of them is
+// itself shown (and kept) as one record.
 function readAside() {
   const text = getItem(ASIDE);
   const list = text === null ? [] : parsedList(text);
   const record = (r) => isObject(r) && typeof r.key === "string" && typeof r.text === "string"
     && Array.isArray(r.reasons) && r.reasons.every((x) => typeof x === "string");
-  const kept = list && list.every(record) ? list : [{ key: ASIDE, text, reasons: ["could not be read"], at: "" }];
+  const kept = list && list.every(record)
+    ? list.map((r) => ({ key: r.key, text: r.text, reasons: r.reasons, at: typeof r.at === "string" ? r.at : "" }))
+    : [{ key: ASIDE, text, reasons: ["could not be read"], at: "" }];
   return [...kept, ...unkept];
 }
 
@@ -118,7 +123,7 @@ function renderSaved() {
   const asideHtml = aside.length ? `<div id="calc-aside" class="calc-aside" role="status"><h3>Set aside</h3>
     <p>What this browser kept that the calculator cannot read, as it was. It is not used, and it is
     kept until you discard it; every readable entry stays in use.</p><ul>${aside.map((r, i) =>
-    `<li data-aside="${i}"><strong>${esc(LISTS[r.key] ?? r.key)}</strong>${r.at ? ` <small>(set aside ${esc(r.at.slice(0, 10))})</small>` : ""}:
+    `<li data-aside="${i}"><strong>${esc(Object.hasOwn(LISTS, r.key) ? LISTS[r.key] : r.key)}</strong>${r.at ? ` <small>(set aside ${esc(r.at.slice(0, 10))})</small>` : ""}:
      ${reasons(r)}.
      <button type="button" class="calc-link" data-aside-download="${i}">download it</button> ·
      <button type="button" class="calc-link" data-aside-discard="${i}">discard it</button></li>`).join("")}</ul></div>` : "";
@@ -260,8 +265,12 @@ export function addStorage(page) {
       say("Discarded what was set aside.");
     }
   });
-  pinned(); // read (and what cannot be used set aside) before the list is shown
-  renderSaved();
-  if (readAside().length) say("Some of what this browser kept could not be read; it is set aside (see “Set aside”).", "error");
+  try {
+    pinned(); // read (and what cannot be used set aside) before the list is shown
+    renderSaved();
+    if (readAside().length) say("Some of what this browser kept could not be read; it is set aside (see “Set aside”).", "error");
+  } catch (e) { // never the page's end: the calculator works without what this browser kept
+    say(`What this browser kept could not be shown (${e.message}); nothing of it was changed.`, "error");
+  }
   showComparison().catch(failed);
 }

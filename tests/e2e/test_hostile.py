@@ -263,21 +263,24 @@ def storage(calc: Calculator, key: str) -> Any:
 
 
 def test_unreadable_saved_scenarios_are_set_aside_not_deleted(calculator: Calculator) -> None:
-    """`{not json` as the saved list: the page loads and works, the text is kept aside with a
-    message, can be downloaded as it was, and is gone only when discarded."""
-    set_storage(calculator, {"calc.saved-scenarios": "{not json"})
+    """`{not json` as the saved list (and as the set-aside list itself): the page loads and
+    works, the text is kept aside with a message, can be downloaded as it was, and is gone only
+    when discarded."""
+    set_storage(calculator, {"calc.saved-scenarios": "{not json", "calc.set-aside": "{also not json"})
     calculator.open(VALID)
     page = calculator.page
     aside = page.inner_text("#calc-aside")
     assert "Saved scenarios" in aside and "is not valid JSON" in aside
-    kept = json.loads(storage(calculator, "calc.set-aside"))
-    assert [r["text"] for r in kept] == ["{not json"]
+    assert "The set-aside list" in aside and "could not be read" in aside
+    texts = [r["text"] for r in json.loads(storage(calculator, "calc.set-aside"))]
+    assert texts == ["{also not json", "{not json"]
     with page.expect_download() as info:
-        page.click("[data-aside-download='0']")
+        page.click("[data-aside-download='1']")
     assert Path(info.value.path()).read_text() == "{not json"
-    page.click("#calc-save")  # saving works again, and the set-aside text survives it
+    page.click("#calc-save")  # saving works again, and the set-aside texts survive it
     page.wait_for_selector(".calc-saved a")
-    assert json.loads(storage(calculator, "calc.set-aside"))[0]["text"] == "{not json"
+    assert [r["text"] for r in json.loads(storage(calculator, "calc.set-aside"))] == texts
+    page.click("[data-aside-discard='1']")
     page.click("[data-aside-discard='0']")
     page.wait_for_selector("#calc-aside", state="detached")
     assert json.loads(storage(calculator, "calc.set-aside")) == []
@@ -287,22 +290,24 @@ def test_bad_saved_entries_are_set_aside_and_the_good_one_opens(calculator: Calc
     """`[null, {...good...}, ...]`: the good scenario stays listed and opens; the others are set
     aside with their reasons; markup in their names is shown as text."""
     deep_scenario = f'{{"name": "deep", "scenario": {{"model": {{"hf_config": {DEEP}}}}}}}'
+    deep_extra = f'{{"name": "x", "scenario": {json.dumps(VALID)}, "junk": {DEEP}}}'
     saved = (f'[null, {json.dumps(GOOD_ENTRY)}, {deep_scenario}, '
-             f'{{"name": {json.dumps(TRAP + FETCH)}, "scenario": "not an object"}}, 7]')
+             f'{{"name": {json.dumps(TRAP + FETCH)}, "scenario": "not an object"}}, 7, {deep_extra}]')
     pins = json.dumps([{"name": TRAP, "scenario": {"schema_version": 2, "model": "gpt2"}}, "junk"])
+    earlier = f'[{{"key": {json.dumps(TRAP)}, "text": "earlier", "reasons": ["an earlier reason"], "at": {DEEP}}}]'
     set_storage(calculator, {"calc.saved-scenarios": saved, "calc.pinned-scenarios": pins,
-                             "calc.set-aside": "{also not json"})
+                             "calc.set-aside": earlier})
     calculator.open(VALID)
     page = calculator.page
     links = page.locator(".calc-saved a")
     assert links.count() == 1 and links.first.text_content() == "good one"
     aside = page.inner_text("#calc-aside")
     for words in ["entry 1 is null", "entry 3 has a scenario that is nested more than",
-                  "entry 4 has no scenario", "entry 5 is a number", "Pinned scenarios",
-                  "entry 2 is a string", "The set-aside list", "could not be read"]:
+                  "entry 4 has no scenario", "entry 5 is a number", f"entry 6 is nested more than {MAX_DEPTH + 1}",
+                  "Pinned scenarios", "entry 2 is a string", TRAP, "an earlier reason"]:
         assert words in aside, words
     records = json.loads(storage(calculator, "calc.set-aside"))
-    assert {r["text"] for r in records} >= {saved, pins, "{also not json"}  # kept as they were
+    assert {r["text"] for r in records} == {saved, pins, "earlier"}  # kept as they were
     assert json.loads(storage(calculator, "calc.saved-scenarios")) == [GOOD_ENTRY]
     # the pinned entry with markup in its name: compared by calc, refused, its name as text
     page.wait_for_function("() => document.getElementById('calc-compare').textContent.includes('schema_version')",
