@@ -193,9 +193,9 @@ def visit(page: Any, url: str) -> dict[str, Any]:
 
     page.on("console", listen)
     page.goto(url)
-    page.wait_for_function("window.calcTimings && window.calcTimings.firstLive",
+    page.wait_for_function("() => window.calcTimings && window.calcTimings.firstLive",
                            timeout=LIVE_TIMEOUT_MS)
-    page.wait_for_function("window.__bench.numbersOnScreen !== null", timeout=LIVE_TIMEOUT_MS)
+    page.wait_for_function("() => window.__bench.numbersOnScreen !== null", timeout=LIVE_TIMEOUT_MS)
     t = page.evaluate("({timings: window.calcTimings, bench: window.__bench,"
                       " controlled: Boolean(navigator.serviceWorker && navigator.serviceWorker.controller)})")
     live = t["timings"]["firstLive"]
@@ -278,7 +278,7 @@ def main() -> None:
             mark = log.mark()
             cold = visit(page, url)
             live_mark = log.mark()
-            page.wait_for_function("navigator.serviceWorker.ready.then(r => r.active.state === 'activated')",
+            page.wait_for_function("() => navigator.serviceWorker.ready.then(r => r.active.state === 'activated')",
                                    timeout=LIVE_TIMEOUT_MS)
             saved_mark = log.mark()
             cold["transfer_until_live"] = transfer(site, log.since(mark, live_mark))

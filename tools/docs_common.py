@@ -12,6 +12,7 @@ import posixpath
 from typing import Any
 
 from calc import Estimate, Scenario, parse_scenario
+from calc.reading import MAX_CONFIG_BYTES, MAX_DEPTH, MAX_TEXT_BYTES
 
 # The scenario the calculator opens on (and the GPU comparison and formula pages use): a common
 # full fine-tune that fits, on 8 GPUs with ZeRO-3.
@@ -20,6 +21,11 @@ DEFAULT_SCENARIO = Scenario.model_validate({
     "training": {"seq_len": 4096, "activation_checkpointing": "full"},
     "parallelism": {"dp": 8, "zero": 3},
 }).model_dump(mode="json")
+
+# calc's bounds on text from outside (calc.reading), embedded in the pages that read such text
+# (site/assets/untrusted.mjs checks them before any text reaches Python).
+READING_LIMITS = {"max_depth": MAX_DEPTH, "max_text_bytes": MAX_TEXT_BYTES,
+                  "max_config_bytes": MAX_CONFIG_BYTES}
 
 GiB = 1024**3
 

@@ -1,5 +1,5 @@
 """The GPU comparison page: the calculator's default scenario on every GPU preset, as a table
-and a bar chart (plain HTML and CSS, generated here, so it needs no script)."""
+and a bar chart (plain HTML, SVG and CSS, generated here, so it needs no script)."""
 
 from __future__ import annotations
 
@@ -34,11 +34,14 @@ def context(src: str) -> dict[str, str]:
                      f"{bf16:g}" if bf16 else "-", f"{g.memory_bandwidth_gbps:,.0f}"])
         cls = "ok" if within else "tight" if e.fits else "over"
         used = min(e.device_bytes, g.usable_bytes)
+        # SVG geometry, not style attributes: the Content-Security-Policy allows none
         bars.append(
             f'<div class="gpu-row"><span class="gpu-name">{html.escape(g.name)}</span>'
-            f'<span class="gpu-track" style="width:{100 * g.usable_bytes / scale:.2f}%">'
-            f'<span class="gpu-used gpu-used--{cls}" style="width:{100 * used / g.usable_bytes:.2f}%">'
-            f'</span><span class="gpu-target" style="left:{100 * DEFAULT_TARGET:.0f}%"></span></span>'
+            f'<svg class="gpu-track" width="{100 * g.usable_bytes / scale:.2f}%" aria-hidden="true">'
+            f'<rect class="gpu-back" width="100%" height="100%" rx="2"/>'
+            f'<rect class="gpu-used gpu-used--{cls}" width="{100 * used / g.usable_bytes:.2f}%"'
+            f' height="100%" rx="2"/>'
+            f'<rect class="gpu-target" x="{100 * DEFAULT_TARGET:.0f}%" width="2" height="100%"/></svg>'
             f'<span class="gpu-value">{pct(e.utilization)}</span></div>')
     e0 = results[0][1]
     t = e0.scenario.training

@@ -10,7 +10,14 @@ import json
 import types
 from typing import Any, Literal, Union, get_args, get_origin
 
-from docs_common import DEFAULT_SCENARIO, billions, encode_scenario, md_table, num_gib
+from docs_common import (
+    DEFAULT_SCENARIO,
+    READING_LIMITS,
+    billions,
+    encode_scenario,
+    md_table,
+    num_gib,
+)
 from pydantic.fields import FieldInfo
 
 import calc
@@ -252,6 +259,7 @@ def formulas(src: str) -> dict[str, str]:
         "calculator": "../../calculator/",
         "link": encode_scenario(DEFAULT_SCENARIO),
         "static": explain(DEFAULT_SCENARIO).as_dict(),
+        "limits": READING_LIMITS,
     }
     payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
     worked = f"""<div id="formula-math" data-state="static" markdown="0">

@@ -6,7 +6,10 @@
   default scenario's result computed now, in CPython, by the same `calc_worker.call` the
   browser calls. The page therefore shows real numbers before Python has
   loaded, and the browser swaps in live results when it is ready.
-- After the build, `vendor/site/` (staged by tools/vendor_assets.py) is copied to `<site>/vendor/`.
+- After the build, `vendor/site/` (staged by tools/vendor_assets.py) is copied to `<site>/vendor/`,
+  and every page is checked against its Content-Security-Policy (mkdocs.yml, `extra`): a policy
+  meta tag in it, no inline script that would execute, no `<style>` element or style attribute.
+  The policy would block them in the browser; the build says which page has one instead.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import html
 import importlib.util
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -32,7 +36,7 @@ from calc.plan.kv_cache import KV_CACHE_DTYPES
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))  # the page generators (tools/docs_*.py)
 import docs_pages  # noqa: E402
-from docs_common import DEFAULT_SCENARIO  # noqa: E402  (the scenario the calculator opens on)
+from docs_common import DEFAULT_SCENARIO, READING_LIMITS  # noqa: E402  (the calculator's opening scenario)
 
 VENDOR = ROOT / "vendor" / "site"
 MARKER = '<div id="calculator-app"></div>'
@@ -181,6 +185,8 @@ def calculator_html(root: str) -> str:
                  for g in gpus().values()},
         # above this share of the GPU a result is "tight": calc.plan's fit target
         "fit_target": DEFAULT_TARGET,
+        # calc.reading's bounds: links, pastes, files and saved entries are measured against them
+        "limits": READING_LIMITS,
         "component_labels": COMPONENT_LABELS,
         "export": {"formats": {f: FORMAT_NAMES[f] for f in FORMATS},
                    "default": _example(get("export").request, "format")},
@@ -253,9 +259,61 @@ def on_page_content(html_text: str, page: Any, config: Any, files: Any) -> str:
     return html_text.replace(MARKER, calculator_html("../" * depth or "./"))
 
 
+# What the Content-Security-Policy forbids in a page: a <script> with neither a src nor a data type
+# (JSON), a <style> element, a style attribute.
+CSP_META = re.compile(r'<meta http-equiv="Content-Security-Policy" content="([^"]*)">')
+INLINE = {
+    "an inline script": re.compile(r"<script\b(?![^>]*\bsrc=)(?![^>]*\btype=\"application/json\")[^>]*>"),
+    "a <style> element": re.compile(r"<style\b"),
+    "a style attribute": re.compile(r"<[a-zA-Z][^>]*\sstyle=[\"']"),
+}
+
+
+def csp_problems(text: str, policy: str) -> list[str]:
+    """What in one built page its Content-Security-Policy would block (or its policy missing)."""
+    metas = [html.unescape(m) for m in CSP_META.findall(text)]
+    problems = [] if metas == [policy] else [f"its Content-Security-Policy meta tags are {metas}"]
+    for what, pattern in INLINE.items():
+        m = pattern.search(text)
+        if m:
+            problems.append(f"{what}: {m.group(0)[:80]}")
+    return problems
+
+
+# Material's inline scripts, loaded from files instead (site/overrides/partials/javascripts/):
+# (partial, which of its scripts, our file); base.html's scope is the one change (see
+# site/assets/material_base.js).
+MATERIAL_SCRIPTS = (("base.html", 0, "material_base.js"), ("palette.html", 0, "material_palette.js"),
+                    ("content.html", 0, "material_tabs.js"), ("content.html", 1, "material_content.js"))
+SCOPE = ('new URL("{{ config.extra.scope | d(base_url) }}",location)',
+         'new URL("..",document.currentScript.src)')
+
+
+def on_config(config: Any) -> Any:
+    """Fail when the installed Material's inline scripts are no longer the copies the site loads
+    (a Material upgrade): the copies would silently be an older Material's."""
+    import material
+
+    partials = Path(material.__file__).parent / "templates" / "partials" / "javascripts"
+    for partial, index, copy in MATERIAL_SCRIPTS:
+        theirs = re.findall(r"<script>(.*?)</script>", (partials / partial).read_text(), re.S)[index]
+        ours = (ROOT / "site" / "assets" / copy).read_text().strip().splitlines()[-1]
+        if theirs.replace(*SCOPE) != ours:
+            raise PluginError(f"Material's {partial} script changed: update site/assets/{copy} "
+                              "(and site/overrides/) from it")
+    return config
+
+
 def on_post_build(config: Any) -> None:
     if not (VENDOR / "pyodide" / "pyodide-lock.json").is_file():
         raise PluginError("vendor/site/ is missing: run `make site` (it runs tools/vendor_assets.py)")
-    dest = Path(config["site_dir"]) / "vendor"
+    site = Path(config["site_dir"])
+    policy = config["extra"]["content_security_policy"]
+    for page in sorted(site.rglob("*.html")):
+        problems = csp_problems(page.read_text(encoding="utf-8"), policy)
+        if problems:
+            raise PluginError(f"{page.relative_to(site)}: {'; '.join(problems)} "
+                              "(the Content-Security-Policy, mkdocs.yml extra, would block it)")
+    dest = site / "vendor"
     shutil.rmtree(dest, ignore_errors=True)
     shutil.copytree(VENDOR, dest)

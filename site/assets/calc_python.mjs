@@ -4,6 +4,12 @@
 //
 // Failures come back as one sentence naming what failed (a missing file, no WebAssembly, Python
 // not starting), for the page to show next to the numbers it already has.
+//
+// `keepCalcPython` keeps it running: Pyodide dies for good on some failures (a stack overflow
+// in WebAssembly; every later call then says "Pyodide already fatally failed"), so a call that
+// finds Python dead starts a new worker, throws PythonRestarted, and tells the page (`onRestart`),
+// which computes what it shows again. Python dying a second time before it has answered
+// anything is not retried (PythonStopped).
 
 const RUNTIME_FILES = ["vendor/pyscript/core.js", "vendor/pyodide/pyodide.mjs",
   "vendor/pyodide/pyodide.asm.wasm", "vendor/pyodide/python_stdlib.zip",
@@ -32,6 +38,13 @@ export async function startCalcPython(root, onSlow = () => {}) {
   } catch (e) {
     throw new StartError(await diagnose(base, `PyScript did not load: ${e.message}`));
   }
+  // PyScript hands the JavaScript hooks that run in a worker over as source it compiles with
+  // Function(), which the Content-Security-Policy forbids (no 'unsafe-eval'). calc's worker needs
+  // none: the one PyScript adds registers pyscript.fs, which calc does not use, and the first
+  // worker of a page starts without it. So every worker starts without them (a restart too).
+  for (const name of ["onReady", "onBeforeRun", "onBeforeRunAsync", "onAfterRun", "onAfterRunAsync"]) {
+    core.hooks?.worker?.[name]?.clear?.();
+  }
   const slow = setTimeout(async () => onSlow(
     await diagnose(base, "Python has not started after 30 seconds; still trying")), SLOW_MS);
   try {
@@ -48,4 +61,69 @@ export async function startCalcPython(root, onSlow = () => {}) {
   } finally {
     clearTimeout(slow);
   }
+}
+
+// The call was lost with a worker that died; a new one is running and the page was told.
+export class PythonRestarted extends Error {}
+// Python died again right after a restart: the page stops asking.
+export class PythonStopped extends Error {}
+
+const firstLine = (e) => String(e?.message ?? e).split("\n")[0];
+
+// Does the worker still answer? (An exception raised inside Python leaves it answering.)
+async function responds(worker) {
+  try {
+    await Promise.race([worker.sync.call("", "{}"), new Promise((_, no) => setTimeout(no, 10000))]);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+class CalcPython {
+  constructor(root, worker, onRestart) {
+    Object.assign(this, { root, worker, onRestart, restarting: null, deaths: 0, stopped: null });
+  }
+
+  // calc_worker's answer (JSON text) to operation `name` on `request` (JSON text); with
+  // `scenarioText`, the request's scenario is that text, read by calc as the CLI reads a file.
+  async call(name, request, scenarioText = null) {
+    if (this.restarting) await this.restarting;
+    if (this.stopped) throw this.stopped;
+    const worker = this.worker;
+    try {
+      const answer = await (scenarioText === null ? worker.sync.call(name, request)
+        : worker.sync.call_scenario_text(name, request, scenarioText));
+      this.deaths = 0;
+      return answer;
+    } catch (error) {
+      if (worker === this.worker && !this.restarting && (await responds(worker))) throw error;
+      if (worker === this.worker && !this.restarting) {
+        this.restarting = this.restart(firstLine(error)).finally(() => { this.restarting = null; });
+      }
+      await this.restarting;
+      if (this.stopped) throw this.stopped;
+      throw new PythonRestarted(`Python was restarted (${firstLine(error)})`);
+    }
+  }
+
+  async restart(why) {
+    try { this.worker.terminate?.(); } catch { /* already gone */ }
+    if (++this.deaths > 1) {
+      this.stopped = new PythonStopped(`Python failed again after a restart (${why})`);
+      return;
+    }
+    try {
+      this.worker = await startCalcPython(this.root);
+    } catch (e) {
+      this.stopped = new PythonStopped(`Python failed (${why}) and could not be restarted: ${e.message}`);
+      return;
+    }
+    this.onRestart(why);
+  }
+}
+
+// startCalcPython's worker, restarted when it dies: `(await keepCalcPython(root, ...)).call(...)`.
+export async function keepCalcPython(root, { onSlow = () => {}, onRestart = () => {} } = {}) {
+  return new CalcPython(root, await startCalcPython(root, onSlow), onRestart);
 }

@@ -18,20 +18,7 @@
 
   function show(kind, text, action) {
     if (updateShown && kind !== "update") return; // the reload offer stays until it is taken
-    if (!notice) {
-      const style = document.createElement("style");
-      style.textContent = `
-#offline-notice { position: fixed; right: .8rem; bottom: .8rem; z-index: 10; max-width: 26rem;
-  padding: .4rem .7rem; font-size: .68rem; border-radius: .2rem; box-shadow: 0 .1rem .4rem rgba(0,0,0,.25);
-  background: var(--md-default-bg-color, #fff); color: var(--md-default-fg-color, #222);
-  border-left: .25rem solid var(--md-accent-fg-color, #526cfe); pointer-events: none; }
-#offline-notice button { pointer-events: auto; }
-#offline-notice[data-state=offline] { border-left-color: #ef6c00; }
-#offline-notice[data-state=update] { border-left-color: #2e7d32; }
-#offline-notice button { margin-left: .5rem; font: inherit; cursor: pointer; padding: .1rem .5rem;
-  border: 1px solid currentColor; border-radius: .15rem; background: none; color: inherit; }
-#offline-notice .offline-close { border: none; padding: 0 .2rem; margin-left: .3rem; }`;
-      document.head.appendChild(style);
+    if (!notice) { // styled by assets/docs.css (the Content-Security-Policy allows no <style>)
       notice = document.createElement("div");
       notice.id = "offline-notice";
       notice.setAttribute("role", "status");

@@ -3,24 +3,34 @@
 // report computed at build time (data-state="static") and swaps in live results
 // (data-state="live") once Python is running in the worker.
 //
-//   page.mjs      the embedded data (calc's defaults, labels), the worker, formatting
+//   page.mjs      the embedded data (calc's defaults, labels, limits), the worker, formatting
 //   form.mjs      the scenario form: read, fill, field errors
 //   results.mjs   the report, the GPU cards, batch and speed, export, recommendations
 //   planning.mjs  the planning panels (advisor, import, cheapest, RL): inputs, runs, staleness
 //   plans.mjs     the panels' answers (plans, cheapest GPUs, RL memory), formatted
 //   storage.mjs   share links, saved and pinned scenarios, download and upload
+//
+// A scenario from outside the form (a share link, an opened file) is "held": calc reads the
+// text it came as, as the command line reads a scenario file, so calc's contract applies to it
+// whole (no defaults filled over unknown or bad fields). Until calc accepts it or the user
+// changes something, its verdict stays in the status line and beside the field it names, and
+// the page address keeps the link.
 
-import { StartError, startCalcPython } from "../assets/calc_python.mjs";
+import { StartError, keepCalcPython } from "../assets/calc_python.mjs";
+import { LinkError, scenarioTextInAddress } from "../assets/scenario_link.mjs";
+import { isObject, parsed } from "../assets/untrusted.mjs";
 import { askArchitecture, clearErrors, currentModel, field, fillForm, readScenario, showError,
   watchForm, writeField } from "./form.mjs";
-import { $, DATA, STATIC, ask, failed, live, say, timings } from "./page.mjs";
+import { $, DATA, LIMITS, STATIC, ask, failed, live, say, timings } from "./page.mjs";
 import { addPlanning, planningScenario } from "./planning.mjs";
 import { addResultSections, afterResult, recommendation, render, watchExport } from "./results.mjs";
-import { addStorage, linkTo, pinned, scenarioFromURL, showComparison } from "./storage.mjs";
+import { addStorage, linkTo, pinned, showComparison } from "./storage.mjs";
 
 let timer = null;
+let held = null; // {source, text, problem}: a scenario from outside, not yet accepted by calc
 
 async function update() {
+  if (held) return updateHeld(held);
   const scenario = readScenario();
   linkTo(scenario);
   if (!live.worker) return;
@@ -30,9 +40,35 @@ async function update() {
   clearErrors();
   planningScenario(scenario);
   if (!payload.ok) return showError(payload.field, payload.message);
+  showLive(payload, scenario, mine);
+}
+
+// A held scenario: calc's verdict on its text. Accepted, it fills the form and the address.
+async function updateHeld(h) {
+  if (h.problem) return notApplied(h, "scenario", h.problem);
+  if (!live.worker) return;
+  const mine = ++live.seq;
+  const payload = await ask("estimate", {}, h.text);
+  if (mine !== live.seq || held !== h) return;
+  clearErrors();
+  if (!payload.ok) return notApplied(h, payload.field, payload.message);
+  held = null;
+  fillForm(payload.report.scenario);
+  const scenario = readScenario();
+  linkTo(scenario);
+  planningScenario(scenario);
+  showLive(payload, scenario, mine);
+}
+
+function notApplied(h, path, message) {
+  showError(path, message, `${h.source} was not applied: ${path}: ${message}. The result below is the last one computed, not this scenario's.`);
+}
+
+function showLive(payload, scenario, mine) {
   render(payload, "live");
   timings.firstLive ??= performance.now();
-  say(`Live: computed in your browser by calc ${payload.report.calc_version}.`);
+  say(`Live: computed in your browser by calc ${payload.report.calc_version}.${live.note ? ` ${live.note}` : ""}`);
+  live.note = "";
   afterResult(scenario, mine).catch(failed);
 }
 
@@ -41,18 +77,53 @@ function schedule(delay = 150) {
   timer = setTimeout(() => update().catch(failed), delay);
 }
 
+// The user changed the form: a held scenario gives way to it.
+function changed(delay) {
+  held = null;
+  schedule(delay);
+}
+
+// Hold a scenario from outside (`text`, or the `problem` the page found before reading it) and
+// show in the form what can be shown of it.
+function hold(source, text, problem = null) {
+  held = { source, text, problem };
+  const scenario = problem ? undefined : parsed(text);
+  if (isObject(scenario)) fillForm(scenario, { read: false });
+  clearErrors();
+  schedule(0); // shows `problem`, or asks calc
+
+}
+
+// The scenario in the page address, held; false when there is none.
+function holdLink() {
+  try {
+    const text = scenarioTextInAddress(LIMITS);
+    if (text === null) return false;
+    hold("The linked scenario", text);
+  } catch (e) {
+    if (!(e instanceof LinkError)) throw e;
+    hold("The linked scenario", null, e.message);
+  }
+  return true;
+}
+
 function applyScenario(scenario, title) {
   fillForm(scenario);
   clearErrors();
-  schedule(0);
+  changed(0);
   say(`Applied: ${title}.`);
 }
 
 async function start() {
   const built = "The result shown was computed when the site was built.";
   try {
-    live.worker = await startCalcPython(DATA.root, (why) => {
-      if (!live.worker) say(`The live calculator could not start yet: ${why}. ${built}`, "error");
+    live.worker = await keepCalcPython(DATA.root, {
+      onSlow: (why) => { if (!live.worker) say(`The live calculator could not start yet: ${why}. ${built}`, "error"); },
+      onRestart: (why) => {
+        live.note = `Python failed (${why}) and was restarted; the form was kept.`;
+        say(`Python failed (${why}); it was restarted and the form is computed again…`, "error");
+        schedule(0);
+      },
     });
   } catch (e) {
     if (!(e instanceof StartError)) throw e;
@@ -60,24 +131,25 @@ async function start() {
   }
   timings.pythonReady = performance.now();
   const model = currentModel();
-  if (model && typeof model === "object" && "hf_config" in model) await askArchitecture(model.hf_config);
+  if (!held && isObject(model) && "hf_config" in model) await askArchitecture(model.hf_config);
   await update();
   if (pinned().length) await showComparison();
 }
 
 // ---- wiring ----
 addResultSections();
-addStorage(schedule);
-addPlanning({ apply: applyScenario, schedule });
-watchForm(schedule);
-watchExport(readScenario);
-const initial = scenarioFromURL();
-fillForm(initial ?? DATA.defaults);
+addStorage({ open: hold });
+addPlanning({ apply: applyScenario, schedule: changed });
+watchForm(changed);
+watchExport(() => (held ? null : readScenario()));
+fillForm(DATA.defaults);
 render(STATIC, "static");
-if (initial) say("Showing the result computed when the site was built, for the default scenario; your linked scenario is computed as soon as Python is ready…");
+if (holdLink() && !held.problem) {
+  say("Showing the result computed when the site was built, for the default scenario; your linked scenario is computed as soon as Python is ready…");
+}
 $("calc-results").addEventListener("click", (e) => {
   const card = e.target.closest("[data-gpu]");
-  if (card) { field("gpu").value = card.dataset.gpu; schedule(0); }
+  if (card) { field("gpu").value = card.dataset.gpu; changed(0); }
 });
 document.addEventListener("click", (e) => {
   const applied = e.target.closest("[data-apply]");
@@ -85,7 +157,7 @@ document.addEventListener("click", (e) => {
   if (rec) applyScenario(rec.scenario, rec.title);
   if (e.target.closest("#calc-use-maxmb")) {
     const value = $("calc-maxmb").dataset.value;
-    if (value) { writeField("training.micro_batch_size", Number(value)); schedule(0); }
+    if (value) { writeField("training.micro_batch_size", Number(value)); changed(0); }
   }
 });
 $("calc-copy").addEventListener("click", async () => {
@@ -93,6 +165,6 @@ $("calc-copy").addEventListener("click", async () => {
   try { await navigator.clipboard.writeText(location.href); say("Link copied."); }
   catch { say("Copy the page address to share this scenario."); }
 });
-$("calc-reset").addEventListener("click", () => { fillForm(DATA.defaults); clearErrors(); schedule(0); });
-addEventListener("hashchange", () => { const s = scenarioFromURL(); if (s) { fillForm(s); schedule(0); } });
+$("calc-reset").addEventListener("click", () => { fillForm(DATA.defaults); clearErrors(); changed(0); });
+addEventListener("hashchange", () => holdLink());
 start().catch(failed);

@@ -2,7 +2,8 @@
 // field errors beside the inputs they name. The form itself is generated at build time from the
 // scenario's pydantic models (tools/site_hooks.py); DATA.kinds says how to read each input.
 
-import { $, DATA, ask, failed, live, say } from "./page.mjs";
+import { isObject, textProblem } from "../assets/untrusted.mjs";
+import { $, DATA, LIMITS, ask, failed, live, say } from "./page.mjs";
 
 const form = $("calc-form");
 let modelSpec = DATA.defaults.model; // what goes into scenario.model
@@ -22,11 +23,14 @@ function readField(path) {
   return Number.isFinite(n) ? n : raw; // let calc say what is wrong with it
 }
 
+// Any value at all (a link's scenario is filled in before calc has read it): what is not a
+// string, number or boolean leaves the input empty, and calc names the field once it reads it.
 export function writeField(path, value) {
   const el = field(path);
   if (!el) return;
-  if (DATA.kinds[path] === "bool") el.checked = Boolean(value);
-  else el.value = value === null || value === undefined ? "" : String(value);
+  const shown = ["string", "number", "boolean"].includes(typeof value) ? String(value) : "";
+  if (DATA.kinds[path] === "bool") el.checked = value === true;
+  else el.value = shown;
 }
 
 export function readScenario() {
@@ -41,7 +45,7 @@ export function readScenario() {
 const readArch = () => Object.fromEntries(DATA.arch_fields.map((n) => [n, readField(`model.${n}`)]));
 
 function canonical(table, id) {
-  if (id in table) return id;
+  if (Object.hasOwn(table, id)) return id;
   return Object.keys(table).find((k) => table[k].aliases.includes(id)) ?? id;
 }
 
@@ -55,33 +59,37 @@ function fillArch(arch) {
   for (const name of DATA.arch_fields) writeField(`model.${name}`, arch ? arch[name] : null);
 }
 
-function setModel(spec) {
+function setModel(spec, read = true) {
   const select = field("model");
   modelSpec = spec;
   if (typeof spec === "string") {
     const id = canonical(DATA.models, spec);
     modelSpec = id;
     ensureOption(select, id);
-    fillArch(DATA.models[id]?.architecture ?? null);
-  } else if (spec && typeof spec === "object" && "hf_config" in spec) {
+    fillArch(Object.hasOwn(DATA.models, id) ? DATA.models[id].architecture : null);
+  } else if (isObject(spec) && "hf_config" in spec) {
     select.value = "hf_config";
     field("model.hf_config").value = JSON.stringify(spec.hf_config, null, 2);
-    askArchitecture(spec.hf_config);
+    if (read) askArchitecture(spec.hf_config).catch(failed);
   } else {
     select.value = "custom";
-    fillArch(spec);
+    fillArch(isObject(spec) ? spec : null);
   }
 }
 
-export function fillForm(scenario) {
+// The form from a scenario, which may be anything JSON can hold (a link's, before calc has read
+// it: `read` false, so a pasted config.json in it is not read apart): every input shows what it
+// can of it, calc's defaults where it leaves a field out.
+export function fillForm(scenario, { read = true } = {}) {
+  const s = isObject(scenario) ? scenario : {};
   const d = DATA.field_defaults;
   for (const group of ["training", "parallelism"]) {
-    const values = { ...d[group], ...(scenario[group] || {}) };
+    const values = { ...d[group], ...(isObject(s[group]) ? s[group] : {}) };
     for (const [name, value] of Object.entries(values)) writeField(`${group}.${name}`, value);
   }
-  const gpu = canonical(DATA.gpus, scenario.gpu ?? d.gpu);
+  const gpu = typeof s.gpu === "string" ? canonical(DATA.gpus, s.gpu) : d.gpu;
   ensureOption(field("gpu"), gpu);
-  setModel(scenario.model ?? DATA.defaults.model);
+  setModel(s.model ?? DATA.defaults.model, read);
 }
 
 // ---- errors: aria-invalid and a message beside the field; the last good result stays ----
@@ -90,17 +98,23 @@ export function clearErrors() {
   for (const el of form.querySelectorAll(".calc-error")) el.textContent = "";
 }
 
-export function showError(path, message) {
+// calc's error beside the input it names (or the nearest enclosing one); an error about the
+// whole scenario (`scenario`, `schema_version`, a field the form does not have) in the status
+// line alone. `status`: the status line's sentence, where not "Check ...".
+export function showError(path, message, status = `Check ${path}: ${message}. The result shown is the last valid one.`) {
   let key = path;
   while (key && !field(key)) key = key.includes(".") ? key.slice(0, key.lastIndexOf(".")) : "";
-  if (key === "model.hf_config" && typeof modelSpec === "string") key = "model";
-  const el = field(key || "model");
-  el.setAttribute("aria-invalid", "true");
-  const note = $(el.getAttribute("aria-describedby"));
-  const where = key === path ? "" : `${path}: `;
-  note.textContent = `${where}${message}`;
-  if (el.closest("details")) el.closest("details").open = true;
-  say(`Check ${path}: ${message}. The result shown is the last valid one.`, "error");
+  // about a config no longer in use (the model is a preset and the box is empty): the model
+  if (key === "model.hf_config" && typeof modelSpec === "string" && !field(key).value.trim()) key = "model";
+  const el = key ? field(key) : null;
+  if (el) {
+    el.setAttribute("aria-invalid", "true");
+    const note = $(el.getAttribute("aria-describedby"));
+    const where = key === path ? "" : `${path}: `;
+    note.textContent = `${where}${message}`;
+    if (el.closest("details")) el.closest("details").open = true;
+  }
+  say(status, "error");
 }
 
 // A pasted config.json, read by calc (the `architecture` operation) into the architecture fields.
@@ -124,8 +138,11 @@ export function watchForm(schedule) {
       else setModel(v);
     } else if (name === "model.hf_config") {
       clearErrors();
+      const text = event.target.value;
+      const problem = textProblem(text, LIMITS, LIMITS.max_config_bytes);
+      if (problem) return showError("model.hf_config", problem); // never handed to Python
       let cfg;
-      try { cfg = JSON.parse(event.target.value); } catch (e) {
+      try { cfg = JSON.parse(text); } catch (e) {
         return showError("model.hf_config", `is not valid JSON (${e.message})`);
       }
       modelSpec = { hf_config: cfg };

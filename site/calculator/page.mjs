@@ -1,20 +1,40 @@
 // What every part of the calculator page shares: the data the build embedded (calc's presets,
-// defaults and labels, tools/site_hooks.py), the worker running calc, the status line, and
-// number formatting. Nothing here knows a domain number: those are all in DATA.
+// defaults, labels and reading limits, tools/site_hooks.py), the worker running calc, the status
+// line, and number formatting. Nothing here knows a domain number: those are all in DATA.
+
+import { PythonRestarted } from "../assets/calc_python.mjs";
+import { depthRule, nesting, textProblem } from "../assets/untrusted.mjs";
 
 export const $ = (id) => document.getElementById(id);
 export const DATA = JSON.parse($("calc-data").textContent);
 export const STATIC = JSON.parse($("calc-static").textContent);
+export const LIMITS = DATA.limits; // calc.reading's bounds on text from outside
 export const timings = (window.calcTimings = { start: performance.now() });
 
 // ---- the worker: calc's operations by name (calc_worker.call) ----
-export const live = { worker: null, seq: 0 }; // the worker once ready; the latest scenario asked
+// `worker`: calc's Python once ready (calc_python.mjs keepCalcPython); `seq`: the latest
+// scenario asked; `note`: what the next status line adds (Python was restarted). window.calcLive
+// lets the browser tests and benchmarks reach the worker.
+export const live = (window.calcLive = { worker: null, seq: 0, note: "" });
 export const isLatest = (mine) => mine === live.seq;
 
+// Every text from outside was measured against LIMITS where it came in; a request holds such a
+// scenario at most two levels down ({"scenarios": [...]}) and a scenario a pasted config.json two
+// more ({"model": {"hf_config": ...}}). Anything deeper is refused here, never handed to Pyodide.
+const REQUEST_DEPTH = LIMITS.max_depth + 4;
+const refused = (field, message) => JSON.stringify({ ok: false, field, message });
+
 // calc's answer to operation `name` for `request`: the JSON text ({"ok": true, ...} or
-// {"ok": false, "field", "message"}), and the same parsed.
-export const call = (name, request) => live.worker.sync.call(name, JSON.stringify(request));
-export const ask = async (name, request) => JSON.parse(await call(name, request));
+// {"ok": false, "field", "message"}), and the same parsed. With `scenarioText`, the request's
+// scenario is that text (a link's, a file's), read by calc as the command line reads a file.
+export async function call(name, request, scenarioText = null) {
+  const text = JSON.stringify(request);
+  if (nesting(text) > REQUEST_DEPTH) return refused("request", depthRule(REQUEST_DEPTH));
+  const problem = scenarioText === null ? null : textProblem(scenarioText, LIMITS);
+  if (problem) return refused("scenario", problem);
+  return live.worker.call(name, text, scenarioText);
+}
+export const ask = async (name, request, scenarioText = null) => JSON.parse(await call(name, request, scenarioText));
 
 // ---- the status line ----
 export function say(text, kind = "") {
@@ -24,6 +44,7 @@ export function say(text, kind = "") {
 }
 
 export function failed(error) {
+  if (error instanceof PythonRestarted) return; // the page computes its form again (calculator.js)
   console.warn("calculator:", error);
   say(`The live calculator stopped: ${error?.message ?? error}. The last result stays on the page.`, "error");
 }

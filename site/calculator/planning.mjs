@@ -6,8 +6,9 @@
 // advisor searches hundreds of layouts): a panel whose inputs from the scenario have changed
 // since is marked stale.
 
+import { textProblem } from "../assets/untrusted.mjs";
 import { clearErrors, fillForm, readScenario } from "./form.mjs";
-import { $, DATA, call, count, esc, failed, gpuName, live, say, timings } from "./page.mjs";
+import { $, DATA, LIMITS, call, count, esc, failed, gpuName, live, say, timings } from "./page.mjs";
 import { applies, notes, renderAdvice, renderCheapest, renderRl } from "./plans.mjs";
 
 const SHOWN_PLANS = 5; // the advisor's plans the page lists (a display choice)
@@ -171,6 +172,11 @@ async function runTool(name) {
   }
   const scenario = readScenario();
   const inputs = readTool(form);
+  // A pasted config is measured against calc's bounds here; beyond them it never reaches Python.
+  for (const f of tool.fields.filter((n) => DATA.requests[name][n].kind === "text")) {
+    const problem = textProblem(inputs[f] ?? "", LIMITS, LIMITS.max_config_bytes);
+    if (problem) { out.innerHTML = ""; return toolError(name, f, problem); }
+  }
   const request = { ...inputs, ...tool.request(scenario) };
   const mine = (toolSeq[name] = (toolSeq[name] ?? 0) + 1);
   out.setAttribute("aria-busy", "true");

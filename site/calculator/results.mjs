@@ -40,7 +40,7 @@ export function render(payload, state) {
   const scale = Math.max(r.device_bytes, r.usable_bytes);
   const seg = (k) => `calc-seg--${k.replace("/", "-")}`;
   const bar = Object.entries(parts).filter(([, b]) => b > 0).map(([k, b]) =>
-    `<span class="calc-seg ${seg(k)}" style="width:${(100 * b / scale).toFixed(3)}%"
+    `<span class="calc-seg ${seg(k)}" data-width="${(100 * b / scale).toFixed(3)}"
       title="${esc(label(k))}: ${gib(b)}"></span>`).join("");
   const rows = Object.entries(parts).map(([k, b]) =>
     `<tr><td><span class="calc-key ${seg(k)}"></span>${esc(label(k))}</td>
@@ -61,7 +61,7 @@ export function render(payload, state) {
       <div>${pct(r.utilization)} of ${esc(gpu)} (${gib(r.usable_bytes)}): <strong>${word}</strong></div>
     </div>
     <div class="calc-bar" role="img" aria-label="Memory breakdown against ${esc(gpu)}">${bar}
-      <span class="calc-cap" style="left:${(100 * r.usable_bytes / scale).toFixed(3)}%" title="GPU memory"></span></div>
+      <span class="calc-cap" data-left="${(100 * r.usable_bytes / scale).toFixed(3)}" title="GPU memory"></span></div>
     <table class="calc-table"><caption>Device memory at the peak (${esc(r.peak_phase.replace("_", " "))})</caption>
       <thead><tr><th>Component</th><th>Memory</th><th>Share</th></tr></thead><tbody>${rows}</tbody>
       <tfoot><tr><th>Total (as nvidia-smi shows)</th><th class="calc-num">${gib(r.device_bytes)}</th><th></th></tr></tfoot></table>
@@ -74,6 +74,9 @@ export function render(payload, state) {
       Confidence: ${esc(r.confidence.level)} (${esc(r.confidence.basis)}).</p>
     ${warnings ? `<ul class="calc-warnings">${warnings}</ul>` : ""}
     <h3>On every GPU</h3><div class="calc-cards">${cards}</div>`;
+  // The bar's sizes through the CSSOM: the Content-Security-Policy allows no style attributes.
+  for (const el of $("calc-results").querySelectorAll("[data-width]")) el.style.width = `${el.dataset.width}%`;
+  for (const el of $("calc-results").querySelectorAll("[data-left]")) el.style.left = `${el.dataset.left}%`;
   const pre = $("estimate-json");
   pre.textContent = payload.report_text ?? JSON.stringify(r, null, 2);
   pre.dataset.state = state;
@@ -136,9 +139,11 @@ export async function showExport(scenario, mine) {
   }
 }
 
-export function watchExport(readScenario) {
+// `current()`: the scenario the results are for, or null while none is (a link calc refused).
+export function watchExport(current) {
   $("calc-export-format").addEventListener("change", () => {
-    if (live.worker) showExport(readScenario(), live.seq).catch(failed);
+    const scenario = current();
+    if (live.worker && scenario) showExport(scenario, live.seq).catch(failed);
   });
 }
 

@@ -1,27 +1,105 @@
 // Keeping and sharing scenarios: the share link (#s=, the page address), scenarios saved in
 // this browser, pinned scenarios compared side by side (calc's `compare`), download and upload
 // of the scenario JSON, copying the report.
+//
+// What this browser keeps (localStorage) is read entry by entry: an entry is {name, scenario,
+// device_bytes?} within calc's bounds (LIMITS). A list or an entry that is not is set aside: the
+// list's text as it was, with the reasons, goes to calc.set-aside, and the page lists it under the
+// saved scenarios with a download and a discard button. It is never used, and never deleted
+// without the user's word; the good entries stay in use.
 
-import { encodeScenario, scenarioInAddress } from "../assets/scenario_link.mjs";
-import { clearErrors, fillForm, readScenario } from "./form.mjs";
-import { $, DATA, ask, count, esc, failed, gib, gpuName, label, live, pct, say, signed } from "./page.mjs";
+import { encodeScenario } from "../assets/scenario_link.mjs";
+import { depthOf, depthRule, isObject, sizeRule, textProblem, utf8 } from "../assets/untrusted.mjs";
+import { readScenario } from "./form.mjs";
+import { $, DATA, LIMITS, ask, count, esc, failed, gib, gpuName, label, live, pct, say, signed } from "./page.mjs";
 
 const STORE = "calc.saved-scenarios";
 const PINS = "calc.pinned-scenarios";
-const saved = () => JSON.parse(localStorage.getItem(STORE) || "[]");
-export const pinned = () => JSON.parse(localStorage.getItem(PINS) || "[]");
+const ASIDE = "calc.set-aside";
+const LISTS = { [STORE]: "Saved scenarios", [PINS]: "Pinned scenarios", [ASIDE]: "The set-aside list" };
 let compareSeq = 0;
+let unkept = []; // set-aside records this browser refused to store (full): shown all the same
 
-// ---- the share link: the scenario in the page address ----
-export function scenarioFromURL() {
+function getItem(key) {
+  try { return localStorage.getItem(key); } catch { return null; } // storage off: nothing kept
+}
+
+function setItem(key, value) {
   try {
-    return scenarioInAddress();
+    localStorage.setItem(key, value);
+    return true;
   } catch (e) {
-    say(`The link's scenario could not be read (${e.message}); showing the default scenario.`, "error");
-    return null;
+    say(`This browser did not keep it: ${e.message}.`, "error");
+    return false;
   }
 }
 
+// Why a list entry cannot be used, or null.
+function entryProblem(entry) {
+  if (!isObject(entry)) return `is ${entry === null ? "null" : Array.isArray(entry) ? "a list" : `a ${typeof entry}`}, not a scenario entry`;
+  if (typeof entry.name !== "string") return "has no name (a string)";
+  if (!isObject(entry.scenario)) return "has no scenario (an object)";
+  if (entry.device_bytes != null && !Number.isFinite(entry.device_bytes)) return "has a device_bytes that is not a number";
+  if (depthOf(entry.scenario, LIMITS.max_depth) > LIMITS.max_depth) return `has a scenario that ${depthRule(LIMITS.max_depth)}`;
+  if (depthOf(entry, LIMITS.max_depth + 1) > LIMITS.max_depth + 1) return depthRule(LIMITS.max_depth + 1);
+  const size = new TextEncoder().encode(JSON.stringify(entry)).length;
+  return size > LIMITS.max_text_bytes ? sizeRule(size, LIMITS.max_text_bytes) : null;
+}
+
+// The set-aside records, each {key, text, reasons, at}; a set-aside list that is not one of them is
+// itself shown (and kept) as one record.
+function readAside() {
+  const text = getItem(ASIDE);
+  const list = text === null ? [] : parsedList(text);
+  const record = (r) => isObject(r) && typeof r.key === "string" && typeof r.text === "string"
+    && Array.isArray(r.reasons) && r.reasons.every((x) => typeof x === "string");
+  const kept = list && list.every(record)
+    ? list.map((r) => ({ key: r.key, text: r.text, reasons: r.reasons, at: typeof r.at === "string" ? r.at : "" }))
+    : [{ key: ASIDE, text, reasons: ["could not be read"], at: "" }];
+  return [...kept, ...unkept];
+}
+
+function parsedList(text) {
+  try { const v = JSON.parse(text); return Array.isArray(v) ? v : null; } catch { return null; }
+}
+
+function setAside(key, text, reasons) {
+  const list = readAside().filter((r) => !unkept.includes(r));
+  if (list.some((r) => r.key === key && r.text === text)) return true; // already kept
+  const record = { key, text, reasons, at: new Date().toISOString() };
+  if (setItem(ASIDE, JSON.stringify([...list, record]))) return true;
+  unkept.push(record);
+  return false;
+}
+
+// The usable entries of list `key`; the list as it was is set aside when any entry is not.
+function readList(key) {
+  const text = getItem(key);
+  if (text === null) return [];
+  let list;
+  try { list = JSON.parse(text); } catch (e) {
+    setAside(key, text, [`is not valid JSON (${e.message})`]);
+    return [];
+  }
+  if (!Array.isArray(list)) {
+    setAside(key, text, ["is not a list"]);
+    return [];
+  }
+  const good = [];
+  const reasons = [];
+  list.forEach((entry, i) => {
+    const problem = entryProblem(entry);
+    if (problem) reasons.push(`entry ${i + 1} ${problem}`);
+    else good.push(entry);
+  });
+  if (reasons.length && setAside(key, text, reasons)) setItem(key, JSON.stringify(good));
+  return good;
+}
+
+const saved = () => readList(STORE);
+export const pinned = () => readList(PINS);
+
+// ---- the share link: the form's scenario in the page address ----
 export function linkTo(scenario) {
   const hash = `#s=${encodeScenario(scenario)}`;
   history.replaceState(null, "", hash);
@@ -32,19 +110,36 @@ export function linkTo(scenario) {
 const nameOf = (s) =>
   `${typeof s.model === "string" ? s.model : "custom model"} · b${s.training.micro_batch_size} × ${s.training.seq_len} on ${s.gpu}`;
 
-// ---- saved in this browser ----
+// ---- saved in this browser, and what was set aside ----
 function renderSaved() {
   const list = saved();
-  $("calc-saved").innerHTML = list.length ? `<h3>Saved in this browser</h3><ul class="calc-saved">${list.map((e, i) =>
+  const aside = readAside();
+  const savedHtml = list.length ? `<h3>Saved in this browser</h3><ul class="calc-saved">${list.map((e, i) =>
     `<li><a href="#s=${encodeScenario(e.scenario)}">${esc(e.name)}</a>
      <small>${e.device_bytes ? gib(e.device_bytes) : ""}</small>
      <button type="button" class="calc-link" data-pin-saved="${i}">pin to compare</button>
      <button type="button" class="calc-link" data-forget="${i}">remove</button></li>`).join("")}</ul>` : "";
+  const reasons = (r) => esc(r.reasons.slice(0, 8).join("; ") + (r.reasons.length > 8 ? `; and ${r.reasons.length - 8} more` : ""));
+  const asideHtml = aside.length ? `<div id="calc-aside" class="calc-aside" role="status"><h3>Set aside</h3>
+    <p>What this browser kept that the calculator cannot read, as it was. It is not used, and it is
+    kept until you discard it; every readable entry stays in use.</p><ul>${aside.map((r, i) =>
+    `<li data-aside="${i}"><strong>${esc(Object.hasOwn(LISTS, r.key) ? LISTS[r.key] : r.key)}</strong>${r.at ? ` <small>(set aside ${esc(r.at.slice(0, 10))})</small>` : ""}:
+     ${reasons(r)}.
+     <button type="button" class="calc-link" data-aside-download="${i}">download it</button> ·
+     <button type="button" class="calc-link" data-aside-discard="${i}">discard it</button></li>`).join("")}</ul></div>` : "";
+  $("calc-saved").innerHTML = savedHtml + asideHtml;
+}
+
+function download(text, name) {
+  const blob = new Blob([text], { type: "application/json" });
+  const a = Object.assign(document.createElement("a"), { href: URL.createObjectURL(blob), download: name });
+  a.click();
+  URL.revokeObjectURL(a.href);
 }
 
 // ---- pinned: compared side by side, differences from the first ----
 function pin(name, scenario) {
-  localStorage.setItem(PINS, JSON.stringify([...pinned(), { name, scenario }]));
+  if (!setItem(PINS, JSON.stringify([...pinned(), { name, scenario }]))) return;
   showComparison().catch(failed);
   say(`Pinned “${name}” for comparison.`);
 }
@@ -99,7 +194,9 @@ export async function showComparison() {
 }
 
 // ---- the buttons: save, download, open, copy the report, pin; the comparison's section ----
-export function addStorage(schedule) {
+// `page.open(source, text, problem)`: hold a scenario from outside (its text for calc to read, or
+// what the page found wrong with it first).
+export function addStorage(page) {
   $("calc-copy").parentElement.insertAdjacentHTML("beforeend", `
     <button type="button" class="md-button" id="calc-save">Save in this browser</button>
     <button type="button" class="md-button" id="calc-download">Download .json</button>
@@ -117,28 +214,23 @@ export function addStorage(schedule) {
     const scenario = readScenario();
     const report = JSON.parse($("estimate-json").textContent);
     const name = nameOf(scenario);
-    localStorage.setItem(STORE, JSON.stringify([...saved(), { name, scenario, device_bytes: report.device_bytes }]));
+    if (!setItem(STORE, JSON.stringify([...saved(), { name, scenario, device_bytes: report.device_bytes }]))) return;
     renderSaved();
     say(`Saved “${name}” in this browser.`);
   });
-  $("calc-download").addEventListener("click", () => {
-    const blob = new Blob([JSON.stringify(readScenario(), null, 2)], { type: "application/json" });
-    const a = Object.assign(document.createElement("a"), { href: URL.createObjectURL(blob), download: "scenario.json" });
-    a.click();
-    URL.revokeObjectURL(a.href);
-  });
+  $("calc-download").addEventListener("click", () => download(JSON.stringify(readScenario(), null, 2), "scenario.json"));
+  // An opened file: measured before it is read (its size first), then held for calc to read.
   $("calc-upload").addEventListener("change", async (e) => {
     const file = e.target.files[0];
-    if (!file) return;
-    try {
-      fillForm(JSON.parse(await file.text()));
-      clearErrors();
-      schedule(0);
-      say(`Opened ${file.name}.`);
-    } catch (err) {
-      say(`${file.name} is not a scenario JSON file (${err.message}); nothing changed.`, "error");
-    }
     e.target.value = "";
+    if (!file) return;
+    const source = `“${file.name}”`;
+    if (file.size > LIMITS.max_text_bytes) return page.open(source, null, sizeRule(file.size, LIMITS.max_text_bytes));
+    const text = utf8(new Uint8Array(await file.arrayBuffer()));
+    if (text === null) return page.open(source, null, "is not UTF-8");
+    const problem = textProblem(text, LIMITS);
+    page.open(source, problem ? null : text, problem);
+    if (!problem) say(`Opened ${source}; calc is reading it…`);
   });
   $("calc-copy-json").addEventListener("click", async () => {
     try { await navigator.clipboard.writeText($("estimate-json").textContent); say("Report JSON copied."); }
@@ -152,15 +244,33 @@ export function addStorage(schedule) {
     }
     const unpin = e.target.closest("[data-unpin]");
     if (unpin) {
-      localStorage.setItem(PINS, JSON.stringify(pinned().filter((_, i) => i !== Number(unpin.dataset.unpin))));
+      setItem(PINS, JSON.stringify(pinned().filter((_, i) => i !== Number(unpin.dataset.unpin))));
       showComparison().catch(failed);
     }
     const forget = e.target.closest("[data-forget]");
     if (forget) {
-      localStorage.setItem(STORE, JSON.stringify(saved().filter((_, i) => i !== Number(forget.dataset.forget))));
+      setItem(STORE, JSON.stringify(saved().filter((_, i) => i !== Number(forget.dataset.forget))));
       renderSaved();
     }
+    const keep = e.target.closest("[data-aside-download]");
+    const record = keep && readAside()[Number(keep.dataset.asideDownload)];
+    if (record) download(record.text, `calc-set-aside-${Number(keep.dataset.asideDownload) + 1}.json`);
+    const drop = e.target.closest("[data-aside-discard]");
+    if (drop) {
+      const i = Number(drop.dataset.asideDiscard);
+      const list = readAside();
+      unkept = unkept.filter((r) => r !== list[i]);
+      setItem(ASIDE, JSON.stringify(list.filter((r, j) => j !== i && !unkept.includes(r))));
+      renderSaved();
+      say("Discarded what was set aside.");
+    }
   });
-  renderSaved();
+  try {
+    pinned(); // read (and what cannot be used set aside) before the list is shown
+    renderSaved();
+    if (readAside().length) say("Some of what this browser kept could not be read; it is set aside (see “Set aside”).", "error");
+  } catch (e) { // never the page's end: the calculator works without what this browser kept
+    say(`What this browser kept could not be shown (${e.message}); nothing of it was changed.`, "error");
+  }
   showComparison().catch(failed);
 }

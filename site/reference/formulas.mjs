@@ -5,9 +5,13 @@
 // address (#s=..., the calculator's share-link format; the calculator's "Show the math" link
 // sets it), calc's worker computes the same steps for it and the page swaps them in
 // (data-state="live"). Every number comes from calc.explain; this file only lays it out.
+//
+// The address's scenario is handed to calc as the text the link carries (measured first against
+// calc's bounds, DATA.limits), so calc reads it as the command line reads a scenario file and
+// names what is wrong with it; the default's steps stay on show meanwhile.
 
-import { StartError, startCalcPython } from "../assets/calc_python.mjs";
-import { scenarioInAddress } from "../assets/scenario_link.mjs";
+import { PythonRestarted, StartError, keepCalcPython } from "../assets/calc_python.mjs";
+import { LinkError, scenarioTextInAddress } from "../assets/scenario_link.mjs";
 
 const $ = (id) => document.getElementById(id);
 const box = $("formula-math");
@@ -57,32 +61,47 @@ function render(explanation, state, link) {
   }
 }
 
+let note = ""; // what the next status line adds (Python was restarted)
+
 async function showScenario() {
-  let scenario;
+  let text;
   try {
-    scenario = scenarioInAddress();
+    text = scenarioTextInAddress(DATA.limits);
   } catch (e) {
-    return say(`The address's scenario could not be read (${e.message}); showing the default scenario.`, "error");
+    if (!(e instanceof LinkError)) throw e;
+    render(DATA.static, "static", DATA.link);
+    return say(`This scenario cannot be computed: scenario: ${e.message}. The default scenario's numbers are shown.`, "error");
   }
-  if (!scenario) {
+  if (text === null) {
     render(DATA.static, "static", DATA.link);
     return say("The default scenario, computed when this page was built. Open it from the calculator's “Show the math” link to see your own.");
   }
   if (!worker) {
     say("Computing your scenario's numbers as soon as Python is ready…");
     try {
-      worker = await startCalcPython(DATA.root, (why) => { if (!worker) say(`Python is slow to start: ${why}.`, "error"); });
+      worker = await keepCalcPython(DATA.root, {
+        onSlow: (why) => { if (!worker) say(`Python is slow to start: ${why}.`, "error"); },
+        onRestart: (why) => { note = ` Python failed (${why}) and was restarted.`; show(); },
+      });
     } catch (e) {
       if (!(e instanceof StartError)) throw e;
       return say(`Python could not start: ${e.message}. The default scenario's numbers are shown.`, "error");
     }
   }
-  const answer = JSON.parse(await worker.sync.call("explain", JSON.stringify({ scenario })));
-  if (!answer.ok) return say(`This scenario cannot be computed: ${answer.field}: ${answer.message}`, "error");
+  const answer = JSON.parse(await worker.call("explain", "{}", text));
+  if (!answer.ok) {
+    render(DATA.static, "static", DATA.link);
+    return say(`This scenario cannot be computed: ${answer.field}: ${answer.message}. The default scenario's numbers are shown.`, "error");
+  }
   render(answer.explanation, "live", location.hash.slice(3));
-  say("Your scenario, computed in this browser by calc.");
+  say(`Your scenario, computed in this browser by calc.${note}`);
+  note = "";
+}
+
+function show() {
+  showScenario().catch((e) => { if (!(e instanceof PythonRestarted)) say(`Stopped: ${e?.message ?? e}`, "error"); });
 }
 
 render(DATA.static, "static", DATA.link);
-addEventListener("hashchange", () => showScenario().catch((e) => say(`Stopped: ${e?.message ?? e}`, "error")));
-showScenario().catch((e) => say(`Stopped: ${e?.message ?? e}`, "error"));
+addEventListener("hashchange", show);
+show();

@@ -1,8 +1,11 @@
 """Browser fixtures: the built site served on 127.0.0.1, Debian's Chromium driven by Playwright.
 
-Every page blocks and records requests to any other host, and collects console errors; a test
-fails if either happened. A failing test leaves a screenshot in build/e2e/. `make e2e` builds
-the site first; run bare (`pytest tests/e2e`) without a built site, these tests skip.
+Every page blocks and records requests to any other host, and collects console errors and
+Content-Security-Policy violations (in the page and in its workers); a test fails if any of them
+happened, or if a script set the `window.__pwned` trap that hostile inputs aim at. A failing test
+leaves a screenshot in build/e2e/. Predicates for `wait_for_function` are functions (`() => ...`):
+Playwright evaluates a bare expression again at every poll with eval, which the policy forbids. `make e2e` builds the site first; run bare (`pytest
+tests/e2e`) without a built site, these tests skip.
 """
 
 from __future__ import annotations
@@ -87,6 +90,13 @@ def browser() -> Iterator[Any]:
         b.close()
 
 
+# Reported in the page's console, where the console listener reads it (a worker's own violations
+# are reported there by Chromium as "... violates the following Content Security Policy ...").
+CSP_PROBE = """document.addEventListener('securitypolicyviolation', (e) => console.error(
+  `Content Security Policy violation: ${e.effectiveDirective} blocked ${e.blockedURI || 'inline'}`
+  + ` at ${e.sourceFile}:${e.lineNumber}`));"""
+
+
 @dataclass
 class Calculator:
     """One browser tab on the calculator, with what it asked for and complained about."""
@@ -95,6 +105,42 @@ class Calculator:
     base_url: str
     foreign_requests: list[str] = field(default_factory=list)
     console_errors: list[str] = field(default_factory=list)
+    csp_violations: list[str] = field(default_factory=list)
+
+    def watch(self, context: Any, allowed_origin: str) -> None:
+        """Block and record requests off `allowed_origin`; record errors and CSP violations."""
+
+        def route(r: Any) -> None:
+            url = r.request.url
+            if url.startswith((allowed_origin, "data:", "blob:")):
+                r.continue_()
+            else:
+                self.foreign_requests.append(url)
+                r.abort()
+
+        def console(m: Any) -> None:
+            if "content security policy" in m.text.lower():
+                self.csp_violations.append(m.text)
+            elif m.type == "error":
+                self.console_errors.append(m.text)
+
+        context.route("**/*", route)  # the context's route also sees the workers' requests
+        context.add_init_script(CSP_PROBE)
+        self.page.on("console", console)
+        self.page.on("pageerror", lambda e: self.console_errors.append(f"uncaught: {e}"))
+
+    def pwned(self) -> Any:
+        """The trap hostile inputs try to set; None unless a script of theirs ran."""
+        try:
+            return self.page.evaluate("window.__pwned")
+        except Exception:
+            return None
+
+    def assert_clean(self, console_errors_allowed: bool = False) -> None:
+        assert not self.foreign_requests, f"requests to other hosts: {self.foreign_requests}"
+        assert not self.csp_violations, f"Content-Security-Policy violations: {self.csp_violations}"
+        if not console_errors_allowed:
+            assert not self.console_errors, f"console errors: {self.console_errors}"
 
     def open(self, scenario: dict[str, Any] | None = None, live: bool = True) -> None:
         url = self.base_url + "calculator/" + (f"#s={encode(scenario)}" if scenario else "")
@@ -130,28 +176,16 @@ def calculator(browser: Any, base_url: str, request: pytest.FixtureRequest) -> I
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     calc = Calculator(page, base_url)
-
-    def route(r: Any) -> None:
-        url = r.request.url
-        if url.startswith((base_url, "data:", "blob:")):
-            r.continue_()
-        else:
-            calc.foreign_requests.append(url)
-            r.abort()
-
-    page.route("**/*", route)
-    page.on("console", lambda m: m.type == "error" and calc.console_errors.append(m.text))
-    page.on("pageerror", lambda e: calc.console_errors.append(f"uncaught: {e}"))
+    calc.watch(context, base_url)
     yield calc
     failed = getattr(request.node, "rep_call", None)
     if failed is not None and failed.failed:
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"), full_page=True)
+    pwned = calc.pwned()
     context.close()
-    allowed = request.node.get_closest_marker("console_errors_expected")
-    assert not calc.foreign_requests, f"requests to other hosts: {calc.foreign_requests}"
-    if allowed is None:
-        assert not calc.console_errors, f"console errors: {calc.console_errors}"
+    assert not pwned, f"a hostile input ran a script: window.__pwned = {pwned!r}"
+    calc.assert_clean(request.node.get_closest_marker("console_errors_expected") is not None)
 
 
 def pytest_configure(config: pytest.Config) -> None:

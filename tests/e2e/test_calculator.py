@@ -160,7 +160,7 @@ def test_missing_runtime_is_reported_in_plain_words(calculator: Calculator) -> N
     calculator.page.route("**/pyodide.asm.wasm", lambda r: r.fulfill(status=404, body="missing"))
     calculator.open(live=False)
     calculator.page.wait_for_function(
-        "document.getElementById('calc-status').textContent.includes('could not start')",
+        "() => document.getElementById('calc-status').textContent.includes('could not start')",
         timeout=LIVE_TIMEOUT_MS)
     assert "pyodide.asm.wasm" in calculator.page.inner_text("#calc-status")
     assert calculator.page.get_attribute("#estimate-json", "data-state") == "static"

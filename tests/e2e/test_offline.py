@@ -63,23 +63,11 @@ def offline_calculator(browser: Any, site: Site, request: pytest.FixtureRequest)
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     calc = Calculator(page, site.url)
-
-    def route(r: Any) -> None:
-        url = r.request.url
-        if url.startswith((site.url, "data:", "blob:")):
-            r.continue_()
-        else:
-            calc.foreign_requests.append(url)
-            r.abort()
-
-    context.route("**/*", route)  # the context's route also sees the service worker's requests
-    page.on("console", lambda m: m.type == "error" and calc.console_errors.append(m.text))
-    page.on("pageerror", lambda e: calc.console_errors.append(f"uncaught: {e}"))
+    calc.watch(context, site.url)  # the context's route also sees the service worker's requests
     yield calc
     context.close()
-    assert not calc.foreign_requests, f"requests to other hosts: {calc.foreign_requests}"
-    errors = [e for e in calc.console_errors if not OFFLINE_NOISE.search(e)]
-    assert not errors, f"console errors: {errors}"
+    calc.console_errors = [e for e in calc.console_errors if not OFFLINE_NOISE.search(e)]
+    calc.assert_clean()
 
 
 def wait_saved(calc: Calculator) -> None:
@@ -150,7 +138,7 @@ def test_new_deployment_is_offered_not_mixed(offline_calculator: Calculator, sit
     with calc.page.expect_navigation():
         calc.page.click("#offline-notice button")
     calc.wait_live()
-    calc.page.wait_for_function("window.siteOffline && window.siteOffline.ready", timeout=LIVE_TIMEOUT_MS)
+    calc.page.wait_for_function("() => window.siteOffline && window.siteOffline.ready", timeout=LIVE_TIMEOUT_MS)
     assert calc.page.evaluate("window.siteOffline.version") == "0000deploy02"
     assert "deployment 2" in calc.page.evaluate("fetch('calculator.js').then(r => r.text())")
 
@@ -176,7 +164,7 @@ def test_repeat_visit_restores_python_from_the_snapshot_with_the_same_results(
     first = calc.wait_report_for(calc.report()["scenario"])
     assert any("started afresh" in m for m in said), said
     calc.page.wait_for_function(
-        f"caches.open('{SNAPSHOT_CACHE}').then(c => c.keys()).then(k => k.length === 1)",
+        f"() => caches.open('{SNAPSHOT_CACHE}').then(c => c.keys()).then(k => k.length === 1)",
         timeout=LIVE_TIMEOUT_MS)
     said.clear()
     calc.page.reload()
@@ -194,7 +182,7 @@ def test_an_unusable_snapshot_is_dropped_and_python_starts_afresh(
     said = start_messages(calc)
     calc.open()
     calc.page.wait_for_function(
-        f"caches.open('{SNAPSHOT_CACHE}').then(c => c.keys()).then(k => k.length === 1)",
+        f"() => caches.open('{SNAPSHOT_CACHE}').then(c => c.keys()).then(k => k.length === 1)",
         timeout=LIVE_TIMEOUT_MS)
     calc.page.evaluate(f"""async () => {{
         const cache = await caches.open('{SNAPSHOT_CACHE}');

@@ -93,7 +93,7 @@ def test_show_the_math_computes_a_linked_scenario_in_the_browser(calculator: Cal
 def test_show_the_math_names_the_field_of_a_bad_linked_scenario(calculator: Calculator) -> None:
     page = formula_page(calculator, {"model": "gpt2", "training": {"seq_len": 0}})
     page.wait_for_function(
-        "document.getElementById('formula-status').dataset.kind === 'error'", timeout=LIVE_TIMEOUT_MS)
+        "() => document.getElementById('formula-status').dataset.kind === 'error'", timeout=LIVE_TIMEOUT_MS)
     assert "training.seq_len" in page.inner_text("#formula-status")
     assert page.get_attribute("#explain-json", "data-state") == "static"
 

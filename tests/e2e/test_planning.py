@@ -63,7 +63,7 @@ def test_pinned_scenarios_compare_as_calc_compares_them(calculator: Calculator) 
     calculator.open(other, live=False)
     calculator.wait_report_for(dumped(other))
     page.click("#calc-pin")
-    page.wait_for_function("document.querySelectorAll('#calc-compare-table th[data-label]').length === 2",
+    page.wait_for_function("() => document.querySelectorAll('#calc-compare-table th[data-label]').length === 2",
                            timeout=LIVE_TIMEOUT_MS)
     pins = json.loads(page.evaluate("localStorage.getItem('calc.pinned-scenarios')"))
     want = compare([p["scenario"] for p in pins], labels=[p["name"] for p in pins]).as_dict()
@@ -81,7 +81,7 @@ def test_pinned_scenarios_compare_as_calc_compares_them(calculator: Calculator) 
     assert want["scenarios"][1]["global_batch_size"] == 8
     assert "GiB" in page.text_content("#calc-compare-table")
     page.click("[data-unpin='0']")
-    page.wait_for_function("document.querySelectorAll('#calc-compare-table th[data-label]').length === 1")
+    page.wait_for_function("() => document.querySelectorAll('#calc-compare-table th[data-label]').length === 1")
 
 
 def test_max_micro_batch_and_step_time_are_calcs(calculator: Calculator) -> None:
@@ -174,7 +174,7 @@ def run_panel(calculator: Calculator, name: str, values: dict[str, str]) -> dict
             locator.fill(value)
     runs = page.get_attribute(f"#calc-{name}-json", "data-runs")
     page.click(f"#calc-{name}-form button[type=submit]")
-    page.wait_for_function(f"document.getElementById('calc-{name}-json').dataset.runs !== '{runs}'",
+    page.wait_for_function(f"() => document.getElementById('calc-{name}-json').dataset.runs !== '{runs}'",
                            timeout=LIVE_TIMEOUT_MS)
     return json.loads(page.text_content(f"#calc-{name}-json"))  # type: ignore[no-any-return]
 
