@@ -121,13 +121,16 @@ def llama_8k(src: str) -> dict[str, str]:
     s.claim(acc.device_bytes > tp4sp.device_bytes, "accumulation keeps the gradients")
     z2 = s.step("z2", _scenario(M, G, AC, {"dp": 4, "zero": 2}))
     s.claim(not z2.fits, "ZeRO-2 + DP=4 + checkpointing does not fit")
-    s.ctx["z2_param_share"] = pct(z2.components["parameters"] / z2.device_bytes)
+    s.ctx["z2_gathered"] = num_gib(z2.components["temporaries"])
+    z2m = s.step("z2m", _scenario(M, G, {**AC, "mixed_precision": "master"}, {"dp": 4, "zero": 2}))
+    s.claim(not z2m.fits, "DeepSpeed's ZeRO-2 (master weights) does not fit either")
     s.step("z3", _scenario(M, G, AC, {"dp": 4, "zero": 3}))
     s.step("z3chunk", _scenario(M, G, {**AC, "loss": "chunked"}, {"dp": 4, "zero": 3}))
     s.step("z3pure", _scenario(M, G, {**AC, "mixed_precision": "pure"}, {"dp": 4, "zero": 3}))
-    s.step("lora_amp", _scenario(M, G, {**AC, "finetuning": "lora"}, {"dp": 4}))
-    lora = s.step("lora", _scenario(M, G, {**AC, "finetuning": "lora", "mixed_precision": "pure"},
-                                    {"dp": 4}))
+    s.step("lora_amp", _scenario(M, G, {**AC, "finetuning": "lora", "mixed_precision": "amp"},
+                                 {"dp": 4}))
+    lora = s.step("lora", _scenario(M, G, {**AC, "finetuning": "lora"}, {"dp": 4}))
+    s.claim(lora.scenario.training.mixed_precision == "autocast", "LoRA defaults to a bf16 base")
     s.ctx["lora_trainable"] = billions(lora.trainable_param_count)
     s.step("qlora", _scenario(M, G, {**AC, "finetuning": "qlora"}, {"dp": 4}))
     for n in ("z3", "z3chunk", "z3pure", "lora", "qlora", "tp4acsp"):
@@ -139,10 +142,14 @@ def llama_8k(src: str) -> dict[str, str]:
     s.claim(s.est["z3pure"].utilization <= DEFAULT_TARGET, "ZeRO-3 pure bf16 fits the target")
     s.claim(lora.utilization <= DEFAULT_TARGET, "LoRA on a bf16 base fits the target")
     s.claim(not s.est["lora_amp"].fits, "LoRA under amp does not fit")
-    s.claim([n for n in ("tp4", "tp4ac", "tp4acsp", "tp4acsp_gas", "z2", "z3", "z3chunk",
-                         "z3pure", "lora", "qlora")
-             if s.est[n].confidence["level"] == "validated" and s.est[n].fits] == ["lora"],
-            "LoRA on a bf16 base is the only validated row that fits")
+    validated_fits = [n for n in ("tp4", "tp4ac", "tp4acsp", "tp4acsp_gas", "z2", "z3",
+                                  "z3chunk", "z3pure", "lora", "qlora")
+                      if s.est[n].confidence["level"] == "validated" and s.est[n].fits]
+    s.claim(validated_fits == ["z3chunk", "z3pure", "lora", "qlora"],
+            "the validated rows that fit are ZeRO-3 with the chunked loss or pure bf16, LoRA "
+            "and QLoRA")
+    s.claim(s.est["tp4acsp"].confidence["level"] == "extrapolated",
+            "tensor and sequence parallelism are not traced")
     rows = []
     for n, label in (("tp4", "TP=4 (the seeds' plan)"), ("tp4ac", "TP=4 + full checkpointing"),
                      ("tp4acsp", "TP=4 + checkpointing + sequence parallel"),

@@ -47,7 +47,9 @@ LABELS = {
     "mixed_precision": "Mixed precision", "optimizer": "Optimizer",
     "optimizer_impl": "Optimizer implementation",
     "activation_checkpointing": "Activation checkpointing",
-    "recompute_layers": "Recompute only the first N layers", "attention": "Attention",
+    "selective_policy": "Selective checkpointing policy",
+    "recompute_layers": "Recompute only the first N layers",
+    "checkpoint_every": "Checkpoint every Nth layer", "attention": "Attention",
     "loss": "Loss", "finetuning": "Fine-tuning", "lora_rank": "LoRA rank",
     "lora_targets": "LoRA targets", "lora_dropout": "LoRA dropout",
     "implementation": "Implementation", "dp": "Data parallel (dp)",
@@ -56,9 +58,16 @@ LABELS = {
     "offload_optimizer": "Offload optimizer to CPU", "offload_params": "Offload parameters to CPU",
 }
 BASIC = ("micro_batch_size", "seq_len", "precision")
-ADVANCED_TRAINING = ("gradient_accumulation_steps", "activation_checkpointing", "recompute_layers",
-                     "optimizer", "optimizer_impl", "mixed_precision", "attention", "loss",
-                     "finetuning", "lora_rank", "lora_targets", "lora_dropout", "implementation")
+ADVANCED_TRAINING = ("gradient_accumulation_steps", "activation_checkpointing", "selective_policy",
+                     "recompute_layers", "checkpoint_every", "optimizer", "optimizer_impl",
+                     "mixed_precision", "attention", "loss", "finetuning", "lora_rank",
+                     "lora_targets", "lora_dropout", "implementation")
+# Choices whose default depends on other fields: an empty first option leaves the field to the
+# library (left out of the scenario, or null where the field is nullable).
+DEFAULT_CHOICE = {
+    "training.mixed_precision": "default (by fine-tuning)",
+    "training.selective_policy": "default (by implementation)",
+}
 ARCH_FIELDS = ("model_type", "hidden_size", "num_hidden_layers", "num_attention_heads",
                "num_key_value_heads", "head_dim", "intermediate_size", "vocab_size",
                "tie_word_embeddings", "num_local_experts", "num_experts_per_tok",
@@ -72,6 +81,17 @@ def _worker() -> Any:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _form_scenario(scenario: dict[str, Any]) -> dict[str, Any]:
+    """`scenario` with the fields the library defaults from others left empty (mixed_precision
+    follows finetuning), as the form shows them."""
+    training = dict(scenario["training"])
+    for path in DEFAULT_CHOICE:
+        group, name = path.split(".")
+        if group == "training" and training.get(name) is not None:
+            training[name] = ""
+    return {**scenario, "training": training}
 
 
 def _field(path: str, prop: dict[str, Any], label: str) -> tuple[str, dict[str, Any]]:
@@ -89,6 +109,10 @@ def _field(path: str, prop: dict[str, Any], label: str) -> tuple[str, dict[str, 
     if enum:
         kind = "int-enum" if all(isinstance(v, int) for v in enum) else "enum"
         opts = "".join(f'<option value="{v}">{v}</option>' for v in enum)
+        if path in DEFAULT_CHOICE:
+            opts = f'<option value="">{html.escape(DEFAULT_CHOICE[path])}</option>' + opts
+            if not nullable:  # left out of the scenario: the library decides
+                kind = "enum-default"
         widget = f"<select {attrs}>{opts}</select>"
     elif types == {"boolean"}:
         kind = "bool"
@@ -174,8 +198,10 @@ def calculator_html(root: str) -> str:
         "root": root,
         "calc_version": __version__,
         "defaults": DEFAULT_SCENARIO,
+        # the form opens on it, leaving to the library the fields whose default depends on others
+        "opening": _form_scenario(DEFAULT_SCENARIO),
         # what a link's scenario means where it leaves a field out: the library's defaults
-        "field_defaults": Scenario(model="-").model_dump(mode="json"),
+        "field_defaults": _form_scenario(Scenario(model="-").model_dump(mode="json")),
         "kinds": kinds,
         "arch_fields": list(ARCH_FIELDS),
         "models": {m.id: {"name": m.name, "aliases": list(m.aliases),

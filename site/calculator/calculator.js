@@ -142,7 +142,7 @@ addStorage({ open: hold });
 addPlanning({ apply: applyScenario, schedule: changed });
 watchForm(changed);
 watchExport(() => (held ? null : readScenario()));
-fillForm(DATA.defaults);
+fillForm(DATA.opening);
 render(STATIC, "static");
 if (holdLink() && !held.problem) {
   say("Showing the result computed when the site was built, for the default scenario; your linked scenario is computed as soon as Python is ready…");
@@ -165,6 +165,6 @@ $("calc-copy").addEventListener("click", async () => {
   try { await navigator.clipboard.writeText(location.href); say("Link copied."); }
   catch { say("Copy the page address to share this scenario."); }
 });
-$("calc-reset").addEventListener("click", () => { fillForm(DATA.defaults); clearErrors(); changed(0); });
+$("calc-reset").addEventListener("click", () => { fillForm(DATA.opening); clearErrors(); changed(0); });
 addEventListener("hashchange", () => holdLink());
 start().catch(failed);

@@ -17,6 +17,8 @@ function readField(path) {
   const kind = DATA.kinds[path];
   if (kind === "bool") return el.checked;
   if (kind === "enum") return el.value;
+  if (kind === "enum?") return el.value === "" ? null : el.value;
+  if (kind === "enum-default") return el.value === "" ? undefined : el.value; // left to calc
   const raw = el.value.trim();
   if (raw === "") return kind.endsWith("?") ? null : (el.validity.badInput ? "not a number" : "");
   const n = Number(raw);
@@ -37,7 +39,10 @@ export function readScenario() {
   const s = { schema_version: DATA.defaults.schema_version, model: modelSpec,
               training: {}, parallelism: {}, gpu: field("gpu").value };
   for (const group of ["training", "parallelism"]) { // in the library's field order
-    for (const name of Object.keys(DATA.field_defaults[group])) s[group][name] = readField(`${group}.${name}`);
+    for (const name of Object.keys(DATA.field_defaults[group])) {
+      const value = readField(`${group}.${name}`);
+      if (value !== undefined) s[group][name] = value;
+    }
   }
   return s;
 }

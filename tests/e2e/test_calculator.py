@@ -93,7 +93,9 @@ def test_share_link_round_trip(calculator: Calculator, browser: Any, base_url: s
     fragment = calculator.page.evaluate("location.hash")
     assert "=" not in fragment.removeprefix("#s="), "share links are unpadded base64url"
     shared = decode(fragment)
-    assert shared == want["scenario"]
+    # the link leaves to calc what the form leaves to it (mixed precision follows fine-tuning)
+    assert "mixed_precision" not in shared["training"]
+    assert expected(shared)["scenario"] == want["scenario"]
     other = Calculator(calculator.page.context.new_page(), base_url)
     other.page.goto(f"{base_url}calculator/{fragment}")
     assert other.wait_report_for(report["scenario"]) == report
@@ -165,3 +167,21 @@ def test_missing_runtime_is_reported_in_plain_words(calculator: Calculator) -> N
     assert "pyodide.asm.wasm" in calculator.page.inner_text("#calc-status")
     assert calculator.page.get_attribute("#estimate-json", "data-state") == "static"
 
+
+
+def test_mixed_precision_left_to_calc_follows_finetuning(calculator: Calculator) -> None:
+    """The form opens with mixed precision left to calc: choosing LoRA gives LoRA's default
+    (autocast), as the library and the CLI do; an explicit choice is kept."""
+    calculator.open()
+    assert calculator.field("training.mixed_precision").input_value() == ""
+    calculator.field("training.finetuning").select_option("lora")
+    scenario = {**page_data()["defaults"],
+                "training": {**page_data()["defaults"]["training"], "finetuning": "lora"}}
+    del scenario["training"]["mixed_precision"]
+    want = expected(scenario)
+    assert want["scenario"]["training"]["mixed_precision"] == "autocast"
+    assert calculator.wait_report_for(want["scenario"]) == want
+    calculator.field("training.mixed_precision").select_option("amp")
+    scenario["training"]["mixed_precision"] = "amp"
+    want = expected(scenario)
+    assert calculator.wait_report_for(want["scenario"]) == want
