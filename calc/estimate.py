@@ -15,6 +15,7 @@ from .confidence import confidence
 from .formula import Term
 from .overhead import beyond
 from .params import lora_parameters
+from .placement import Stage
 from .peak import COMPONENTS, PHASES, Moment, StagePeak, components, stage_peak
 from .scenario import Resolved, Scenario, parse_scenario, resolve
 from .setup import Setup, setup
@@ -110,9 +111,8 @@ class Estimate:
             "peak_rank": {
                 "pipeline_stage": stage.index,
                 "pipeline_stages": self.stage_count,
-                "why": "first stage: most micro-batches in flight" if stage.embedding and
-                self.stage_count > 1 else ("last stage: holds the head and the loss"
-                                           if self.stage_count > 1 else "all ranks are alike"),
+                "why": _why(self.setup, stage) if self.stage_count > 1 else
+                "all ranks are alike",
             },
             "components": components(breakdown),
             "breakdown": dict(sorted(breakdown.items())),
@@ -129,6 +129,19 @@ class Estimate:
             "warnings": list(self.warnings),
             "confidence": self.confidence,
         }
+
+
+def _why(x: Setup, stage: Stage) -> str:
+    """What the pipeline rank with the peak holds, in words."""
+    held = [f"{n} {kind} layer{'s' if n != 1 else ''}" for kind, n in (
+        ("dense", stage.dense_layers), ("MoE", stage.moe_layers)) if n]
+    held += [part for part, has in (("the embedding", stage.embedding),
+                                    ("the head and the loss", stage.head)) if has]
+    flight = x.in_flight(stage)
+    unit = {"interleaved_1f1b": " chunk", "dualpipe": " stage"}.get(x.schedule, "") \
+        if stage.unit else ""
+    return (f"rank {stage.index} of {x.pp} ({x.schedule}): holds {', '.join(held)}; "
+            f"{flight}{unit} micro-batch{'es' if flight != 1 else ''} in flight")
 
 
 def estimate(scenario: Scenario | dict[str, Any] | str) -> Estimate:

@@ -8,8 +8,9 @@ gradients start empty. The moments where live memory can be largest (:data:`MOME
 the sum of parts (:data:`PARTS`), every part a list of terms; each phase's peak is its worst
 moment and the step's peak the worst of all (the first, on a tie).
 
-With pipeline parallelism the first stage keeps min(pp, micro-batches) micro-batches in flight
-(1F1B) and the last stage holds the head; both are evaluated and the larger one reported.
+With pipeline parallelism every rank whose share differs is evaluated (`calc.placement.stages`)
+with the micro-batches its schedule keeps in flight (`Setup.in_flight`: 1F1B keeps min(pp - i, m)
+on rank i), and the largest reported.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from .megatron import megatron_layer
 from .placement import Stage
 from .setup import Setup
 from .sources import TRACED_FSDP, TRACED_PEAK
-from .states import GRADIENTS, ModelStates, model_states
+from .states import ModelStates, accumulated, model_states
 
 PHASES = ("forward", "backward", "optimizer_step")
 COMPONENTS = ("parameters", "gradients", "optimizer_states", "activations", "logits",
@@ -283,7 +284,12 @@ def stage_peak(x: Setup, stage: Stage, detail: bool = False) -> StagePeak:
     times, ckpt, widest = ly.in_flight, ly.checkpointed, ly.widest
     states, gradients, gathered = ms.on_device, ms.gradients, ms.gathered
     earlier = gradients if x.micro_batches > 1 else None
-    saved = ly.saved if times == 1 else scaled(ly.saved, times, detail)
+    if stage.unit is None:
+        one = ly.saved  # one micro-batch's saved activations
+        saved = one if times == 1 else scaled(one, times, detail)
+    else:  # `times` micro-batches of one unit (a chunk, a DualPipe stage); the rank's ends once
+        one = layers(x, stage.unit, detail).saved
+        saved = extended(scaled(one, times, detail), tuple((t, 1) for t in ly.ends), detail)
     mask = eager_mask(x) if stage.embedding or x.pp == 1 else None
     extra: list[tuple[Term, int]] = []
     if ckpt and n.autocast:  # autocast's weight cache lives for the whole forward
@@ -318,7 +324,7 @@ def stage_peak(x: Setup, stage: Stage, detail: bool = False) -> StagePeak:
         moments.append(_moment("forward.fsdp_prefetch", states, earlier, gathered, saved,
                                forward_extra, ALL_GATHER(ms.gathered_layer.bytes)))
     bucket = ms.reduce_bucket
-    others = scaled(ly.saved, times - 1, detail) if times > 1 else None
+    others = scaled(one, times - 1, detail) if times > 1 else None
     first = FIRST_LAYER_INPUT(widest.checkpoint_input.bytes) if ckpt else FIRST_LAYER(widest.total)
     # the loss, the head and the final norm have run their backward: their saved tensors
     # are freed (on the head's stage one micro-batch is in flight)
@@ -355,7 +361,7 @@ def _written(x: Setup, stage: Stage, ms: ModelStates, late: bool = False) -> Ter
     last projection (its MLP's, `late`); with FSDP, the last prefetching layer's and the next
     one's sharded gradients neither (traced: an 8B-shaped stack, FSDP2 x 8)."""
     grads = ms.gradients
-    if x.micro_batches > 1 or x.lora or grads.formula is not GRADIENTS:  # or held on the host
+    if x.micro_batches > 1 or x.lora or not accumulated(grads):  # or held on the host
         return grads
     local = ms.local
     m_e = 0
@@ -397,7 +403,7 @@ def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt:
                                   g_u, g_r)
         gathered = part_of(ms.gathered_layer, ms.gathered_root, ms.gathered_model, unsharded)
     else:
-        if x.micro_batches > 1 or grads.formula is not GRADIENTS:
+        if x.micro_batches > 1 or not accumulated(grads):
             return None
         written = _written(x, stage, ms, late=True)
         gathered = None
@@ -417,7 +423,7 @@ def _end_of_backward(x: Setup, stage: Stage, ms: ModelStates, others: Part | Non
         # FSDP2's last post-backward is the root's: its parameters are resharded, its
         # unsharded gradients and the reduce-scatter input (in the reduce dtype) coexist
         rest = ROOT_GRADIENTS(ms.gradients.bytes, root, x.N, n.grad) \
-            if ms.gradients.formula is GRADIENTS else ms.gradients  # offloaded: not on the GPU
+            if accumulated(ms.gradients) else ms.gradients  # offloaded: not on the GPU
         scatter = ROOT_REDUCE_SCATTER(root, n.gathered_weight, n.grad)
         return _moment("backward.fsdp_root", ms.on_device, rest, others, incoming, scatter)
     return _moment("backward.embedding", ms.on_device, ms.gradients, ms.gathered, others,

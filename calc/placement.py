@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from .formula import Formula, Term
 from .params import LayerParams, Linear, ParamCounts
@@ -19,33 +20,76 @@ from .sources import MEGATRON_SPLITS
 
 @dataclass(frozen=True, slots=True, eq=False)  # memoised singletons: hashed by identity
 class Stage:
-    """Which parts of the model one pipeline stage holds."""
+    """Which parts of the model one pipeline rank holds."""
 
-    index: int
+    index: int  # the pipeline rank
     dense_layers: int
     moe_layers: int
     embedding: bool
     head: bool  # final norm + lm_head + loss
     first_layer: int = 0  # the index of its first decoder layer in the model
+    # The unit whose micro-batches are counted in flight where it is not the whole rank: one
+    # model chunk (interleaved 1F1B), one of DualPipe's two stages; the rank's ends not in it.
+    unit: Stage | None = None
 
     @property
     def layers(self) -> int:
         return self.dense_layers + self.moe_layers
 
 
+def _split(L: int, parts: int) -> list[tuple[int, int]]:
+    """(first layer, layers) of each of `parts` contiguous pieces, the first ones a layer longer
+    where they do not divide evenly."""
+    sizes = [L // parts + (1 if i < L % parts else 0) for i in range(parts)]
+    return [(sum(sizes[:i]), sizes[i]) for i in range(parts)]
+
+
+def _piece(arch: Any, index: int, pieces: list[tuple[int, int]], embedding: bool, head: bool,
+           unit: Stage | None = None) -> Stage:
+    moe = sum(arch.is_moe_layer(j) for start, n in pieces for j in range(start, start + n))
+    layers = sum(n for _, n in pieces)
+    return Stage(index, layers - moe, moe, embedding, head, pieces[0][0], unit)
+
+
 @lru_cache(maxsize=1024)
-def stages(counts: ParamCounts, pp: int) -> tuple[Stage, ...]:
-    """The first and last pipeline stages (the two that can hold the most), or the only one."""
+def stages(counts: ParamCounts, pp: int, schedule: str = "1f1b", v: int = 1
+           ) -> tuple[Stage, ...]:
+    """The pipeline ranks that can set the peak: of ranks holding the same parts, the first
+    (it keeps the most micro-batches in flight). Every rank's share is considered: DeepSeek-V3's
+    middle ranks hold only MoE layers, its first the dense ones and the embedding.
+
+    - 1F1B, GPipe, zero-bubble: rank i holds the i-th of pp contiguous pieces.
+    - interleaved 1F1B (Narayanan et al. 2021, section 2.2): the model in pp x v chunks, rank i
+      holding chunks i, i + pp, ...; the embedding on rank 0, the head on rank pp - 1.
+    - DualPipe (DeepSeek-V3 report, section 3.2.1): rank i holds stages i and pp - 1 - i of
+      both directions, so the first and the last rank each hold the embedding and the head."""
     arch = counts.arch
     L = arch.num_hidden_layers
-    per = [L // pp + (1 if i < L % pp else 0) for i in range(pp)]
-    out = []
-    for i in sorted({0, pp - 1}):
-        start = sum(per[:i])
-        moe = sum(arch.is_moe_layer(j) for j in range(start, start + per[i]))
-        out.append(Stage(i, per[i] - moe, moe, embedding=i == 0, head=i == pp - 1,
-                         first_layer=start))
-    return tuple(out)
+    out: dict[tuple[int, int, bool, bool, int], Stage] = {}
+    if schedule == "interleaved_1f1b":
+        chunks = _split(L, pp * v)
+        ranks = []
+        for i in range(pp):
+            mine = chunks[i::pp]
+            unit = _piece(arch, i, mine[:1], False, False)  # its first chunk, the longest
+            ranks.append(_piece(arch, i, mine, i == 0, i == pp - 1, unit))
+    elif schedule == "dualpipe":
+        pieces = _split(L, pp)
+        ranks = []
+        for i in range(pp):
+            j = pp - 1 - i
+            halves = [_piece(arch, k, [pieces[k]], False, False) for k in (i, j)]
+            unit = max(halves, key=lambda st: (st.moe_layers, st.layers))
+            ends = i in (0, pp - 1)
+            ranks.append(_piece(arch, i, [pieces[i], pieces[j]], ends, ends, unit))
+    else:
+        ranks = [_piece(arch, i, [piece], i == 0, i == pp - 1)
+                 for i, piece in enumerate(_split(L, pp))]
+    for st in ranks:
+        key = (st.dense_layers, st.moe_layers, st.embedding, st.head,
+               st.unit.layers if st.unit else 0)
+        out.setdefault(key, st)
+    return tuple(out.values())
 
 
 LOCAL_PARAMETERS = Formula(
@@ -70,6 +114,8 @@ class LocalParams:
     root_trainable: int  # the trainable part of `root` (none with LoRA)
     per_layer_last: int  # the trainable part of the layer's last projection (backward's first)
     per_layer_mlp: int  # the trainable part of the layer's MLP (experts, shared expert, router)
+    experts: int  # the routed experts' parameters held (split by tp and ep), frozen included
+    experts_trainable: int  # their trainable part
 
     @property
     def total(self) -> int:
@@ -83,7 +129,7 @@ def local_params(counts: ParamCounts, lora: bool, lora_rank: int, tp: int, ep: i
     (a batch or sequence search re-estimates the same model many times)."""
     arch = counts.arch
     linear_w = adapters = factored = largest = per_layer = layer_adapters = layer_linear = 0
-    layer_last = layer_mlp = 0
+    layer_last = layer_mlp = experts = experts_trainable = 0
     per_kind = {}
     for name, layer, n in (("dense", counts.dense_layer, stage.dense_layers),
                            ("moe", counts.moe_layer, stage.moe_layers)):
@@ -92,6 +138,10 @@ def local_params(counts: ParamCounts, lora: bool, lora_rank: int, tp: int, ep: i
             continue
         lt, lw, la, big, fac = _layer_local(layer, lora, lora_rank, tp, ep, targets)
         per_kind[name] = lt
+        routed = [lin for lin in layer.linears if lin.group == "experts"]
+        experts += n * sum(sum(lin.local_counts(tp, ep)) for lin in routed)
+        experts_trainable += n * sum(_trainable(lin, lora, lora_rank, tp, ep, targets)
+                                     for lin in routed)
         linear_w += n * lw
         adapters += n * la
         factored += n * fac
@@ -127,7 +177,7 @@ def local_params(counts: ParamCounts, lora: bool, lora_rank: int, tp: int, ep: i
         largest = max(largest, vocab_part if (stage.embedding or stage.head) else 0)
     return LocalParams(total, trainable, largest, per_layer, linear_w, root, factored,
                        layer_adapters if lora else per_layer, layer_linear, 0 if lora else root,
-                       layer_last, layer_mlp)
+                       layer_last, layer_mlp, experts, experts_trainable)
 
 
 def _last_trainable(layer: LayerParams, lora: bool, rank: int, tp: int, ep: int,

@@ -37,6 +37,7 @@ Loss = Literal["standard", "chunked"]
 Finetuning = Literal["full", "lora", "qlora"]
 LoraTargets = Literal["all_linear", "attention", "query_value"]  # query_value: peft's Llama default
 Implementation = Literal["hf", "megatron"]
+PipelineSchedule = Literal["1f1b", "interleaved_1f1b", "gpipe", "zero_bubble", "dualpipe"]
 
 _BIG = 1 << 22  # a bound on counts that catches typos without limiting real runs
 
@@ -109,6 +110,10 @@ class Parallelism(_Strict):
     sequence_parallel: bool = False
     offload_optimizer: bool = False
     offload_params: bool = False
+    pipeline_schedule: PipelineSchedule = Field(
+        default="1f1b", description="with pp > 1: which micro-batches a stage holds at once")
+    virtual_stages: int = Field(default=1, ge=1, le=64,
+                                description="model chunks per pipeline rank (interleaved_1f1b)")
 
     @property
     def world_size(self) -> int:
@@ -323,6 +328,17 @@ def _check(s: Scenario, arch: Architecture, gpu: GpuPreset) -> list[EstimateWarn
     if p.pp > arch.num_hidden_layers:
         fail("parallelism.pp", f"pp ({p.pp}) cannot exceed num_hidden_layers "
              f"({arch.num_hidden_layers})")
+    if p.pp == 1 and (p.pipeline_schedule != "1f1b" or p.virtual_stages > 1):
+        fail("parallelism.pipeline_schedule" if p.pipeline_schedule != "1f1b" else
+             "parallelism.virtual_stages", "needs pp > 1")
+    if (p.pipeline_schedule == "interleaved_1f1b") != (p.virtual_stages > 1):
+        fail("parallelism.virtual_stages", "must be at least 2 with pipeline_schedule "
+             "interleaved_1f1b, and 1 with any other schedule")
+    if p.pp * p.virtual_stages > arch.num_hidden_layers:
+        fail("parallelism.virtual_stages", f"pp x virtual_stages ({p.pp * p.virtual_stages}) "
+             f"cannot exceed num_hidden_layers ({arch.num_hidden_layers})")
+    if p.pipeline_schedule == "dualpipe" and p.pp % 2:
+        fail("parallelism.pp", f"DualPipe needs an even pp, got {p.pp}")
     if t.seq_len % p.cp:
         fail("training.seq_len", f"seq_len ({t.seq_len}) must be divisible by cp ({p.cp})")
     if p.sequence_parallel and t.seq_len % (p.tp * p.cp):

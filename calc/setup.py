@@ -63,12 +63,14 @@ class Setup:
         "qlora",
         "recompute_layers",
         "s",
+        "schedule",
         "selective_attention",
         "selective_ops",
         "seq_len",
         "sequence_parallel",
         "stages",
         "tp",
+        "virtual_stages",
         "vocab",
         "z",
         "zero",
@@ -94,6 +96,8 @@ class Setup:
     pp: int
     cp: int
     ep: int
+    schedule: str  # the pipeline schedule
+    virtual_stages: int
     N: int  # dp x cp
     zero: int  # the stage asked for
     z: int  # the stage in effect: 0 when N = 1, unless something is offloaded
@@ -127,7 +131,8 @@ class Setup:
         self.arch = arch
         self.counts = count_params(arch)
         self.n = numerics(t.precision, t.mixed_precision, p.zero >= 2)
-        self.stages = stages(self.counts, p.pp)
+        self.stages = stages(self.counts, p.pp, p.pipeline_schedule, p.virtual_stages)
+        self.schedule, self.virtual_stages = p.pipeline_schedule, p.virtual_stages
         self.seq_len = t.seq_len
         self.b = t.micro_batch_size
         self.s = t.seq_len // p.cp
@@ -188,9 +193,22 @@ class Setup:
         return min(self.recompute_layers or stage.layers, stage.layers)
 
     def in_flight(self, stage: Stage) -> int:
-        """Micro-batches whose activations `stage` holds at once: 1F1B keeps min(pp - i, m)
-        on stage i (Narayanan et al. 2021, section 2.2); without pipelining, one."""
-        return min(self.pp - stage.index, self.micro_batches) if self.pp > 1 else 1
+        """Micro-batches whose activations `stage` holds at once (of its `unit` where it has
+        one): 1F1B and zero-bubble (ZB-H1, Qi et al. 2023: 1F1B's memory) keep min(pp - i, m)
+        on rank i (Narayanan et al. 2021, section 2.2); GPipe all m; interleaved 1F1B the
+        chunk-micro-batches of Megatron-LM's warm-up, 2 (pp - i - 1) + (v - 1) pp + 1; DualPipe
+        pp + 1 (DeepSeek-V3 report, Table 2). Without pipelining, one."""
+        pp, m = self.pp, self.micro_batches
+        if pp == 1:
+            return 1
+        if self.schedule == "gpipe":
+            return m
+        if self.schedule == "interleaved_1f1b":
+            v = self.virtual_stages
+            return min(2 * (pp - stage.index - 1) + (v - 1) * pp + 1, m * v)
+        if self.schedule == "dualpipe":
+            return min(pp + 1, m)
+        return min(pp - stage.index, m)
 
 
 setup = Setup  # the symbols of a resolved scenario: setup(resolved)

@@ -131,9 +131,15 @@ MEGATRON_THEORETICAL = Source(
     "megatron_theoretical", "Megatron-LM megatron/training/theoretical_memory_usage.py", "code",
     "https://github.com/NVIDIA/Megatron-LM", short="Megatron-LM theoretical memory")
 
+EXPERT_DP = Source(
+    "expert_dp", "Megatron-LM core/parallel_state.py (expert-data-parallel group: world / "
+    "(expert tp x ep x pp)); DeepSpeed MoE (expert parameter groups sharded over the expert data "
+    "parallel group); torchtitan (experts sharded over dp_shard x cp / ep)", "code",
+    "https://github.com/NVIDIA/Megatron-LM", short="expert data parallelism")
+
 SOURCES: dict[str, Source] = {s.id: s for s in (
     ZERO, ZERO_OFFLOAD, KORTHIKANTI, NARAYANAN, MEGATRON_SPLITS, LORA, QLORA, ADAMW, ADAM, SGD,
     ADAFACTOR, LION, BNB_8BIT, HF_PARAMS, HF_LOSS, LIGER, MEGATRON_CODE, TORCH_SAC, TRACED_ACTIVATIONS, TRACED_PEAK,
     TRACED_FSDP, TRACED_OPTIMIZER_STEP, DDP_BUCKETS, ALLOCATOR, CUDA_CONTEXT, NCCL, GPU_PRESETS,
-    TRANSFORMER_MATH, MEGATRON_THEORETICAL)}
+    TRANSFORMER_MATH, MEGATRON_THEORETICAL, EXPERT_DP)}
 """Every source by id: the docs' bibliography lists them from here."""

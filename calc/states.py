@@ -13,6 +13,7 @@ partitions in host memory and steps on the CPU; ZeRO-Infinity also the parameter
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -23,6 +24,7 @@ from .placement import LocalParams, Stage, local_params
 from .setup import Setup
 from .sources import (
     DDP_BUCKETS,
+    EXPERT_DP,
     LORA,
     MEGATRON_CODE,
     QLORA,
@@ -120,6 +122,51 @@ STEP_TEMPORARIES = {
         title="Adafactor's step: fp32 temporaries the size of the largest tensor",
         note="two more when a low-precision gradient is upcast (u_a = 2)"),
 }
+
+# Expert parallelism: the routed experts, already split over ep ranks, are sharded only over the
+# expert-data-parallel ranks N_x = N_d / ep (Megatron's expert-data-parallel group, DeepSpeed's
+# expert parameter groups, torchtitan's dp_shard x cp / ep); the other parameters over N_d.
+# Each sharded formula has an expert form: ceil(P / N) becomes the two shards' sum.
+_SHARD = re.compile(r"ceil\((P_t|P) / N_([123])\)")
+_EXPERT_PART = {"P": "P_x", "P_t": "P_tx"}
+EXPERT_FORMS: dict[Formula, Formula] = {}
+"""Each sharded formula's expert form (`sharded`)."""
+
+
+def _expert_form(f: Formula) -> Formula:
+    head, _, body = f.expr.partition(":")
+    new = [a for m in _SHARD.finditer(body) for a in (_EXPERT_PART[m[1]], f"X_{m[2]}")]
+    args = list(f.args) + [a for a in dict.fromkeys(new) if a not in f.args]
+    body = _SHARD.sub(lambda m: f"(ceil(({m[1]} - {_EXPERT_PART[m[1]]}) / N_{m[2]}) + "
+                                f"ceil({_EXPERT_PART[m[1]]} / X_{m[2]}))", body)
+    form = Formula(f.key, f"lambda {', '.join(args)}:{body}", id=f"{f.id}.experts",
+                   title=f"{f.title}, the routed experts over the expert-data-parallel ranks",
+                   source=EXPERT_DP, unit=f.unit, note=f.note)
+    EXPERT_FORMS[f] = form
+    return form
+
+
+for _f in (WEIGHTS, GRADIENTS, STEP_GRADIENTS, MASTER_WEIGHTS, HOST_GRADIENTS, *STATES.values(),
+           STEP_TEMPORARIES["state_copy"]):
+    _expert_form(_f)
+for _moved in (OFFLOADED, HOST_PARAMETERS):
+    for _f, _host in list(_moved.items()):
+        if _f in EXPERT_FORMS:
+            _moved[EXPERT_FORMS[_f]] = _expert_form(_host)
+
+Experts = tuple[int, int, int, int, int] | None
+"""(P_x, P_tx, X_1, X_2, X_3) under expert parallelism, else None."""
+
+
+def sharded(f: Formula, experts: Experts, *values: int) -> Term:
+    """`f` of `values`, in its expert form under expert parallelism."""
+    if experts is None:
+        return f(*values)
+    form = EXPERT_FORMS[f]
+    given = dict(zip(("P_x", "P_tx", "X_1", "X_2", "X_3"), experts, strict=True))
+    return form(*values, *(given[a] for a in form.args[len(values):]))
+
+
 GATHERED_LAYER = Formula(
     "temporaries/gathered_params", "lambda P_l, w_g: P_l * w_g", id="states.gathered_layer",
     title="FSDP: one layer's parameters gathered", source=TRACED_FSDP)
@@ -193,25 +240,31 @@ def local(x: Setup, stage: Stage) -> LocalParams:
 def model_states(x: Setup, stage: Stage) -> ModelStates:
     return _model_states(local(x, stage), x.n, x.lora, x.qlora, x.amp, x.master, x.optimizer,
                          x.optimizer_impl, x.N, x.z, x.dp, x.offload_optimizer, x.offload_params,
-                         x.H, x.megatron)
+                         x.H, x.megatron, x.ep)
 
 
 @lru_cache(maxsize=4096)
 def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool, amp: bool,
                   master: bool, opt: Optimizer, impl: OptimizerImpl, N: int, z: int, dp: int,
                   offload_optimizer: bool, offload_params: bool, H: int,
-                  megatron: bool = False) -> ModelStates:
+                  megatron: bool = False, ep: int = 1) -> ModelStates:
     """Memoised: a batch or sequence search re-estimates the same states many times.
 
     Which framework a stage means: with master weights, DeepSpeed's ZeRO (its optimizer
     keeps the fp32 master copy); otherwise torch's forms: DDP (zero 0), DDP with
     ZeroRedundancyOptimizer (zero 1), FSDP2 with reshard_after_forward=False (zero 2,
     Accelerate's SHARD_GRAD_OP) and FSDP2 (zero 3). FSDP2 shards the parameters at stage 2
-    too, and keeps every layer gathered from its forward to the end of backward."""
+    too, and keeps every layer gathered from its forward to the end of backward. Under expert
+    parallelism the routed experts are sharded over N / ep ranks (`sharded`)."""
     fsdp2 = z >= 2 and not master
     N_1, N_2 = (N if z >= k else 1 for k in (1, 2))
     N_3 = N if z == 3 or fsdp2 else 1
     P, P_t = local.total, local.trainable
+    ex: Experts = None
+    if ep > 1 and local.experts and not lora:  # LoRA with ep: adapters sharded over N (assumed)
+        X = N // ep
+        ex = (local.experts, local.experts_trainable, *(X if n_k > 1 else 1
+                                                        for n_k in (N_1, N_2, N_3)))
     params: list[Term] = []
     host: list[Term] = []
     if lora:
@@ -223,7 +276,7 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool, amp:
             params.append(LORA_BASE(frozen, N_3, n.weight))
         params.append(ADAPTERS(P_t, N_3))
     else:
-        params.append(WEIGHTS(P, N_3, n.weight))
+        params.append(sharded(WEIGHTS, ex, P, N_3, n.weight))
     if offload_params and z == 3:  # FSDP2's CPUOffloadPolicy: every shard on the host
         host += [HOST_PARAMETERS[t.formula](*t.values) for t in params]
         params = []
@@ -231,15 +284,15 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool, amp:
         params.append(QLORA_QUANT_STATE(local.linear_weights))
     g = 4 if lora else n.grad  # adapter gradients and states are fp32
     w_s = 4 if lora else n.state
-    gradients = GRADIENTS(P_t, N_2, g)
+    gradients = sharded(GRADIENTS, ex, P_t, N_2, g)
 
-    states = [_state(s.name, s.kind, local, N_1, w_s) for s in opt.states]
+    states = [_state(s.name, s.kind, local, N_1, w_s, ex) for s in opt.states]
     if n.master and not lora:
-        states.append(MASTER_WEIGHTS(P_t, N_1, n.master))
+        states.append(sharded(MASTER_WEIGHTS, ex, P_t, N_1, n.master))
     offloaded = offload_optimizer and z >= 1
     if offloaded:
         host += [OFFLOADED[t.formula](*t.values) for t in states]
-        host.append(HOST_GRADIENTS(P_t, N_1))
+        host.append(sharded(HOST_GRADIENTS, ex, P_t, N_1))
         states = []
         # the gradient partitions go to the host as they are reduced: DeepSpeed's stages 1
         # and 2 keep one largest-parameter gradient buffer on the GPU, ZeRO-3 and FSDP2's
@@ -247,7 +300,7 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool, amp:
         gradients = OFFLOAD_GRAD_BUFFER(local.largest_tensor, g) if z <= 2 else \
             NO_GRADIENTS()
 
-    step = None if offloaded else _step_temporary(opt, impl, local, N_1, w_s, g)
+    step = None if offloaded else _step_temporary(opt, impl, local, N_1, w_s, g, ex)
     gathered = gathered_grads = root = everything = lingering = None
     w_g = n.gathered_weight
     # autograd's unsharded gradients come in the gathered dtype under a mixed-precision
@@ -275,7 +328,8 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool, amp:
             ddp = DDP_BUCKET(P_t, g)
         elif z:
             reduce = REDUCE_BUCKET(H, g)
-    step_grads = STEP_GRADIENTS(P_t, N_2, n.master) if n.master and not lora else gradients
+    step_grads = sharded(STEP_GRADIENTS, ex, P_t, N_2, n.master) if n.master and not lora \
+        else gradients
     if megatron and n.compute < 4 and not lora and not offloaded:
         # Megatron-LM's DDP accumulates every gradient into one persistent fp32 buffer
         # (main_grad, allocated with the model; the optimizer steps from it), whatever the
@@ -290,24 +344,30 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool, amp:
                        lingering)
 
 
-def _state(name: str, kind: str, local: LocalParams, N_1: int, w_s: int) -> Term:
+def accumulated(gradients: Term) -> bool:
+    """Whether `gradients` are the GPU's own, accumulated in backward (not offloaded to the
+    host, not Megatron's main_grad)."""
+    return gradients.formula is GRADIENTS or gradients.formula is EXPERT_FORMS[GRADIENTS]
+
+
+def _state(name: str, kind: str, local: LocalParams, N_1: int, w_s: int, ex: Experts) -> Term:
     f = STATES[name]
     if kind == "dense":
-        return f(local.trainable, N_1, w_s)
+        return sharded(f, ex, local.trainable, N_1, w_s)
     if kind == "blockwise_8bit":
-        return f(local.trainable, N_1, BNB_BLOCK)
-    return f(local.factored, local.trainable, N_1)
+        return sharded(f, ex, local.trainable, N_1, BNB_BLOCK)
+    return sharded(f, ex, local.factored, local.trainable, N_1)
 
 
 def _step_temporary(opt: Optimizer, impl: OptimizerImpl, local: LocalParams, N_1: int, w_s: int,
-                    g: int) -> Term | None:
+                    g: int, ex: Experts) -> Term | None:
     """Peak extra memory inside optimizer.step() (torch.optim implementations, traced)."""
     rule = opt.step_rule(impl)
     if rule == "none":
         return None
     f = STEP_TEMPORARIES[rule]
     if rule == "state_copy":
-        return f(local.trainable, N_1, w_s)
+        return sharded(f, ex, local.trainable, N_1, w_s)
     if rule == "two_largest":
         return f(local.largest_tensor, w_s)
     return f(2 if w_s == 4 and g < 4 else 0, local.largest_tensor)

@@ -47,6 +47,10 @@ SYMBOLS: dict[str, Symbol] = {name: Symbol(tex, meaning) for name, tex, meaning 
     ("N_2", "N_d^{[z\\ge2]}", "N_d with ZeRO stage 2 or more in effect, else 1"),
     ("N_3", "N_d^{[p]}", "N_d where the parameters are sharded (ZeRO-3; FSDP2 at stage 2), else 1"),
     ("N_e", "N_e", "ranks the embedding's gradient is sharded over (N_d from ZeRO 2)"),
+    ("X_1", "N_x^{[z\\ge1]}", "expert-data-parallel ranks N_d / ep with ZeRO stage 1 or more in "
+     "effect, else 1 (the routed experts' states are sharded over them)"),
+    ("X_2", "N_x^{[z\\ge2]}", "N_d / ep with ZeRO stage 2 or more in effect, else 1"),
+    ("X_3", "N_x^{[p]}", "N_d / ep where the parameters are sharded, else 1"),
     # widths
     ("c", "c", "bytes of an activation a matmul produces (the compute dtype)"),
     ("r", "r", "bytes of the residual stream (4 under amp)"),
@@ -84,6 +88,8 @@ SYMBOLS: dict[str, Symbol] = {name: Symbol(tex, meaning) for name, tex, meaning 
     # parameter counts
     ("P", "P_\\text{local}", "parameters one GPU holds (after tp, pp and ep splits)"),
     ("P_t", "P_\\text{train}", "trainable parameters one GPU holds"),
+    ("P_x", "P_\\text{experts}", "routed-expert parameters one GPU holds (after the ep split)"),
+    ("P_tx", "P_\\text{train,experts}", "trainable routed-expert parameters one GPU holds"),
     ("P_f", "P_\\text{frozen}", "frozen parameters one GPU holds (LoRA's base)"),
     ("P_q", "P_\\text{linear}", "linear weights one GPU holds (QLoRA quantises them)"),
     ("P_l", "P_\\text{layer}", "one decoder layer's parameters on one GPU, adapters included"),

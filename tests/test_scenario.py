@@ -91,7 +91,8 @@ def test_defaults_are_the_documented_ones() -> None:
             "lora_dropout": 0.0, "implementation": "hf"},
         "parallelism": {"dp": 1, "tp": 1, "pp": 1, "cp": 1, "ep": 1, "zero": 0,
                         "sequence_parallel": False, "offload_optimizer": False,
-                        "offload_params": False},
+                        "offload_params": False, "pipeline_schedule": "1f1b",
+                        "virtual_stages": 1},
     }
 
 
