@@ -131,6 +131,12 @@ MEGATRON_THEORETICAL = Source(
     "megatron_theoretical", "Megatron-LM megatron/training/theoretical_memory_usage.py", "code",
     "https://github.com/NVIDIA/Megatron-LM", short="Megatron-LM theoretical memory")
 
+TORCH_PIPELINING = Source(
+    "torch_pipelining", "torch.distributed.pipelining stage.py (FSDP: set_reshard_after_backward"
+    "(False) and set_requires_gradient_sync(False) for every backward but the last); torchtitan "
+    "parallelize.py (reshard_after_forward=False when pp > 1); FSDP2 _fsdp_param.py (unsharded "
+    "gradients accumulated in reduce_dtype)", "code",
+    "https://github.com/pytorch/torchtitan", short="torch pipelining + FSDP2")
 EXPERT_DP = Source(
     "expert_dp", "Megatron-LM core/parallel_state.py (expert-data-parallel group: world / "
     "(expert tp x ep x pp)); DeepSpeed MoE (expert parameter groups sharded over the expert data "
@@ -141,5 +147,5 @@ SOURCES: dict[str, Source] = {s.id: s for s in (
     ZERO, ZERO_OFFLOAD, KORTHIKANTI, NARAYANAN, MEGATRON_SPLITS, LORA, QLORA, ADAMW, ADAM, SGD,
     ADAFACTOR, LION, BNB_8BIT, HF_PARAMS, HF_LOSS, LIGER, MEGATRON_CODE, TORCH_SAC, TRACED_ACTIVATIONS, TRACED_PEAK,
     TRACED_FSDP, TRACED_OPTIMIZER_STEP, DDP_BUCKETS, ALLOCATOR, CUDA_CONTEXT, NCCL, GPU_PRESETS,
-    TRANSFORMER_MATH, MEGATRON_THEORETICAL, EXPERT_DP)}
+    TRANSFORMER_MATH, MEGATRON_THEORETICAL, EXPERT_DP, TORCH_PIPELINING)}
 """Every source by id: the docs' bibliography lists them from here."""

@@ -29,6 +29,7 @@ from .sources import (
     MEGATRON_CODE,
     QLORA,
     TRACED_FSDP,
+    TORCH_PIPELINING,
     TRACED_OPTIMIZER_STEP,
     ZERO,
     ZERO_OFFLOAD,
@@ -199,6 +200,14 @@ UNSHARDED_GRADS = Formula(
     id="states.unsharded_grads", source=TRACED_FSDP,
     title="FSDP2 in a layer's backward, the layers already gathered: the previous layer's "
           "reduce-scatter input and the unsharded gradient of the layer's last projection")
+PIPELINED_GRADS = Formula(
+    "temporaries/gathered_grads", "lambda P_t, P_lt, g_u, g_r: P_t * g_r + P_lt * g_u",
+    id="states.pipelined_grads", source=TORCH_PIPELINING,
+    title="FSDP2 under pipeline parallelism: every micro-batch's unsharded gradients "
+          "accumulated (in the reduce dtype) until the stage's last backward, and the layer's "
+          "new ones in the parameters' dtype",
+    note="torch.distributed.pipelining turns off gradient sync and resharding after backward "
+         "until the last micro-batch (stage.py, perform_reduce_grad)")
 DDP_BUCKET = Formula(
     "gradients/ddp_buckets", "lambda P_t, g_b: P_t * g_b", id="states.ddp_buckets",
     title="DDP's flat buckets: a copy of every gradient", source=DDP_BUCKETS)
@@ -240,21 +249,22 @@ def local(x: Setup, stage: Stage) -> LocalParams:
 def model_states(x: Setup, stage: Stage) -> ModelStates:
     return _model_states(local(x, stage), x.n, x.lora, x.qlora, x.amp, x.master, x.optimizer,
                          x.optimizer_impl, x.N, x.z, x.dp, x.offload_optimizer, x.offload_params,
-                         x.H, x.megatron, x.ep)
+                         x.H, x.megatron, x.ep, x.pp)
 
 
 @lru_cache(maxsize=4096)
 def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool, amp: bool,
                   master: bool, opt: Optimizer, impl: OptimizerImpl, N: int, z: int, dp: int,
                   offload_optimizer: bool, offload_params: bool, H: int,
-                  megatron: bool = False, ep: int = 1) -> ModelStates:
+                  megatron: bool = False, ep: int = 1, pp: int = 1) -> ModelStates:
     """Memoised: a batch or sequence search re-estimates the same states many times.
 
     Which framework a stage means: with master weights, DeepSpeed's ZeRO (its optimizer
     keeps the fp32 master copy); otherwise torch's forms: DDP (zero 0), DDP with
     ZeroRedundancyOptimizer (zero 1), FSDP2 with reshard_after_forward=False (zero 2,
     Accelerate's SHARD_GRAD_OP) and FSDP2 (zero 3). FSDP2 shards the parameters at stage 2
-    too, and keeps every layer gathered from its forward to the end of backward. Under expert
+    too, and keeps every layer gathered from its forward to the end of backward; so does
+    FSDP2 at stage 3 under pipeline parallelism (torchtitan). Under expert
     parallelism the routed experts are sharded over N / ep ranks (`sharded`)."""
     fsdp2 = z >= 2 and not master
     N_1, N_2 = (N if z >= k else 1 for k in (1, 2))
@@ -308,7 +318,12 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool, amp:
     # (reduce_dtype) and for fp32 adapters
     g_u = w_g if n.fsdp_mixed else g
     g_r = 4 if n.fsdp_mixed else g
-    if z == 3:
+    if fsdp2 and N > 1 and pp > 1:
+        # torchtitan under pipeline parallelism: reshard_after_forward=False, and the schedule
+        # keeps every layer gathered and its gradients unsharded until the last micro-batch
+        everything = GATHERED_MODEL(P, w_g)
+        gathered_grads = PIPELINED_GRADS(P_t, local.per_layer_trainable, g_u, g_r)
+    elif z == 3:
         if qlora:
             gathered = GATHERED_LAYER_NF4(local.per_layer, local.per_layer_linear, w_g)
         else:
