@@ -146,9 +146,10 @@ def test_zero_stages_pay_their_documented_traffic() -> None:
         q, t = p.scenario.parallelism, p.scenario.training
         if (q.tp, q.pp, q.dp) == (1, 2, 4) and t.gradient_accumulation_steps == 4:
             layout[q.zero] = p.step_time.dp_comm
-    assert set(layout) == {1, 2, 3}
+    # under pipelining torch's FSDP keeps the layers gathered whatever the stage (ZeRO-2's
+    # memory): ZeRO-3's extra traffic buys nothing there, so the advisor drops it as dominated
+    assert set(layout) == {1, 2}
     assert layout[2] / layout[1] == pytest.approx((4 * 4 + 4) / 8)
-    assert layout[3] / layout[1] == pytest.approx(4 * (2 * 2 + 4) / 8)
     # at one micro-batch on one node: (D-1)/D x 8 bytes x the whole model over 450 GB/s
     z3 = next(p for p in r.plans if p.scenario.parallelism.dp == 8)
     params = z3.estimate.param_count
