@@ -104,7 +104,7 @@ MLP_GELU = _f("mlp", "lambda t_m, f, c: t_m * f * 5 * c", "mlp_gelu_new",
 ROUTER_INPUT = _f("mlp", "lambda T, H, q: T * H * q", "router_input", "The router's input")
 ROUTER_SOFTMAX = _f("mlp", "lambda T, e: T * e * 4", "router_softmax",
                     "The softmax of the router logits, fp32")
-EXPERT_IO = _f("mlp", "lambda T, K, H, c: T * K * H * c * 2", "expert_io",
+EXPERT_IO = _f("mlp", "lambda t_m, H, c: t_m * H * c * 2", "expert_io",
                "Routed experts: the gathered inputs and the outputs of K experts per token")
 RESID_DROPOUT = _f("dropout", "lambda T, h: 2 * T * h", "resid_dropout",
                    "Residual dropout's masks after attention and after the MLP")
@@ -468,9 +468,8 @@ def _moe(x: Setup, layer: LayerParams, saved: list[Term], z_width: int, trainabl
     arch, n, T = x.arch, x.n, x.T
     saved.append(ROUTER_INPUT(T, x.H, n.linear_input if n.autocast else z_width))
     saved.append(ROUTER_SOFTMAX(T, arch.num_local_experts))
-    K = arch.num_experts_per_tok
-    saved.append(EXPERT_IO(T, K, x.H, n.compute))
-    _mlp_core(x, saved, T * K, arch.expert_intermediate_size // x.tp)
+    saved.append(EXPERT_IO(x.routed, x.H, n.compute))
+    _mlp_core(x, saved, x.routed, arch.expert_intermediate_size // x.tp)
     if arch.shared_expert_intermediate_size:
         shared = tuple(lin for lin in layer.linears
                        if lin.group == "shared_expert" and lin.tp != "row")

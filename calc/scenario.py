@@ -78,6 +78,14 @@ class Training(_Strict):
         default="hf",
         description="whose kernels: Hugging Face transformers (eager PyTorch) or Megatron-LM",
     )
+    moe_capacity_factor: float | None = Field(
+        default=None, gt=0.0, le=64.0,
+        description="MoE, implementation megatron: each expert's buffer holds this times its "
+        "mean share of tokens (padded to capacity); none: dropless")
+    moe_load_imbalance: float = Field(
+        default=1.0, ge=1.0, le=4096.0,
+        description="MoE with ep > 1, dropless: tokens the busiest expert-parallel rank receives "
+        "over the mean")
 
     @model_validator(mode="before")
     @classmethod
@@ -353,6 +361,15 @@ def _check(s: Scenario, arch: Architecture, gpu: GpuPreset) -> list[EstimateWarn
         if p.shard_group % p.ep:
             fail("parallelism.ep", f"ep ({p.ep}) must divide dp x cp ({p.shard_group}): experts "
                  "are split within the data-parallel group")
+    if not arch.is_moe and (t.moe_capacity_factor is not None or t.moe_load_imbalance != 1.0):
+        warn("moe_without_experts", "training.moe_capacity_factor" if t.moe_capacity_factor
+             is not None else "training.moe_load_imbalance", "does nothing for a dense model")
+    if t.moe_capacity_factor is not None and t.implementation == "hf":
+        fail("training.moe_capacity_factor", "transformers' MoE layers are dropless: a capacity "
+             "factor needs implementation megatron")
+    if t.moe_load_imbalance > p.ep:
+        fail("training.moe_load_imbalance", f"cannot exceed ep ({p.ep}): the busiest rank "
+             "receives at most every token")
     # Checkpointing.
     if t.selective_policy is not None and t.activation_checkpointing != "selective":
         fail("training.selective_policy", "needs activation_checkpointing = selective")

@@ -15,6 +15,8 @@ Symbols follow the papers (per GPU):
 
 from __future__ import annotations
 
+import math
+
 from .architecture import Architecture
 from .numerics import Numerics, numerics
 from .optimizers import OPTIMIZERS, Optimizer, OptimizerImpl
@@ -62,6 +64,7 @@ class Setup:
         "pp",
         "qlora",
         "recompute_layers",
+        "routed",
         "s",
         "schedule",
         "selective_attention",
@@ -97,6 +100,7 @@ class Setup:
     cp: int
     ep: int
     schedule: str  # the pipeline schedule
+    routed: int  # tokens through one GPU's routed experts: T K, times the load factor
     virtual_stages: int
     N: int  # dp x cp
     zero: int  # the stage asked for
@@ -174,6 +178,9 @@ class Setup:
                                and not arch.is_mla)
         self.chunked_loss = t.loss == "chunked"
         self.megatron = t.implementation == "megatron"
+        # padded to capacity where a capacity factor is set; dropless, the busiest rank's share
+        load = t.moe_capacity_factor or (t.moe_load_imbalance if p.ep > 1 else 1.0)
+        self.routed = math.ceil(self.T * arch.num_experts_per_tok * load) if arch.is_moe else 0
 
     @property
     def fsdp(self) -> bool:

@@ -32,7 +32,8 @@ SYMBOLS: dict[str, Symbol] = {name: Symbol(tex, meaning) for name, tex, meaning 
     ("L", "L", "decoder layers"),
     ("V", "V", "vocabulary size"),
     ("V_t", "V'", "vocabulary rows on one GPU, ceil(V / tp)"),
-    ("t_m", "T_\\text{MLP}", "tokens through an MLP: T, or T K for routed experts"),
+    ("t_m", "T_\\text{MLP}", "tokens through an MLP: T, or for routed experts T K times the "
+     "load factor (the capacity factor, or the busiest rank's share under ep)"),
     ("e", "e", "routed experts"),
     ("K", "K", "experts per token (top-k)"),
     ("d_qk", "d_{qk}", "MLA: query/key head dimension (nope + rope)"),
