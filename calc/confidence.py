@@ -32,7 +32,21 @@ VALIDATED_FEATURES: dict[str, frozenset[Any]] = {
     "parallelism.ep": frozenset({1}),
     "parallelism.zero": frozenset({0, 1, 2, 3}),
     "parallelism.sequence_parallel": frozenset({False}),
+    "parallelism.pipeline_schedule": frozenset({"1f1b"}),
+    "parallelism.virtual_stages": frozenset({1}),
+    "training.moe_capacity_factor": frozenset({None}),
+    "training.moe_load_imbalance": frozenset({1.0}),
 }
+# The parallel features a scenario can use, each named when it is in use (`traced`/`missing`).
+PARALLEL_FEATURES = {
+    "parallelism.tp": "tensor parallelism", "parallelism.sequence_parallel": "sequence parallelism",
+    "parallelism.pp": "pipeline parallelism", "parallelism.cp": "context parallelism",
+    "parallelism.ep": "expert parallelism", "parallelism.zero": "ZeRO / FSDP sharding",
+    "parallelism.pipeline_schedule": "the pipeline schedule",
+}
+_UNUSED = {"parallelism.tp": 1, "parallelism.sequence_parallel": False, "parallelism.pp": 1,
+           "parallelism.cp": 1, "parallelism.ep": 1, "parallelism.zero": 0,
+           "parallelism.pipeline_schedule": "1f1b"}
 
 
 # Families traced with one attention path only (transformers runs Gemma 2 with eager attention:
@@ -59,14 +73,19 @@ def confidence(r: Resolved) -> dict[str, Any]:
     if size > MAX_TRACED_PARAMS:
         missing.append(f"{size / 1e9:.1f}B parameters is beyond the largest traced model "
                        f"({MAX_TRACED_PARAMS / 1e9:.1f}B)")
+    traced: list[str] = []
     for path, allowed in VALIDATED_FEATURES.items():
         group, name = path.split(".")
         value = getattr(getattr(r.scenario, group), name)
         if value not in allowed:
             missing.append(f"{path} = {value!r} is not in the traced cases")
+        elif path in PARALLEL_FEATURES and value != _UNUSED[path] and \
+                not (path == "parallelism.zero" and r.parallelism.shard_group == 1):
+            traced.append(f"{PARALLEL_FEATURES[path]} ({path.partition('.')[2]} = {value!r})")
     missing += _sharding_gaps(r)
     return {
         "level": "extrapolated" if missing else "validated",
+        "traced": traced,  # the parallel features in use that traced cases cover
         "missing": missing,
         "basis": "traced PyTorch training steps (validation/), CPU fake tensors",
     }

@@ -229,6 +229,7 @@ def format_table(e: Estimate) -> str:
         lines += ["", f"  host memory (offload) {gib(e.host_bytes)} per GPU"]
     lines += ["", f"  parameters {e.param_count:,} ({e.trainable_param_count:,} trainable)"]
     lines.append(f"  confidence: {e.confidence['level']}")
+    lines += [f"    traced: {t}" for t in e.confidence["traced"]]
     lines += [f"    - {m}" for m in e.confidence["missing"]]
     lines += [f"  warning [{w['field']}]: {w['message']}" for w in d["warnings"]]
     return "\n".join(lines)
