@@ -56,12 +56,15 @@ LABELS = {
     "tp": "Tensor parallel (tp)", "pp": "Pipeline parallel (pp)", "cp": "Context parallel (cp)",
     "ep": "Expert parallel (ep)", "zero": "ZeRO stage", "sequence_parallel": "Sequence parallel",
     "offload_optimizer": "Offload optimizer to CPU", "offload_params": "Offload parameters to CPU",
+    "pipeline_schedule": "Pipeline schedule", "virtual_stages": "Virtual stages per rank",
+    "moe_capacity_factor": "MoE capacity factor", "moe_load_imbalance": "MoE load imbalance",
 }
 BASIC = ("micro_batch_size", "seq_len", "precision")
 ADVANCED_TRAINING = ("gradient_accumulation_steps", "activation_checkpointing", "selective_policy",
                      "recompute_layers", "checkpoint_every", "optimizer", "optimizer_impl",
                      "mixed_precision", "attention", "loss", "finetuning", "lora_rank",
-                     "lora_targets", "lora_dropout", "implementation")
+                     "lora_targets", "lora_dropout", "implementation", "moe_capacity_factor",
+                     "moe_load_imbalance")
 # Choices whose default depends on other fields: an empty first option leaves the field to the
 # library (left out of the scenario, or null where the field is nullable).
 DEFAULT_CHOICE = {
