@@ -345,6 +345,10 @@ def _check(s: Scenario, arch: Architecture, gpu: GpuPreset) -> list[EstimateWarn
     if p.pp * p.virtual_stages > arch.num_hidden_layers:
         fail("parallelism.virtual_stages", f"pp x virtual_stages ({p.pp * p.virtual_stages}) "
              f"cannot exceed num_hidden_layers ({arch.num_hidden_layers})")
+    if p.pipeline_schedule == "interleaved_1f1b" and t.gradient_accumulation_steps % p.pp:
+        fail("training.gradient_accumulation_steps", "with interleaved_1f1b the micro-batches "
+             f"({t.gradient_accumulation_steps}) must be a multiple of pp ({p.pp}), as "
+             "Megatron-LM requires")
     if p.pipeline_schedule == "dualpipe" and p.pp % 2:
         fail("parallelism.pp", f"DualPipe needs an even pp, got {p.pp}")
     if t.seq_len % p.cp:

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from calc import estimate
-from calc.scenario import ScenarioError, parse_scenario
+from calc.scenario import ScenarioError, parse_scenario, resolve
 
 BASE = {"model": "llama-3-8b"}
 
@@ -117,3 +117,31 @@ def test_invalid_json_text_is_a_clear_error() -> None:
 def test_aliases_resolve_case_insensitively() -> None:
     assert estimate({"model": "Meta-Llama/Meta-Llama-3-8B", "gpu": "H100"}).as_dict()["gpu"] == \
         "h100-sxm-80gb"
+
+
+@pytest.mark.parametrize(("parallelism", "training", "field"), [
+    ({"pipeline_schedule": "gpipe"}, {}, "parallelism.pipeline_schedule"),
+    ({"pp": 2, "virtual_stages": 2}, {}, "parallelism.virtual_stages"),
+    ({"pp": 2, "pipeline_schedule": "interleaved_1f1b"}, {}, "parallelism.virtual_stages"),
+    ({"pp": 4, "pipeline_schedule": "interleaved_1f1b", "virtual_stages": 2},
+     {"gradient_accumulation_steps": 6}, "training.gradient_accumulation_steps"),
+    ({"pp": 3, "pipeline_schedule": "dualpipe"}, {}, "parallelism.pp"),
+    ({"pp": 8, "pipeline_schedule": "interleaved_1f1b", "virtual_stages": 8}, {},
+     "parallelism.virtual_stages"),
+])
+def test_pipeline_schedules_are_checked(parallelism: dict, training: dict, field: str) -> None:
+    with pytest.raises(ScenarioError) as err:
+        resolve(parse_scenario({"model": "llama-3.2-1b", "parallelism": parallelism,
+                                "training": training}))
+    assert err.value.field == field
+
+
+def test_moe_load_fields_are_checked() -> None:
+    with pytest.raises(ScenarioError) as err:
+        resolve(parse_scenario({"model": "mixtral-8x7b",
+                                "training": {"moe_capacity_factor": 1.25}}))
+    assert err.value.field == "training.moe_capacity_factor"
+    with pytest.raises(ScenarioError) as err:
+        resolve(parse_scenario({"model": "mixtral-8x7b", "parallelism": {"dp": 4, "ep": 2},
+                                "training": {"moe_load_imbalance": 3.0}}))
+    assert err.value.field == "training.moe_load_imbalance"

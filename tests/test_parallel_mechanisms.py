@@ -1,0 +1,104 @@
+"""Expert-data-parallel sharding, every pipeline rank, the schedules, FSDP under pipelining and
+the MoE load: each checked against a count by hand or an ordering that must hold."""
+
+from __future__ import annotations
+
+import pytest
+
+from calc import estimate
+from calc.placement import stages
+from calc.scenario import parse_scenario, resolve
+from calc.setup import Setup
+
+GiB = 2**30
+
+
+def _setup(scenario: dict) -> Setup:
+    return Setup(resolve(parse_scenario(scenario)))
+
+
+def test_experts_are_sharded_over_the_expert_data_parallel_ranks() -> None:
+    """Mixtral 8x7B, EP 8 inside DP 8, ZeRO-1, master weights: every GPU holds one expert per
+    layer, whose Adam states and master weights (12 bytes) are sharded over 8 / 8 = 1 rank;
+    the rest (attention, norms, routers, embeddings) over 8 ranks."""
+    r = estimate({"model": "mixtral-8x7b", "training": {"mixed_precision": "master"},
+                  "parallelism": {"dp": 8, "ep": 8, "zero": 1}})
+    x = r.setup
+    local = x.counts.total - x.counts.moe_layer.group_count("experts") * 32 * 7 // 8
+    experts = x.counts.moe_layer.group_count("experts") * 32 // 8
+    states = sum(v for k, v in r.as_dict()["breakdown"].items()
+                 if k.startswith("optimizer_states/"))
+    by_hand = 12 * experts + 12 * -(-(local - experts) // 8)
+    assert states == pytest.approx(by_hand, rel=1e-6)
+    assert states > 60 * GiB  # not the 8 GiB of experts sharded twice
+
+
+def test_without_expert_parallelism_the_shards_are_unchanged() -> None:
+    base = {"model": "mixtral-8x7b", "parallelism": {"dp": 8, "zero": 3}}
+    r = estimate(base)
+    assert r.as_dict()["breakdown"]["parameters/weights"] == \
+        -(-r.setup.counts.total // 8) * 4
+
+
+def test_every_pipeline_rank_with_a_different_share_is_evaluated() -> None:
+    """DeepSeek-V3 over 16 stages: rank 0 holds the dense layers, the middle ranks only MoE
+    layers; the peak is on rank 1, whose MoE layers and 15 micro-batches outweigh rank 0."""
+    x = _setup({"model": "deepseek-v3", "parallelism": {"pp": 16, "tp": 8, "ep": 8, "dp": 8},
+                "training": {"gradient_accumulation_steps": 16}})
+    assert [st.index for st in x.stages] == [0, 1, 13, 15]
+    assert (x.stages[0].dense_layers, x.stages[1].moe_layers) == (3, 4)
+    r = estimate({"model": "deepseek-v3",
+                  "parallelism": {"pp": 16, "tp": 8, "ep": 8, "dp": 8},
+                  "training": {"gradient_accumulation_steps": 16}})
+    assert r.as_dict()["peak_rank"]["pipeline_stage"] == 1
+    assert "4 MoE layers" in r.as_dict()["peak_rank"]["why"]
+
+
+@pytest.mark.parametrize(("schedule", "v", "rank0"), [
+    ("1f1b", 1, 4), ("zero_bubble", 1, 4), ("gpipe", 1, 8),
+    # Megatron's warm-up on rank 0: 2 (pp - 1) + (v - 1) pp + 1 chunk micro-batches
+    ("interleaved_1f1b", 2, 2 * 3 + 4 + 1), ("dualpipe", 1, 5)])
+def test_schedules_keep_their_micro_batches_in_flight(schedule: str, v: int, rank0: int) -> None:
+    x = _setup({"model": "llama-3.1-8b", "training": {"gradient_accumulation_steps": 8},
+                "parallelism": {"pp": 4, "pipeline_schedule": schedule, "virtual_stages": v}})
+    assert x.in_flight(x.stages[0]) == rank0
+
+
+def test_schedules_order_their_activation_memory() -> None:
+    def peak(schedule: str, v: int = 1) -> int:
+        return estimate({"model": "llama-3.1-8b", "training": {"gradient_accumulation_steps": 8},
+                         "parallelism": {"pp": 4, "pipeline_schedule": schedule,
+                                         "virtual_stages": v}}).peak_bytes
+    one = peak("1f1b")
+    assert peak("zero_bubble") == one
+    assert one < peak("interleaved_1f1b", 2) < peak("gpipe")
+    # DualPipe: two stages a rank, both ends on the first rank
+    assert peak("dualpipe") > one
+
+
+def test_dualpipe_ranks_hold_two_stages() -> None:
+    counts = _setup({"model": "llama-3.1-8b"}).counts
+    first = stages(counts, 4, "dualpipe", 1)[0]
+    assert (first.layers, first.embedding, first.head) == (16, True, True)
+
+
+def test_fsdp_under_pipelining_keeps_the_stage_gathered() -> None:
+    """torch.distributed.pipelining: the stage's layers stay gathered (bf16) and its gradients
+    unsharded in fp32 (the reduce dtype) until the last micro-batch."""
+    base = {"model": "llama-3.1-8b", "training": {"gradient_accumulation_steps": 4},
+            "parallelism": {"dp": 8, "pp": 2, "zero": 3}}
+    r = estimate(base)
+    P = r.stage.states.local.total  # the parameters of the rank with the peak
+    breakdown = r.as_dict()["breakdown"]
+    assert breakdown["temporaries/gathered_params"] == P * 2
+    assert breakdown["temporaries/gathered_grads"] >= P * 4
+
+
+def test_routing_load_scales_the_routed_tokens() -> None:
+    def routed(**training: float) -> int:
+        return _setup({"model": "mixtral-8x7b", "training": {"implementation": "megatron",
+                                                             **training},
+                       "parallelism": {"dp": 8, "ep": 8}}).routed
+    assert routed() == 4096 * 2
+    assert routed(moe_capacity_factor=1.25) == 4096 * 2 * 5 // 4
+    assert routed(moe_load_imbalance=1.5) == 4096 * 3
