@@ -191,6 +191,32 @@ case("test", "llama-3.2-1b", 1, 4096, mp="pure", ac="full", loss="chunked")
 case("test", "qwen2.5-1.5b", 1, 2048, mp="pure", prec="fp32")
 case("test", "qwen3-0.6b", 1, 2048, mp="pure", prec="fp32", attn="flash")
 
+# Mixture of Experts (issue 11): the transformers implementations with their default
+# experts_implementation "grouped_mm" (sort the (token, expert) pairs, torch._grouped_mm over all
+# experts), shrunk in layers, vocabulary and expert count so each traces in seconds; the routing
+# mechanisms are kept. Expert counts stay divisible by the router's groups (DeepSeek: n_group 8).
+MIXTRAL = inline("mixtral-8x7b", num_hidden_layers=2, vocab_size=32000)  # 8 experts top-2, full width
+QWEN3MOE = inline("qwen3-30b-a3b", num_hidden_layers=4, vocab_size=32768)  # 128 experts top-8
+# DeepSeek-V3: MLA (q/kv LoRA latents), 1 dense layer then MoE layers with a shared expert and
+# sigmoid group-limited top-8 of 32 routed experts (8 groups of 4, 4 groups kept)
+DSV3 = dict(first_k_dense_replace=1, n_routed_experts=32, vocab_size=32768)
+DSV3_3L = inline("deepseek-v3", num_hidden_layers=3, **DSV3)
+DSV3_2L = inline("deepseek-v3", num_hidden_layers=2, **DSV3)
+MOE_NOTE = "grouped_mm experts; "
+case("dev", MIXTRAL, 1, 2048, tag="mixtral-8x7b-2L", notes=MOE_NOTE + "amp: the experts' grouped GEMMs run in fp32 (no autocast for _grouped_mm)")
+case("dev", MIXTRAL, 2, 1024, mp="pure", ac="full", tag="mixtral-8x7b-2L", notes=MOE_NOTE + "bf16, checkpointed layers")
+case("test", MIXTRAL, 2, 2048, mp="pure", tag="mixtral-8x7b-2L", notes=MOE_NOTE + "bf16")
+case("test", MIXTRAL, 1, 1024, ac="full", tag="mixtral-8x7b-2L", notes=MOE_NOTE + "amp, checkpointed layers")
+case("dev", QWEN3MOE, 1, 2048, mp="pure", tag="qwen3-30b-a3b-4L-v32k", notes=MOE_NOTE + "128 experts top-8, norm_topk_prob")
+case("dev", QWEN3MOE, 2, 1024, ac="full", tag="qwen3-30b-a3b-4L-v32k", notes=MOE_NOTE + "amp, checkpointed layers")
+case("test", QWEN3MOE, 2, 2048, mp="pure", ac="full", tag="qwen3-30b-a3b-4L-v32k", notes=MOE_NOTE + "bf16, checkpointed")
+case("test", QWEN3MOE, 1, 1024, tag="qwen3-30b-a3b-4L-v32k", notes=MOE_NOTE + "amp")
+case("dev", DSV3_3L, 1, 2048, mp="pure", tag="deepseek-v3-3L-e32-v32k",
+     notes=MOE_NOTE + "MLA (d_qk 192 != d_v 128 -> mem-efficient SDPA), 1 dense + 2 MoE layers, shared expert")
+case("dev", DSV3_3L, 1, 1024, tag="deepseek-v3-3L-e32-v32k", notes=MOE_NOTE + "amp")
+case("test", DSV3_3L, 2, 1024, mp="pure", ac="full", tag="deepseek-v3-3L-e32-v32k", notes=MOE_NOTE + "bf16, checkpointed")
+case("test", DSV3_2L, 1, 2048, ac="full", tag="deepseek-v3-2L-e32-v32k", notes=MOE_NOTE + "amp, 1 dense + 1 MoE layer, checkpointed")
+
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
     assert len(ids) == len(set(ids)), "duplicate ids"
