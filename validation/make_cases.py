@@ -25,7 +25,7 @@ CASES = []
 def case(split, model, b, s, mp="amp", attn="flash", prec="bf16", opt="adamw", impl="fused",
          ac="none", gas=1, lora=None, targets="all_linear", lora_dropout=0.0, dp=1, notes="",
          tag=None, zero=None, qlora=False, loss="standard", every=None, recompute=None,
-         policy=None, offload=False):
+         policy=None, offload=False, ep=1):
     name = model if isinstance(model, str) else tag
     parts = [name, f"b{b}", f"s{s}", mp if prec == "bf16" else f"{mp}-{prec}", attn]
     if (opt, impl) != ("adamw", "fused"):
@@ -41,6 +41,8 @@ def case(split, model, b, s, mp="amp", attn="flash", prec="bf16", opt="adamw", i
     if loss != "standard":
         parts.append(loss)
     zero = (3 if dp > 1 else 0) if zero is None else zero
+    if ep > 1:
+        parts.append(f"ep{ep}")
     if dp > 1:
         parts.append({0: "ddp", 1: "zero1-ddp", 2: "zero2-fsdp", 3: "fsdp"}[zero] + str(dp))
     if offload:
@@ -58,6 +60,8 @@ def case(split, model, b, s, mp="amp", attn="flash", prec="bf16", opt="adamw", i
     if recompute:
         tr["recompute_layers"] = recompute
     par = {"dp": dp, "zero": zero}
+    if ep > 1:
+        par["ep"] = ep
     if offload:
         par.update(offload_params=True, offload_optimizer=True)
     sc = {"schema_version": 1, "model": model, "training": tr, "parallelism": par,
@@ -216,6 +220,15 @@ case("dev", DSV3_3L, 1, 2048, mp="pure", tag="deepseek-v3-3L-e32-v32k",
 case("dev", DSV3_3L, 1, 1024, tag="deepseek-v3-3L-e32-v32k", notes=MOE_NOTE + "amp")
 case("test", DSV3_3L, 2, 1024, mp="pure", ac="full", tag="deepseek-v3-3L-e32-v32k", notes=MOE_NOTE + "bf16, checkpointed")
 case("test", DSV3_2L, 1, 2048, ac="full", tag="deepseek-v3-2L-e32-v32k", notes=MOE_NOTE + "amp, 1 dense + 1 MoE layer, checkpointed")
+# Expert parallelism, as transformers 5.23 does it (DistributedConfig(fsdp_size=dp, ep_size=ep)):
+# experts Shard(0) over ep ranks, tokens exchanged by all-to-all, FSDP2 over the rest (experts
+# over dp/ep ranks). Routing assumed balanced (the split sizes are data), see validation/README.md.
+EP_NOTE = "transformers EP (all_to_all) + FSDP2, balanced routing assumed; "
+case("dev", MIXTRAL, 1, 2048, mp="pure", dp=4, ep=4, tag="mixtral-8x7b-2L", notes=EP_NOTE + "2 experts a rank")
+case("dev", QWEN3MOE, 1, 2048, dp=8, ep=8, tag="qwen3-30b-a3b-4L-v32k", notes=EP_NOTE + "amp (FSDP2 bf16 params), 16 experts a rank")
+case("test", QWEN3MOE, 2, 1024, mp="pure", ac="full", dp=4, ep=4, tag="qwen3-30b-a3b-4L-v32k", notes=EP_NOTE + "32 experts a rank")
+case("test", DSV3_3L, 1, 2048, mp="pure", dp=4, ep=2, tag="deepseek-v3-3L-e32-v32k", notes=EP_NOTE + "experts also FSDP-sharded over 2 ranks (efsdp 2)")
+case("test", MIXTRAL, 1, 1024, dp=8, ep=8, ac="full", tag="mixtral-8x7b-2L", notes=EP_NOTE + "amp, 1 expert a rank")
 
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
