@@ -114,6 +114,17 @@ def apply_patches() -> None:
     # CompositeImplicitAutograd kernel, checked with _dispatch_has_kernel_for_dispatch_key).
     # Registering a CUDA kernel keeps the op whole; FakeTensorMode then computes its output from
     # the meta kernel and the kernel itself is never called.
+    # transformers' MoE experts (grouped_mm, its default experts implementation) ask for the
+    # device's compute capability to choose torch's grouped GEMM; answer as an H100 does.
+    torch.cuda.get_device_capability = lambda *a, **k: (9, 0)
+    # aten._grouped_mm: the Python meta kernel of torch 2.13 accepts bf16 only, but the CUDA
+    # op (GroupedBlas.cpp, _grouped_mm_validate_inputs in GroupedMMUtils.h) takes fp32 and
+    # fp16 too (CUTLASS for bf16 on sm90, else a loop of mm_out into the output). Under amp
+    # the experts' fp32 weights reach it in fp32 (it is on no autocast list). Both paths
+    # allocate only the output, shaped as create_grouped_gemm_output_tensor makes it.
+    if aten._grouped_mm.default not in fake_impls.op_implementations_dict:
+        fake_impls.register_op_impl(aten._grouped_mm.default)(_grouped_mm_fake)
+
     global _CUDA_LIB
     _CUDA_LIB = torch.library.Library("aten", "IMPL")
     for op in FUSED_ON_CUDA:
@@ -123,6 +134,35 @@ def apply_patches() -> None:
     F.scaled_dot_product_attention = sdpa_cuda
     torch.nn.functional.scaled_dot_product_attention = sdpa_cuda
     _PATCHED = True
+
+
+def _grouped_mm_fake(fake_mode, func, mat_a, mat_b, offs=None, bias=None, out_dtype=None):
+    """aten._grouped_mm on a fake CUDA device: the output of _grouped_mm_cuda (torch
+    GroupedMMUtils.h create_grouped_gemm_output_tensor: the last dim's stride padded to 16
+    bytes), for the dtypes the CUDA op accepts (bf16, fp16, fp32; output in mat_a's dtype)."""
+    import torch
+    if mat_a.device.type != "cuda":
+        return NotImplemented
+    ok = (torch.bfloat16, torch.float16, torch.float32)
+    if mat_a.dtype not in ok or mat_b.dtype not in ok or bias is not None:
+        raise RuntimeError(f"_grouped_mm: unsupported {mat_a.dtype}/{mat_b.dtype}/bias")
+    dt = out_dtype or mat_a.dtype
+    if dt != mat_a.dtype:
+        raise RuntimeError("Grouped gemm output dtype must match `mat_a` dtype")
+    a2, b2 = mat_a.dim() == 2, mat_b.dim() == 2
+    if a2 and b2:
+        size = [offs.size(0), mat_a.size(0), mat_b.size(1)]
+    elif a2:
+        size = [mat_a.size(0), mat_b.size(-1)]
+    elif b2:
+        size = [mat_a.size(1), mat_b.size(1)]
+    else:
+        size = [mat_a.size(0), mat_a.size(1), mat_b.size(-1)]
+    align = 16 // dt.itemsize
+    padded = (size[-1] + align - 1) // align * align
+    stride = [padded, 1] if a2 != b2 else [size[1] * padded, padded, 1]
+    with fake_mode:
+        return torch.empty_strided(size, stride, dtype=dt, device=mat_a.device)
 
 
 SDPA_CHOICES: dict = {}

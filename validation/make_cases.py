@@ -25,7 +25,7 @@ CASES = []
 def case(split, model, b, s, mp="amp", attn="flash", prec="bf16", opt="adamw", impl="fused",
          ac="none", gas=1, lora=None, targets="all_linear", lora_dropout=0.0, dp=1, notes="",
          tag=None, zero=None, qlora=False, loss="standard", every=None, recompute=None,
-         policy=None, offload=False):
+         policy=None, offload=False, ep=1):
     name = model if isinstance(model, str) else tag
     parts = [name, f"b{b}", f"s{s}", mp if prec == "bf16" else f"{mp}-{prec}", attn]
     if (opt, impl) != ("adamw", "fused"):
@@ -41,6 +41,8 @@ def case(split, model, b, s, mp="amp", attn="flash", prec="bf16", opt="adamw", i
     if loss != "standard":
         parts.append(loss)
     zero = (3 if dp > 1 else 0) if zero is None else zero
+    if ep > 1:
+        parts.append(f"ep{ep}")
     if dp > 1:
         parts.append({0: "ddp", 1: "zero1-ddp", 2: "zero2-fsdp", 3: "fsdp"}[zero] + str(dp))
     if offload:
@@ -58,6 +60,8 @@ def case(split, model, b, s, mp="amp", attn="flash", prec="bf16", opt="adamw", i
     if recompute:
         tr["recompute_layers"] = recompute
     par = {"dp": dp, "zero": zero}
+    if ep > 1:
+        par["ep"] = ep
     if offload:
         par.update(offload_params=True, offload_optimizer=True)
     sc = {"schema_version": 1, "model": model, "training": tr, "parallelism": par,
@@ -190,6 +194,41 @@ case("test", "qwen3-0.6b", 4, 2048, loss="chunked")
 case("test", "llama-3.2-1b", 1, 4096, mp="pure", ac="full", loss="chunked")
 case("test", "qwen2.5-1.5b", 1, 2048, mp="pure", prec="fp32")
 case("test", "qwen3-0.6b", 1, 2048, mp="pure", prec="fp32", attn="flash")
+
+# Mixture of Experts (issue 11): the transformers implementations with their default
+# experts_implementation "grouped_mm" (sort the (token, expert) pairs, torch._grouped_mm over all
+# experts), shrunk in layers, vocabulary and expert count so each traces in seconds; the routing
+# mechanisms are kept. Expert counts stay divisible by the router's groups (DeepSeek: n_group 8).
+MIXTRAL = inline("mixtral-8x7b", num_hidden_layers=2, vocab_size=32000)  # 8 experts top-2, full width
+QWEN3MOE = inline("qwen3-30b-a3b", num_hidden_layers=4, vocab_size=32768)  # 128 experts top-8
+# DeepSeek-V3: MLA (q/kv LoRA latents), 1 dense layer then MoE layers with a shared expert and
+# sigmoid group-limited top-8 of 32 routed experts (8 groups of 4, 4 groups kept)
+DSV3 = dict(first_k_dense_replace=1, n_routed_experts=32, vocab_size=32768)
+DSV3_3L = inline("deepseek-v3", num_hidden_layers=3, **DSV3)
+DSV3_2L = inline("deepseek-v3", num_hidden_layers=2, **DSV3)
+MOE_NOTE = "grouped_mm experts; "
+case("dev", MIXTRAL, 1, 2048, tag="mixtral-8x7b-2L", notes=MOE_NOTE + "amp: the experts' grouped GEMMs run in fp32 (no autocast for _grouped_mm)")
+case("dev", MIXTRAL, 2, 1024, mp="pure", ac="full", tag="mixtral-8x7b-2L", notes=MOE_NOTE + "bf16, checkpointed layers")
+case("test", MIXTRAL, 2, 2048, mp="pure", tag="mixtral-8x7b-2L", notes=MOE_NOTE + "bf16")
+case("test", MIXTRAL, 1, 1024, ac="full", tag="mixtral-8x7b-2L", notes=MOE_NOTE + "amp, checkpointed layers")
+case("dev", QWEN3MOE, 1, 2048, mp="pure", tag="qwen3-30b-a3b-4L-v32k", notes=MOE_NOTE + "128 experts top-8, norm_topk_prob")
+case("dev", QWEN3MOE, 2, 1024, ac="full", tag="qwen3-30b-a3b-4L-v32k", notes=MOE_NOTE + "amp, checkpointed layers")
+case("test", QWEN3MOE, 2, 2048, mp="pure", ac="full", tag="qwen3-30b-a3b-4L-v32k", notes=MOE_NOTE + "bf16, checkpointed")
+case("test", QWEN3MOE, 1, 1024, tag="qwen3-30b-a3b-4L-v32k", notes=MOE_NOTE + "amp")
+case("dev", DSV3_3L, 1, 2048, mp="pure", tag="deepseek-v3-3L-e32-v32k",
+     notes=MOE_NOTE + "MLA (d_qk 192 != d_v 128 -> mem-efficient SDPA), 1 dense + 2 MoE layers, shared expert")
+case("dev", DSV3_3L, 1, 1024, tag="deepseek-v3-3L-e32-v32k", notes=MOE_NOTE + "amp")
+case("test", DSV3_3L, 2, 1024, mp="pure", ac="full", tag="deepseek-v3-3L-e32-v32k", notes=MOE_NOTE + "bf16, checkpointed")
+case("test", DSV3_2L, 1, 2048, ac="full", tag="deepseek-v3-2L-e32-v32k", notes=MOE_NOTE + "amp, 1 dense + 1 MoE layer, checkpointed")
+# Expert parallelism, as transformers 5.23 does it (DistributedConfig(fsdp_size=dp, ep_size=ep)):
+# experts Shard(0) over ep ranks, tokens exchanged by all-to-all, FSDP2 over the rest (experts
+# over dp/ep ranks). Routing assumed balanced (the split sizes are data), see validation/README.md.
+EP_NOTE = "transformers EP (all_to_all) + FSDP2, balanced routing assumed; "
+case("dev", MIXTRAL, 1, 2048, mp="pure", dp=4, ep=4, tag="mixtral-8x7b-2L", notes=EP_NOTE + "2 experts a rank")
+case("dev", QWEN3MOE, 1, 2048, dp=8, ep=8, tag="qwen3-30b-a3b-4L-v32k", notes=EP_NOTE + "amp (FSDP2 bf16 params), 16 experts a rank")
+case("test", QWEN3MOE, 2, 1024, mp="pure", ac="full", dp=4, ep=4, tag="qwen3-30b-a3b-4L-v32k", notes=EP_NOTE + "32 experts a rank")
+case("test", DSV3_3L, 1, 2048, mp="pure", dp=4, ep=2, tag="deepseek-v3-3L-e32-v32k", notes=EP_NOTE + "experts also FSDP-sharded over 2 ranks (efsdp 2)")
+case("test", MIXTRAL, 1, 1024, dp=8, ep=8, ac="full", tag="mixtral-8x7b-2L", notes=EP_NOTE + "amp, 1 expert a rank")
 
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]

@@ -7,6 +7,13 @@ each ZeRO stage with `amp` or `pure` precision:
 - zero 3: FSDP2 `fully_shard` on every decoder layer, then the root (Accelerate's FULL_SHARD).
   `offload_params`: FSDP2's CPUOffloadPolicy (parameters, gradients and the optimizer step on
   the host; needs `offload_optimizer` too, since the step runs where the states are).
+- ep > 1 (zero 3): transformers' own expert parallelism (`DistributedConfig(fsdp_size=dp,
+  ep_size=ep)`, `maybe_distribute_model`): the experts' weights Shard(0) over the `ep` mesh, the
+  (token, expert) pairs exchanged by `AllToAllEP` (all-to-all there and back), then FSDP2 from the
+  model's plan: the experts on the `efsdp` mesh (dp / ep ranks), the rest on `fsdp` (dp ranks).
+  The all-to-all split sizes are routing data, which fake tensors do not have: the trace assumes
+  balanced routing (each rank sends T*K/ep pairs to each rank, so receives T*K), see
+  `_balanced_dispatch`.
 
 Mixed precision under FSDP2 (`amp`, and `autocast` where the stored weights are already
 low-precision): MixedPrecisionPolicy(param_dtype=precision, reduce_dtype=fp32), with autocast
@@ -45,6 +52,12 @@ def kind(par: dict) -> str:
                           "offload_optimizer")
     if par.get("offload_optimizer") and not par.get("offload_params"):
         raise Untraceable("optimizer offload alone (DeepSpeed's ZeRO-Offload) has no torch form")
+    ep = int(par.get("ep", 1) or 1)
+    if ep > 1:
+        if zero != 3 or dp % ep or par.get("offload_params"):
+            raise Untraceable("ep is traced as transformers' EP + FSDP2: zero 3, ep dividing dp, "
+                              "no offload")
+        return "ep"
     if dp == 1 and zero in (0, 1, 2):
         return "single"
     return {0: "ddp", 1: "zero1"}.get(zero, "fsdp")
@@ -57,6 +70,87 @@ def mesh(dp: int, dev: torch.device):
         fake_cuda.patch_cuda_runtime_for_fsdp()
     from torch.distributed.device_mesh import init_device_mesh
     return init_device_mesh(dev.type, (dp,))
+
+
+def ep_mesh(dp: int, ep: int, dev: torch.device):
+    """transformers' two meshes (distributed/utils.py initialize_distributed_mesh, which reads
+    the accelerator type and so cannot run on a CPU build): dense (pp, dp_replicate, fsdp, tp) and
+    expert (pp, dp_replicate, efsdp, ep), built outside fake mode."""
+    init_fake_pg(dp)
+    if TRACE_DEVICE == "cuda":
+        fake_cuda.patch_cuda_runtime_for_fsdp()
+    from torch.distributed.device_mesh import init_device_mesh
+    from transformers.distributed.utils import TransformersDeviceMesh
+    _mesh_outside_fake_mode()
+    dense = init_device_mesh(dev.type, (1, 1, dp, 1), mesh_dim_names=("pp", "dp_replicate", "fsdp", "tp"))
+    expert = init_device_mesh(dev.type, (1, 1, dp // ep, ep),
+                              mesh_dim_names=("pp", "dp_replicate", "efsdp", "ep"))
+    return TransformersDeviceMesh(dense, expert)
+
+
+def _mesh_outside_fake_mode() -> None:
+    """FSDP2 over expert weights that are already DTensors on the `ep` mesh builds a combined
+    (efsdp, ep) mesh inside fully_shard; DeviceMesh computes its coordinates with small integer
+    tensors, which under FakeTensorMode have no data (`nonzero`). A mesh is bookkeeping, never
+    device memory: build every DeviceMesh with fake mode suspended."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    from torch.distributed.device_mesh import DeviceMesh
+    if getattr(DeviceMesh.__init__, "_outside_fake", False):
+        return
+    orig = DeviceMesh.__init__
+
+    def init(self, *args, **kwargs):
+        with unset_fake_temporarily():
+            orig(self, *args, **kwargs)
+    init._outside_fake = True
+    DeviceMesh.__init__ = init
+
+
+def shard_ep(model: torch.nn.Module, par: dict, mesh_manager, param_dtype) -> torch.nn.Module:
+    """Expert parallelism + FSDP2 as transformers 5.23 applies them (`maybe_distribute_model`)."""
+    from transformers.distributed import DistributedConfig
+    from transformers.distributed import expert_parallel
+    if param_dtype not in (None, torch.bfloat16):
+        raise Untraceable("transformers' FSDP mixed precision is bf16 only")
+    dp, ep = int(par["dp"]), int(par["ep"])
+    cfg = DistributedConfig(fsdp_size=dp, ep_size=ep, ep_implementation="all_to_all",
+                            fsdp_mixed_precision=param_dtype is not None)
+    expert_parallel.AllToAllEP._dispatch_tokens = _balanced_dispatch
+    return type(model).maybe_distribute_model(model, cfg, mesh_manager)
+
+
+def _balanced_dispatch(self, hidden_states, top_k_index, top_k_weights):
+    """transformers' `AllToAllEP._dispatch_tokens` (5.23, tp_size 1) with the split sizes of a
+    balanced routing. The original reads the per-rank counts back to the host (`.tolist()`),
+    which fake tensors cannot answer; here every rank sends T*K/ep (token, expert) pairs to each
+    rank and so receives T*K rows, split evenly over its local experts. Every op and buffer is
+    the original's; only the sizes are assumed."""
+    from transformers.distributed.expert_parallel import (_AllToAllState, _WaitTensor,
+                                                          all_to_all_single,
+                                                          all_to_all_single_autograd)
+    num_tokens = hidden_states.size(0)
+    ep_group, ep_size = self.ep_mesh.get_group(), self.ep_mesh.size()
+    num_top_k = top_k_index.size(-1)
+    expert_ids = top_k_index.reshape(-1)
+    order = torch.argsort(expert_ids)
+    send_tokens = hidden_states[order // num_top_k]
+    send_counts = torch.zeros(self.num_local_experts * ep_size, dtype=torch.long, device=hidden_states.device)
+    send_counts = send_counts.scatter_add_(0, expert_ids, torch.ones_like(expert_ids))
+    send_counts = send_counts.view(ep_size, self.num_local_experts)
+    recv_counts = torch.empty_like(send_counts)
+    all_to_all_single(recv_counts, send_counts, group=ep_group)
+    pairs = expert_ids.numel()
+    if pairs % ep_size:
+        raise Untraceable(f"balanced routing needs T*K ({pairs}) divisible by ep ({ep_size})")
+    send_sizes = recv_sizes = [pairs // ep_size] * ep_size       # assumed: balanced routing
+    recv_tokens = all_to_all_single_autograd(send_tokens, recv_sizes, send_sizes, ep_group)
+    recv_tokens = _WaitTensor.apply(recv_tokens)
+    recv_expert_ids = torch.arange(self.num_local_experts, device=hidden_states.device).repeat(ep_size)
+    recv_expert_ids = recv_expert_ids.repeat_interleave(pairs // (ep_size * self.num_local_experts))
+    recv_expert_ids = recv_expert_ids.unsqueeze(-1)
+    recv_weights = torch.ones_like(recv_expert_ids, dtype=recv_tokens.dtype)
+    state = _AllToAllState(top_k_weights, order, send_sizes, recv_sizes, num_tokens)
+    return recv_tokens, recv_expert_ids, recv_weights, state
 
 
 def shard(model: torch.nn.Module, par: dict, device_mesh, param_dtype) -> None:

@@ -51,7 +51,11 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
     hf = load_hf_config(sc["model"])
     cfg, attn_impl = build_config(hf, tr)
     dev = torch.device(TRACE_DEVICE, 0) if TRACE_DEVICE == "cuda" else torch.device("cpu")
-    device_mesh = parallel.mesh(dp, dev) if layout != "single" else None
+    if layout == "ep":
+        device_mesh = parallel.ep_mesh(dp, int(par["ep"]), dev)
+    else:
+        device_mesh = parallel.mesh(dp, dev) if layout != "single" else None
+    sharded = layout in ("fsdp", "ep")  # FSDP2 in both
 
     b, s, gas = int(tr["micro_batch_size"]), int(tr["seq_len"]), int(tr["gradient_accumulation_steps"])
     if TRACE_DEVICE == "cuda":
@@ -71,6 +75,8 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
         buckets = None
         if layout == "fsdp":
             parallel.shard(model, par, device_mesh, pdt if use_autocast else None)
+        elif layout == "ep":
+            model = parallel.shard_ep(model, par, device_mesh, pdt if use_autocast else None)
         elif layout in ("ddp", "zero1"):
             buckets = parallel.ddp(model)
 
@@ -82,7 +88,7 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
         input_ids = torch.randint(0, vocab, (b, s), device=dev)
         labels = torch.randint(0, vocab, (b, s), device=dev)
 
-        if layout == "fsdp":
+        if sharded:
             from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
             mt = make_phase_tracker_cls(FSDPMemTracker)(model, optimizer)
         else:
@@ -148,11 +154,14 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
             "trainable_param_count": int(trainable_count),
             "device": f"{dev.type}(fake)",
         }
-        if layout == "fsdp":
+        if sharded:
             res["fsdp_categories_by_phase"] = raw_by_phase
         if layout != "single":
             res["per_rank"] = "rank 0"
             res["data_parallel"] = layout
+        if layout == "ep":
+            res["expert_parallel"] = {"ep": int(par["ep"]), "routing": "assumed balanced: T*K/ep "
+                                      "(token, expert) pairs to each rank"}
         if TRACE_DEVICE == "cuda":
             res["sdpa_backend_calls"] = dict(fake_cuda.SDPA_CHOICES)
         modules = module_report(mt, dev) if with_modules else None
