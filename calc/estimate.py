@@ -15,8 +15,8 @@ from .confidence import confidence
 from .formula import Term
 from .overhead import beyond
 from .params import lora_parameters
-from .placement import Stage
 from .peak import COMPONENTS, PHASES, Moment, StagePeak, components, stage_peak
+from .placement import Stage
 from .scenario import Resolved, Scenario, parse_scenario, resolve
 from .setup import Setup, setup
 

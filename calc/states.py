@@ -28,8 +28,8 @@ from .sources import (
     LORA,
     MEGATRON_CODE,
     QLORA,
-    TRACED_FSDP,
     TORCH_PIPELINING,
+    TRACED_FSDP,
     TRACED_OPTIMIZER_STEP,
     ZERO,
     ZERO_OFFLOAD,
@@ -135,7 +135,7 @@ EXPERT_FORMS: dict[Formula, Formula] = {}
 
 
 def _expert_form(f: Formula) -> Formula:
-    head, _, body = f.expr.partition(":")
+    body = f.expr.partition(":")[2]
     new = [a for m in _SHARD.finditer(body) for a in (_EXPERT_PART[m[1]], f"X_{m[2]}")]
     args = list(f.args) + [a for a in dict.fromkeys(new) if a not in f.args]
     body = _SHARD.sub(lambda m: f"(ceil(({m[1]} - {_EXPERT_PART[m[1]]}) / N_{m[2]}) + "
@@ -273,8 +273,8 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool, amp:
     ex: Experts = None
     if ep > 1 and local.experts and not lora:  # LoRA with ep: adapters sharded over N (assumed)
         X = N // ep
-        ex = (local.experts, local.experts_trainable, *(X if n_k > 1 else 1
-                                                        for n_k in (N_1, N_2, N_3)))
+        X_1, X_2, X_3 = (X if n_k > 1 else 1 for n_k in (N_1, N_2, N_3))
+        ex = (local.experts, local.experts_trainable, X_1, X_2, X_3)
     params: list[Term] = []
     host: list[Term] = []
     if lora:
