@@ -291,8 +291,9 @@ def decoder_layer(x: Setup, layer: LayerParams) -> LayerActivations:
         if n.adapter_copies:  # cached low-precision copies of the trainable adapter weights
             saved.append(ADAPTER_COPIES(c, x.lora_rank, sum(sum(lin.local_shape(tp))
                                                          for lin in adapters)))
-    if n.weight_copies and not x.qlora:
-        saved.append(WEIGHT_COPIES(c, sum(lin.local_counts(tp, x.ep)[0] for lin in layer.linears)))
+    if n.weight_copies and not x.qlora:  # not the routed experts: grouped_mm is not autocast
+        saved.append(WEIGHT_COPIES(c, sum(lin.local_counts(tp, x.ep)[0] for lin in layer.linears
+                                          if lin.group != "experts")))
     # --- transients --------------------------------------------------------------------------
     f_w = layer.widest_row_input // tp
     n_x = 3 if trainable else 2
@@ -451,8 +452,16 @@ def _adapter_input(x: Setup, saved: list[Term], key: str, width: int, dropout: f
         saved.append(ADAPTER_DROPOUT(x.T, width))
 
 
-def _mlp_core(x: Setup, saved: list[Term], tokens: int, f: int, down_input: bool = True) -> None:
-    c = x.n.compute
+def expert_width(x: Setup) -> int:
+    """Bytes of the routed experts' activations: transformers runs them as one grouped GEMM
+    (torch._grouped_mm), which autocast does not cast, so under amp they compute in the fp32
+    weights' dtype (traced: validation/cases.json, Mixtral, Qwen3-MoE, DeepSeek-V3)."""
+    return x.n.weight if x.n.autocast else x.n.compute
+
+
+def _mlp_core(x: Setup, saved: list[Term], tokens: int, f: int, down_input: bool = True,
+              width: int | None = None) -> None:
+    c = width or x.n.compute
     if x.arch.traits.mlp == "gated":
         saved.append(MLP_GATED(4 if down_input else 3, tokens, f, c))
     elif ACTIVATIONS[x.arch.hidden_act] == "native":
@@ -468,8 +477,8 @@ def _moe(x: Setup, layer: LayerParams, saved: list[Term], z_width: int, trainabl
     arch, n, T = x.arch, x.n, x.T
     saved.append(ROUTER_INPUT(T, x.H, n.linear_input if n.autocast else z_width))
     saved.append(ROUTER_SOFTMAX(T, arch.num_local_experts))
-    saved.append(EXPERT_IO(x.routed, x.H, n.compute))
-    _mlp_core(x, saved, x.routed, arch.expert_intermediate_size // x.tp)
+    saved.append(EXPERT_IO(x.routed, x.H, expert_width(x)))
+    _mlp_core(x, saved, x.routed, arch.expert_intermediate_size // x.tp, width=expert_width(x))
     if arch.shared_expert_intermediate_size:
         shared = tuple(lin for lin in layer.linears
                        if lin.group == "shared_expert" and lin.tp != "row")

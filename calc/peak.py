@@ -21,6 +21,7 @@ from typing import NamedTuple
 from .activations import (
     LayerActivations,
     decoder_layer,
+    expert_width,
     eager_mask,
     embedding_activations,
     head_activations,
@@ -93,6 +94,10 @@ MOMENTS: dict[str, MomentKind] = {
         "activations freed, the attention's norm backward",
         ("states", "gradients_written", "backward_gathered", "other_micro_batches",
          "first_layer", "layer_backward", "bucket")),
+    "backward.experts": MomentKind(
+        "the first MoE layer's expert backward: its gate/up weight gradient for every local "
+        "expert in one tensor, the layers above it done",
+        ("states", "gradients_written", "other_micro_batches", "first_layer", "layer_backward")),
     "backward.fsdp_root": MomentKind(
         "the end of backward with FSDP: the root unit's post-backward",
         ("states", "gradients", "other_micro_batches", "embedding_grad", "root_reduce_scatter")),
@@ -141,6 +146,16 @@ LATE_GATHERED = Formula(
     id="peak.late_gathered", source=TRACED_FSDP,
     title="FSDP in a layer's backward past its MLP: the next layer prefetched, the previous "
           "layer's reduce-scatter input, the MLP's unsharded gradients")
+EXPERTS_ALIVE = Formula(
+    "activations/last_layer", "lambda A_d, A_l, A_m, t_m, H, x_e: A_d + A_l - A_m + t_m * H * x_e",
+    id="peak.experts_alive", source=TRACED_PEAK,
+    title="At the first MoE layer's expert backward: the layers below it, its own activations "
+          "but the MLP's, and the gathered rows the gate/up weight gradient reads")
+EXPERTS_BACKWARD = Formula(
+    "temporaries/layer_backward", "lambda P_xg, g, t_m, f, H, x_e: P_xg * g + t_m * (2 * f + H) * x_e",
+    id="peak.experts_backward", source=TRACED_PEAK,
+    title="transformers' grouped_mm backward: the gate/up weight gradient of every local expert "
+          "in one tensor, beside the GEMM's output gradient and its input gradient")
 FIRST_LAYER_INPUT = Formula(
     "activations/last_layer", "lambda x_l: x_l", id="peak.first_layer_input", source=TRACED_PEAK,
     title="The first layer's checkpointed input, freed last")
@@ -337,6 +352,10 @@ def stage_peak(x: Setup, stage: Stage, detail: bool = False) -> StagePeak:
     if late is not None:
         moments.append(_moment("backward.first_layer_late", states, late[0], late[1], others,
                                late[2], late[3], bucket))
+    experts = _experts_backward(x, stage, ms, ly)
+    if experts is not None:
+        moments.append(_moment("backward.experts", states, experts[0], others, experts[1],
+                               experts[2]))
     moments.append(_end_of_backward(x, stage, ms, others))
     if loss:  # no layer has gradients yet: only the prefetched layer is gathered
         moments.append(_moment("backward.loss_grad", states, earlier, gathered, saved, loss[1]))
@@ -408,6 +427,44 @@ def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt:
         written = _written(x, stage, ms, late=True)
         gathered = None
     return written, gathered, first, LATE_TRANSIENT(x.T, x.h, n.residual, n.compute)
+
+
+def _experts_backward(x: Setup, stage: Stage, ms: ModelStates, ly: Layers
+                      ) -> tuple[Term, Term, Term] | None:
+    """The first MoE layer's expert backward (transformers' grouped_mm, traced on Mixtral,
+    Qwen3-MoE and DeepSeek-V3): the layers above are done, its experts' down weights' gradient
+    written, the gate/up one being computed for every local expert at once. Full training on
+    one rank's own gradients (no FSDP gathering, no accumulation); dense layers below the
+    first MoE layer keep their activations and have no gradients yet."""
+    moe = next((act for kind, act, _ in ly.kinds if kind == "moe"), None)
+    if (moe is None or x.lora or x.megatron or x.micro_batches > 1 or not accumulated(ms.gradients)
+            or ms.gathered_layer is not None or ms.gathered_model is not None):
+        return None
+    arch = x.arch
+    below = 0
+    while stage.first_layer + below < arch.num_hidden_layers and \
+            not arch.is_moe_layer(stage.first_layer + below):
+        below += 1
+    dense = next((act for kind, act, _ in ly.kinds if kind == "dense"), None)
+    ckpt = ly.checkpointed
+    A_d = 0
+    if dense is not None and below:
+        kept = min(ckpt, below)
+        A_d = kept * dense.checkpoint_input.bytes + (below - kept) * dense.total
+    routed = [lin for lin in x.counts.moe_layer.linears if lin.group == "experts"]
+    down = sum(sum(lin.local_counts(x.tp, x.ep)) for lin in routed if lin.tp == "row")
+    gate_up = sum(sum(lin.local_counts(x.tp, x.ep)) for lin in routed if lin.tp != "row")
+    symbols = ms.local.term.symbols
+    m_e = 0
+    if stage.embedding and not arch.tie_word_embeddings:
+        m_e = x.counts.embedding // x.tp
+    m_l = symbols["P_ml"] - down + below * symbols["P_dl"]
+    n = x.n
+    written = GRADIENTS_WRITTEN(ms.gradients.bytes, m_e, m_l, n.grad)
+    x_e = expert_width(x)
+    f = arch.expert_intermediate_size // x.tp
+    alive = EXPERTS_ALIVE(A_d, moe.total, moe.mlp_bytes, x.routed, x.H, x_e)
+    return written, alive, EXPERTS_BACKWARD(gate_up, n.grad, x.routed, f, x.H, x_e)
 
 
 def _end_of_backward(x: Setup, stage: Stage, ms: ModelStates, others: Part | None) -> Moment:

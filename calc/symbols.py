@@ -98,6 +98,12 @@ SYMBOLS: dict[str, Symbol] = {name: Symbol(tex, meaning) for name, tex, meaning 
      "adapters, with LoRA)"),
     ("P_lm", "P_\\text{layer,MLP}", "the trainable part of a layer's MLP on one GPU"),
     ("A_m", "A_\\text{MLP}", "the MLP's part of a layer's saved activations"),
+    ("A_d", "A_\\text{below}", "the saved activations of the stage's layers below its first MoE "
+     "layer (their checkpointed inputs, when checkpointed)"),
+    ("P_xg", "P_\\text{experts,gate/up}", "one MoE layer's gate and up weights of its local "
+     "routed experts"),
+    ("x_e", "x_e", "bytes of the routed experts' activations (fp32 under amp: grouped_mm runs "
+     "outside autocast)"),
     ("P_ll", "P_\\text{layer,last}", "the trainable part of a layer's last projection (its "
      "backward's first weight gradient)"),
     ("L_l", "P_\\text{layer,linear}", "one layer's linear weights on one GPU (QLoRA's 4-bit part)"),
