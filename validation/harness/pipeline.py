@@ -74,5 +74,7 @@ def schedule(stage_mod: nn.Module, stage: int, pp: int, dev, group, micro_batche
     torch.cuda.get_rng_state = lambda *a, **k: torch.zeros(0, dtype=torch.uint8)
     torch.cuda.set_rng_state = lambda *a, **k: None
     ps = PipelineStage(stage_mod, stage, pp, dev, input_args=(inputs,), output_args=(outputs,),
+                       output_grads=(outputs,) if stage < pp - 1 else None,
+                       input_grads=(inputs,) if stage > 0 else (None,),
                        group=group)
     return ps, Schedule1F1B(ps, n_microbatches=micro_batches, loss_fn=loss_fn)
