@@ -154,10 +154,11 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
         def one_step():
             if pp > 1:
                 with autocast_ctx():
+                    # torchtitan's call: the last stage keeps no micro-batch's output
                     if stage == 0:
-                        sched.step(input_ids)
+                        sched.step(input_ids, return_outputs=False)
                     else:
-                        sched.step(target=labels)
+                        sched.step(target=labels, return_outputs=False)
                 mt.set_phase(None)
                 mt.set_phase("optimizer_step")
                 optimizer.step()
