@@ -131,6 +131,8 @@ def apply_patches() -> None:
         _CUDA_LIB.impl(op, _never_called(op), "CUDA")
 
     _ORIG_SDPA = F.scaled_dot_product_attention
+    # torch's context_parallel() monkey-patches F by the replaced function's __name__
+    sdpa_cuda.__name__ = "scaled_dot_product_attention"
     F.scaled_dot_product_attention = sdpa_cuda
     torch.nn.functional.scaled_dot_product_attention = sdpa_cuda
     _PATCHED = True

@@ -25,7 +25,7 @@ CASES = []
 def case(split, model, b, s, mp="amp", attn="flash", prec="bf16", opt="adamw", impl="fused",
          ac="none", gas=1, lora=None, targets="all_linear", lora_dropout=0.0, dp=1, notes="",
          tag=None, zero=None, qlora=False, loss="standard", every=None, recompute=None,
-         policy=None, offload=False, ep=1):
+         policy=None, offload=False, ep=1, tp=1, sp=False, cp=1, pp=1):
     name = model if isinstance(model, str) else tag
     parts = [name, f"b{b}", f"s{s}", mp if prec == "bf16" else f"{mp}-{prec}", attn]
     if (opt, impl) != ("adamw", "fused"):
@@ -40,11 +40,17 @@ def case(split, model, b, s, mp="amp", attn="flash", prec="bf16", opt="adamw", i
         parts.append(f"{'qlora' if qlora else 'lora'}{lora}{'attn' if targets == 'attention' else ''}")
     if loss != "standard":
         parts.append(loss)
-    zero = (3 if dp > 1 else 0) if zero is None else zero
+    zero = (3 if dp * cp > 1 else 0) if zero is None else zero
     if ep > 1:
         parts.append(f"ep{ep}")
     if dp > 1:
         parts.append({0: "ddp", 1: "zero1-ddp", 2: "zero2-fsdp", 3: "fsdp"}[zero] + str(dp))
+    if tp > 1:
+        parts.append(f"tp{tp}" + ("sp" if sp else ""))
+    if cp > 1:
+        parts.append(f"cp{cp}")
+    if pp > 1:
+        parts.append(f"pp{pp}")
     if offload:
         parts.append("offload")
     tr = {"micro_batch_size": b, "seq_len": s, "gradient_accumulation_steps": gas,
@@ -62,6 +68,9 @@ def case(split, model, b, s, mp="amp", attn="flash", prec="bf16", opt="adamw", i
     par = {"dp": dp, "zero": zero}
     if ep > 1:
         par["ep"] = ep
+    par.update({k: v for k, v in (("tp", tp), ("cp", cp), ("pp", pp)) if v > 1})
+    if sp:
+        par["sequence_parallel"] = True
     if offload:
         par.update(offload_params=True, offload_optimizer=True)
     sc = {"schema_version": 1, "model": model, "training": tr, "parallelism": par,
@@ -229,6 +238,38 @@ case("dev", QWEN3MOE, 1, 2048, dp=8, ep=8, tag="qwen3-30b-a3b-4L-v32k", notes=EP
 case("test", QWEN3MOE, 2, 1024, mp="pure", ac="full", dp=4, ep=4, tag="qwen3-30b-a3b-4L-v32k", notes=EP_NOTE + "32 experts a rank")
 case("test", DSV3_3L, 1, 2048, mp="pure", dp=4, ep=2, tag="deepseek-v3-3L-e32-v32k", notes=EP_NOTE + "experts also FSDP-sharded over 2 ranks (efsdp 2)")
 case("test", MIXTRAL, 1, 1024, dp=8, ep=8, ac="full", tag="mixtral-8x7b-2L", notes=EP_NOTE + "amp, 1 expert a rank")
+# Model parallelism (issue 11): rank 0 of a fake process group; dense llama/qwen models cut to
+# 4 layers (8 with pp) with their real vocabularies, so the loss-parallel logits stay in view.
+L4 = {m: inline(m, num_hidden_layers=4) for m in ("llama-3.1-8b", "qwen2.5-7b", "qwen3-8b",
+                                                 "mistral-7b")}
+L8 = {m: inline(m, num_hidden_layers=8) for m in ("llama-3.1-8b", "qwen2.5-7b", "qwen3-8b")}
+T4 = {m: f"{m}-4L" for m in L4}
+T8 = {m: f"{m}-8L" for m in L8}
+LL, QW, Q3, MI = "llama-3.1-8b", "qwen2.5-7b", "qwen3-8b", "mistral-7b"
+# tensor parallel (torchtitan's plan, loss parallel)
+case("dev", L4[LL], 1, 4096, tp=2, tag=T4[LL], notes="TP: column/row-parallel linears, vocab-parallel embedding and head")
+case("test", L4[QW], 2, 2048, mp="pure", tp=4, tag=T4[QW])
+case("test", L4[LL], 1, 4096, mp="pure", ac="full", tp=4, tag=T4[LL])
+# tensor + sequence parallel
+case("dev", L4[LL], 1, 4096, tp=2, sp=True, tag=T4[LL], notes="TP+SP: norms and residual on S/tp tokens")
+case("test", L4[QW], 1, 4096, mp="pure", ac="full", tp=4, sp=True, tag=T4[QW])
+case("test", L4[MI], 2, 2048, tp=2, sp=True, tag=T4[MI])
+# 2-D: FSDP2 over dp after TP
+case("dev", L4[LL], 1, 4096, dp=2, tp=2, sp=True, tag=T4[LL], notes="FSDP2 x TP (torchtitan 2-D)")
+case("test", L4[QW], 1, 4096, mp="pure", ac="full", dp=4, tp=2, sp=True, tag=T4[QW])
+case("test", L4[Q3], 2, 2048, dp=2, tp=4, tag=T4[Q3])
+# context parallel (FSDP2 over dp x cp, as torchtitan)
+case("dev", L4[LL], 1, 8192, cp=2, tag=T4[LL], notes="CP: torch context_parallel ring SDPA (all-gather rotation), FSDP2 over cp")
+case("test", L4[QW], 1, 8192, mp="pure", ac="full", cp=4, tag=T4[QW])
+case("test", L4[Q3], 1, 16384, mp="pure", cp=2, tag=T4[Q3])
+# pipeline parallel: Schedule1F1B, micro-batches = gradient_accumulation_steps
+case("dev", L8[LL], 1, 4096, gas=4, pp=2, tag=T8[LL], notes="PP: first and last stage of 1F1B")
+case("test", L8[QW], 1, 4096, mp="pure", ac="full", gas=8, pp=4, tag=T8[QW])
+case("test", L8[Q3], 2, 2048, gas=2, pp=2, tag=T8[Q3])
+# FSDP2 + PP (reshard_after_forward=False, torchtitan's default with PP)
+case("dev", L8[LL], 1, 4096, gas=4, dp=2, pp=2, tag=T8[LL], notes="FSDP2 + PP")
+case("test", L8[QW], 1, 2048, mp="pure", ac="full", gas=4, dp=4, pp=2, tag=T8[QW])
+case("test", L8[Q3], 1, 4096, gas=4, dp=2, pp=4, tag=T8[Q3])
 
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]

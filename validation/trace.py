@@ -72,10 +72,12 @@ def load_cases() -> list:
         return json.load(f)
 
 
-def run_case(case: dict) -> dict:
+def run_case(case: dict, pp_stage: str = "first") -> dict:
     dev_split = case.get("split") == "dev"
+    pp = int((case["scenario"].get("parallelism") or {}).get("pp") or 1)
     try:
-        r = trace_scenario(case["scenario"], with_modules=dev_split)
+        r = trace_scenario(case["scenario"], with_modules=dev_split and pp == 1,
+                           pp_stage=pp_stage)
     except Untraceable as e:
         return {"error": f"untraceable: {e}"}
     mods = r.pop("_modules", None)
@@ -97,6 +99,8 @@ def main(argv=None):
     ap.add_argument("--split", choices=["dev", "test"])
     ap.add_argument("--only-missing", action="store_true")
     ap.add_argument("--no-save", action="store_true", help="--case: do not write traced.json")
+    ap.add_argument("--pp-stage", choices=["first", "last"], default="first",
+                    help="with pp > 1: which pipeline stage this process traces")
     ap.add_argument("--modules", action="store_true", help="--scenario: include per-module report")
     ap.add_argument("--timeline", metavar="OUT.json",
                     help="--scenario: write the second step's memory after every op to OUT.json")
@@ -107,7 +111,8 @@ def main(argv=None):
             sc = json.load(f)
         sc = sc.get("scenario", sc)
         try:
-            r = trace_scenario(sc, with_modules=a.modules, timeline=bool(a.timeline))
+            r = trace_scenario(sc, with_modules=a.modules, timeline=bool(a.timeline),
+                               pp_stage=a.pp_stage)
         except Untraceable as e:
             r = {"error": f"untraceable: {e}"}
         ops = r.pop("_timeline", None)
@@ -130,10 +135,16 @@ def main(argv=None):
     for c in sel:
         if a.only_missing and c["id"] in results.get("cases", {}) and "error" not in results["cases"][c["id"]]:
             continue
-        # FSDP needs one process per world size: run those in a subprocess.
-        dp = int((c["scenario"].get("parallelism") or {}).get("dp", 1))
+        # A process group is one per process: every multi-rank case runs in a subprocess
+        # (with pp > 1, one for the first pipeline stage and one for the last).
+        n = parallel.sizes(c["scenario"].get("parallelism") or {})
+        world = n["pp"] * n["dp"] * n["cp"] * n["tp"]
         try:
-            if dp > 1 and (a.all or parallel.PG_READY):
+            if n["pp"] > 1 and not a.no_save:
+                r = _pipeline_case(c["id"])
+            elif a.no_save:
+                r = run_case(c, a.pp_stage)
+            elif world > 1 and (a.all or parallel.PG_READY or n["pp"] > 1):
                 r = _run_subprocess(c["id"])
             else:
                 r = run_case(c)
@@ -150,9 +161,25 @@ def main(argv=None):
     return rc
 
 
-def _run_subprocess(case_id: str) -> dict:
+def _pipeline_case(case_id: str) -> dict:
+    """The first and the last pipeline stage, each in its own process; the case's figures are
+    the larger stage's (what a GPU must hold), both kept under `pipeline_stages`."""
+    stages = {st: _run_subprocess(case_id, st) for st in ("first", "last")}
+    if any("error" in r for r in stages.values()):
+        return next(r for r in stages.values() if "error" in r)
+    worst = max(stages.values(), key=lambda r: r["peak_bytes"])
+    out = dict(worst)
+    out["pipeline_stages"] = {st: {k: r[k] for k in ("peak_bytes", "peak_phase", "phases",
+                                                     "categories_at_peak", "per_rank")}
+                              for st, r in stages.items()}
+    out["seconds"] = round(sum(r["seconds"] for r in stages.values()), 2)
+    return out
+
+
+def _run_subprocess(case_id: str, pp_stage: str = "first") -> dict:
     import subprocess
-    p = subprocess.run([sys.executable, os.path.abspath(__file__), "--case", case_id, "--no-save"],
+    p = subprocess.run([sys.executable, os.path.abspath(__file__), "--case", case_id, "--no-save",
+                        "--pp-stage", pp_stage],
                        capture_output=True, text=True)
     for line in reversed(p.stdout.strip().splitlines()):
         if line.startswith("{"):

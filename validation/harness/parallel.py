@@ -30,23 +30,40 @@ from .models import decoder_layers
 PG_READY = False
 
 
-def init_fake_pg(world: int) -> None:
+def init_fake_pg(world: int, rank: int = 0) -> None:
     global PG_READY
     from torch.testing._internal.distributed.fake_pg import FakeStore
     if PG_READY:
-        if dist.get_world_size() != world:
-            raise RuntimeError("one process per FSDP world size")
+        if dist.get_world_size() != world or dist.get_rank() != rank:
+            raise RuntimeError("one process per world size and rank")
         return
-    dist.init_process_group("fake", rank=0, world_size=world, store=FakeStore())
+    dist.init_process_group("fake", rank=rank, world_size=world, store=FakeStore())
     PG_READY = True
 
 
+def sizes(par: dict) -> dict[str, int]:
+    """The mesh dimensions in torchtitan's order (pp, dp, cp, tp)."""
+    return {k: int(par.get(k) or 1) for k in ("pp", "dp", "cp", "tp")}
+
+
 def kind(par: dict) -> str:
-    """"single", "ddp", "zero1", "fsdp" (zero 2 or 3)."""
-    dp, zero = int(par.get("dp", 1)), int(par.get("zero", 0))
-    if par.get("tp", 1) not in (1, None) or par.get("pp", 1) not in (1, None) \
-            or par.get("cp", 1) not in (1, None):
-        raise Untraceable("tp/pp/cp not traced")
+    """"single", "ddp", "zero1", "fsdp" (zero 2 or 3): the data-parallel layout.
+
+    With tp, cp or pp > 1 the data-parallel group is sharded by FSDP2 as torchtitan does
+    (over dp x cp: CP ranks hold the same weights and shard them like dp ranks); DDP and
+    ZeroRedundancyOptimizer are not combined with them."""
+    n = sizes(par)
+    dp, zero = n["dp"], int(par.get("zero", 0))
+    if n["tp"] > 1 or n["cp"] > 1 or n["pp"] > 1:
+        if par.get("offload_params") or par.get("offload_optimizer"):
+            raise Untraceable("offload with tp/cp/pp")
+        shard = dp * n["cp"]
+        if shard == 1:
+            return "single"
+        if zero < 2:
+            raise Untraceable("tp/cp/pp with dp x cp > 1 is traced with FSDP2 (zero 2 or 3), "
+                              "as torchtitan; not with DDP or ZeRO-1")
+        return "fsdp"
     if par.get("offload_params") and not (zero == 3 and par.get("offload_optimizer")):
         raise Untraceable("offload_params is traced as FSDP2's CPUOffloadPolicy: zero 3 with "
                           "offload_optimizer")
@@ -153,10 +170,54 @@ def _balanced_dispatch(self, hidden_states, top_k_index, top_k_weights):
     return recv_tokens, recv_expert_ids, recv_weights, state
 
 
-def shard(model: torch.nn.Module, par: dict, device_mesh, param_dtype) -> None:
-    """FSDP2 over every decoder layer, then the root."""
+def mesh_nd(par: dict, dev: torch.device, rank: int = 0):
+    """The (pp, dp, cp, tp) device mesh (dimensions of size 1 kept), built outside fake mode;
+    `rank` is the traced rank (0, or the last pipeline stage's first rank)."""
+    n = sizes(par)
+    world = n["pp"] * n["dp"] * n["cp"] * n["tp"]
+    init_fake_pg(world, rank)
+    if TRACE_DEVICE == "cuda":
+        fake_cuda.patch_cuda_runtime_for_fsdp()
+    from torch.distributed.device_mesh import init_device_mesh
+    _mesh_coordinates_outside_fake_mode()
+    full = init_device_mesh(dev.type, tuple(n.values()), mesh_dim_names=tuple(n))
+    # Sub-meshes are sliced here: slicing computes coordinates with nonzero(), which fake
+    # tensors cannot run.
+    meshes = {k: full[k] for k in n}
+    meshes["fsdp"] = full["dp", "cp"]._flatten("dp_cp") if n["cp"] > 1 else meshes["dp"]
+    return meshes
+
+
+def _mesh_coordinates_outside_fake_mode() -> None:
+    """FSDP2 over a TP mesh concatenates the dp and tp meshes (`_init_sharding_spec_tp`),
+    which builds a rank table and finds the rank in it with nonzero(): fake tensors cannot,
+    so the concatenation runs outside fake mode (the table is a small real CPU tensor)."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    from torch.distributed.device_mesh import DeviceMesh
+    orig = DeviceMesh._concatenate
+    if getattr(orig, "_harness", False):
+        return
+
+    def concatenate(device_mesh_list):
+        with unset_fake_temporarily():
+            return orig(device_mesh_list)
+    concatenate._harness = True
+    DeviceMesh._concatenate = staticmethod(concatenate)
+
+
+def shard_mesh(device_mesh):
+    """The mesh FSDP2 shards over: dp, or dp x cp flattened (torchtitan's dp_shard_cp)."""
+    return device_mesh["fsdp"] if isinstance(device_mesh, dict) else device_mesh
+
+
+def shard(model: torch.nn.Module, par: dict, device_mesh, param_dtype,
+          reshard_after_forward: bool | None = None) -> None:
+    """FSDP2 over every decoder layer, then the root. `reshard_after_forward` overrides
+    the zero stage's choice (torchtitan turns it off with pipeline parallelism)."""
     from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
-    kw = {"mesh": device_mesh, "reshard_after_forward": int(par["zero"]) == 3}
+    if reshard_after_forward is None:
+        reshard_after_forward = int(par["zero"]) == 3
+    kw = {"mesh": shard_mesh(device_mesh), "reshard_after_forward": reshard_after_forward}
     if param_dtype is not None:
         kw["mp_policy"] = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32)
     if par.get("offload_params"):

@@ -10,7 +10,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.distributed._tools.mem_tracker import MemTracker
 
 from . import loss as fused_loss
-from . import models, parallel
+from . import models, parallel, pipeline, tensor_parallel
 from .common import (DTYPES, PHASES, TRACE_DEVICE, Untraceable, build_config, fake_cuda,
                      load_hf_config, normalize_scenario)
 from .optimizers import make_optimizer
@@ -26,7 +26,10 @@ MODES = {
 }
 
 
-def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = False) -> dict:
+def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = False,
+                   pp_stage: str = "first") -> dict:
+    """`pp_stage`: with pp > 1, trace the first pipeline stage (rank 0) or the last (the
+    first rank of the last stage)."""
     sc = normalize_scenario(scenario)
     tr, par = sc["training"], sc["parallelism"]
     t0 = time.time()
@@ -36,10 +39,19 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
         raise Untraceable(f"loss={tr['loss']}")
     if tr.get("implementation", "hf") != "hf":
         raise Untraceable(f"implementation={tr['implementation']}")
-    layout = parallel.kind(par)
-    dp = int(par.get("dp", 1))
-    pdt = DTYPES[tr["precision"]]
     mp = tr["mixed_precision"]
+    layout = parallel.kind(par)
+    n = parallel.sizes(par)
+    dp, tp, cp = n["dp"], n["tp"], n["cp"]
+    meshed = tp > 1 or cp > 1 or n["pp"] > 1
+    if meshed and (tr["finetuning"] != "full" or tr["loss"] != "standard" or mp == "master"):
+        raise Untraceable("tp/cp/pp are traced for full fine-tuning, the standard loss and "
+                          "pure/amp/autocast precision")
+    pp = n["pp"]
+    if pp > 1 and cp > 1:
+        raise Untraceable("pp with cp")
+    stage = (pp - 1 if pp_stage == "last" else 0) if pp > 1 else 0
+    pdt = DTYPES[tr["precision"]]
     if mp not in MODES:
         raise Untraceable(f"mixed_precision={mp}")
     stored, autocast = MODES[mp]
@@ -53,6 +65,8 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
     dev = torch.device(TRACE_DEVICE, 0) if TRACE_DEVICE == "cuda" else torch.device("cpu")
     if layout == "ep":
         device_mesh = parallel.ep_mesh(dp, int(par["ep"]), dev)
+    elif meshed:
+        device_mesh = parallel.mesh_nd(par, dev, rank=stage * dp * cp * tp)
     else:
         device_mesh = parallel.mesh(dp, dev) if layout != "single" else None
     sharded = layout in ("fsdp", "ep")  # FSDP2 in both
@@ -67,14 +81,19 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
         param_count = sum(p.numel() for p in model.parameters())
         if tr["finetuning"] == "qlora":  # what bitsandbytes holds: 4-bit weights, not numel
             param_count = _qlora_param_count(model)
+        if tp > 1:  # torchtitan's order: TP, checkpointing, FSDP
+            tensor_parallel.apply_tp(model, device_mesh["tp"], bool(par.get("sequence_parallel")))
         models.apply_checkpointing(model, tr)
+        if pp > 1:
+            model = pipeline.split(model, stage, pp)
         if tr["loss"] == "chunked":
             fused_loss.apply(model)
         model.train()
 
         buckets = None
         if layout == "fsdp":
-            parallel.shard(model, par, device_mesh, pdt if use_autocast else None)
+            parallel.shard(model, par, device_mesh, pdt if use_autocast else None,
+                           reshard_after_forward=False if pp > 1 else None)
         elif layout == "ep":
             model = parallel.shard_ep(model, par, device_mesh, pdt if use_autocast else None)
         elif layout in ("ddp", "zero1"):
@@ -87,6 +106,22 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
         vocab = cfg.vocab_size
         input_ids = torch.randint(0, vocab, (b, s), device=dev)
         labels = torch.randint(0, vocab, (b, s), device=dev)
+        batch = {"input_ids": input_ids, "labels": labels}
+        if pp > 1:  # the schedule splits the whole batch into gas micro-batches
+            input_ids = torch.randint(0, vocab, (b * gas, s), device=dev)
+            labels = torch.randint(0, vocab, (b * gas, s), device=dev)
+            act = pdt if use_autocast else model_dtype  # the logits' dtype
+            h, v = cfg.hidden_size, cfg.vocab_size
+            stage_in = (torch.empty(b, s, dtype=torch.long, device=dev) if stage == 0
+                        else torch.empty(b, s, h, dtype=model_dtype, device=dev))
+            stage_out = (torch.empty(b, s, v, dtype=act, device=dev) if stage == pp - 1
+                         else torch.empty(b, s, h, dtype=model_dtype, device=dev))
+            stage_obj, sched = pipeline.schedule(model, stage, pp, dev,
+                                                 device_mesh["pp"].get_group(), gas,
+                                                 stage_in, stage_out)
+            del stage_in, stage_out
+        if cp > 1:  # the sequence is sharded in place: position_ids must be explicit
+            batch["position_ids"] = torch.arange(s, device=dev).expand(b, s).contiguous()
 
         if sharded:
             from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
@@ -96,6 +131,8 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
         mt._phase_init(dev, timeline)
         if timeline:
             _mark_layers(model, mt)
+        if pp > 1:
+            _pipeline_phases(stage_obj, model, mt)
         mt.track_external(model, optimizer, input_ids, labels,
                           *(buckets.buckets if buckets else ()))  # DDP's buckets: other
 
@@ -106,7 +143,33 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
                 return torch.autocast(device_type=dev.type, dtype=pdt)
             return contextlib.nullcontext()
 
+        def train_ctx():
+            """torchtitan's train context around forward and backward: loss parallel
+            (tp), context parallel (cp)."""
+            stack = contextlib.ExitStack()
+            if tp > 1:
+                stack.enter_context(tensor_parallel.loss_parallel())
+            if cp > 1:  # each micro-batch's buffers are sharded in place (a fresh batch)
+                local = {k: v.clone() for k, v in batch.items()}
+                stack.enter_context(tensor_parallel.cp_context(
+                    model, device_mesh["cp"], list(local.values())))
+                return stack, local
+            return stack, batch
+
         def one_step():
+            if pp > 1:
+                with autocast_ctx():
+                    # torchtitan's call: the last stage keeps no micro-batch's output
+                    if stage == 0:
+                        sched.step(input_ids, return_outputs=False)
+                    else:
+                        sched.step(target=labels, return_outputs=False)
+                mt.set_phase(None)
+                mt.set_phase("optimizer_step")
+                optimizer.step()
+                mt.set_phase(None)
+                optimizer.zero_grad(set_to_none=True)
+                return
             for mb in range(gas):
                 if mb:
                     # MemTracker refuses a second root forward without a reset; module
@@ -114,14 +177,16 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
                     mt.reset_mod_stats()
                 if buckets is not None:  # DDP syncs on the last micro-batch only (no_sync)
                     buckets.sync = mb == gas - 1
-                mt.set_phase("forward")
-                with autocast_ctx():
-                    outputs = model(input_ids=input_ids, labels=labels)
-                loss = outputs.loss
-                del outputs            # Trainer.compute_loss returns only the loss
-                mt.set_phase("backward")
-                (loss / gas).backward()
-                del loss
+                ctx, inputs = train_ctx()
+                with ctx:
+                    mt.set_phase("forward")
+                    with autocast_ctx():
+                        outputs = model(**inputs)
+                    loss = outputs.loss
+                    del outputs            # Trainer.compute_loss returns only the loss
+                    mt.set_phase("backward")
+                    (loss / gas).backward()
+                    del loss, inputs
                 if buckets is not None and buckets.sync:
                     buckets.finalize(dp)
                 mt.set_phase(None)
@@ -156,12 +221,17 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
         }
         if sharded:
             res["fsdp_categories_by_phase"] = raw_by_phase
-        if layout != "single":
+        if layout != "single" or meshed:
             res["per_rank"] = "rank 0"
             res["data_parallel"] = layout
         if layout == "ep":
             res["expert_parallel"] = {"ep": int(par["ep"]), "routing": "assumed balanced: T*K/ep "
                                       "(token, expert) pairs to each rank"}
+        if meshed:
+            res["mesh"] = {k: v for k, v in n.items() if v > 1}
+        if pp > 1:
+            res["per_rank"] = f"rank {stage * dp * cp * tp} (pipeline stage {stage} of {pp}, " \
+                f"Schedule1F1B, {gas} micro-batches)"
         if TRACE_DEVICE == "cuda":
             res["sdpa_backend_calls"] = dict(fake_cuda.SDPA_CHOICES)
         modules = module_report(mt, dev) if with_modules else None
@@ -188,13 +258,35 @@ def _qlora_param_count(model) -> int:
     return n
 
 
+def _pipeline_phases(stage_obj, stage_mod, mt) -> None:
+    """Phases inside the schedule: forward_one_chunk is `forward` (loss included on the last
+    stage), backward_one_chunk is `backward`. MemTracker refuses a second forward of its root
+    module before backward; 1F1B runs several, so the root's stats are dropped first."""
+    fwd, bwd = stage_obj.forward_one_chunk, stage_obj.backward_one_chunk
+
+    def forward_one_chunk(*a, **k):
+        mt.memory_tracking.pop(stage_mod, None)
+        mt._idx_len = -1
+        mt.set_phase("forward")
+        return fwd(*a, **k)
+
+    def backward_one_chunk(*a, **k):
+        mt.set_phase("backward")
+        return bwd(*a, **k)
+    stage_obj.forward_one_chunk = forward_one_chunk
+    stage_obj.backward_one_chunk = backward_one_chunk
+
+
 def _mark_layers(model, mt) -> None:
     """Timeline markers: which decoder layer (or the head) the forward or backward is in.
     Backward is marked by a hook on the module's output tensor, which keeps nothing alive
     (a module backward hook would wrap the output and hold a gradient)."""
     parts = [(f"layer{i}", layer) for i, layer in enumerate(models.decoder_layers(model))]
-    lm = next(m for m in model.modules() if "lm_head" in m._modules)
-    parts += [("norm", lm.model.norm), ("head", lm.lm_head)]
+    if isinstance(model, pipeline.StageModule):
+        parts += [(k, getattr(model, k)) for k in ("norm", "lm_head") if getattr(model, k)]
+    else:
+        lm = next(m for m in model.modules() if "lm_head" in m._modules)
+        parts += [("norm", lm.model.norm), ("head", lm.lm_head)]
     for name, module in parts:
         def forward_pre(m, args, _name=name):
             mt.marker = f"fw:{_name}"

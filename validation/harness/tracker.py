@@ -31,6 +31,32 @@ def _cats(dev_snap: dict, raw: bool = False) -> dict:
     return out
 
 
+# DTensor infers an op's output shape by running it on fake tensors of the *global* shape
+# (ShardingPropagator._propagate_tensor_meta_non_cached) in the active fake mode, which under
+# the harness is the tracing mode itself: MemTracker would count e.g. the full-vocabulary
+# log_softmax that loss parallel never allocates. Those ops are not memory; skip them.
+_SHARDING_PROP = [False]
+
+
+def _skip_sharding_propagation() -> None:
+    from torch.distributed.tensor._sharding_prop import ShardingPropagator
+    orig = ShardingPropagator._propagate_tensor_meta_non_cached
+    if getattr(orig, "_harness", False):
+        return
+
+    def propagate(self, op_schema):
+        outer, _SHARDING_PROP[0] = _SHARDING_PROP[0], True
+        try:
+            return orig(self, op_schema)
+        finally:
+            _SHARDING_PROP[0] = outer
+    propagate._harness = True
+    ShardingPropagator._propagate_tensor_meta_non_cached = propagate
+
+
+_skip_sharding_propagation()
+
+
 def make_phase_tracker_cls(base):
     class PhaseTracker(base):
         """MemTracker that also records a peak (and its breakdown) per training phase."""
@@ -123,6 +149,8 @@ def make_phase_tracker_cls(base):
                     "categories": {k: v for k, v in _cats(snap or {}).items() if v}})
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if _SHARDING_PROP[0]:  # DTensor's shape inference, not memory (see below)
+                return func(*args, **(kwargs or {}))
             self._last_op = func
             return super().__torch_dispatch__(func, types, args, kwargs)
 
