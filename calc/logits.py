@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from .formula import Formula, Term
 from .setup import Setup
-from .sources import HF_LOSS, LIGER
+from .sources import HF_LOSS, LIGER, TORCH_LOSS_PARALLEL
 
 KEY = "logits/loss"
 FORWARD = Formula(KEY, "lambda T, V_t, c, u: T * V_t * (c + u + 4)", id="logits.forward",
@@ -41,6 +41,11 @@ BACKWARD_SOFTCAP = Formula(
     KEY, "lambda T, V_t, c: 12 * T * V_t + T * V_t * c", id="logits.backward_softcap",
     title="The loss gradients at the start of backward, with Gemma 2's soft-capping",
     source=HF_LOSS)
+BACKWARD_PARALLEL = Formula(
+    KEY, "lambda T, V_t: 16 * T * V_t", id="logits.backward_parallel", source=TORCH_LOSS_PARALLEL,
+    title="The loss gradients at the start of backward under tensor parallelism's loss_parallel",
+    note="the saved log_softmax output and three fp32 buffers of its DTensor backward "
+         "(zeros_like, exp, add), each T V / tp")
 CHUNKED_FORWARD = Formula(
     KEY, "lambda T, H, q, V_t, w, n_c, c, u_w, m_w: T * H * q + V_t * H * w + n_c * V_t * c + "
     "u_w * V_t * H * c + m_w * V_t * H + 4 * T", id="logits.chunked_forward", source=LIGER,
@@ -75,4 +80,6 @@ def logits_memory(x: Setup) -> tuple[Term, Term]:
     u = 0 if c == 4 else 4
     if x.arch.final_logit_softcapping:
         return FORWARD_SOFTCAP(T, V, c, u), BACKWARD_SOFTCAP(T, V, c)
+    if x.tp > 1 and not x.megatron:  # torchtitan's loss_parallel on the vocab-sharded logits
+        return FORWARD(T, V, c, u), BACKWARD_PARALLEL(T, V)
     return FORWARD(T, V, c, u), BACKWARD(T, V)

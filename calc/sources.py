@@ -137,6 +137,11 @@ TORCH_PIPELINING = Source(
     "parallelize.py (reshard_after_forward=False when pp > 1); FSDP2 _fsdp_param.py (unsharded "
     "gradients accumulated in reduce_dtype)", "code",
     "https://github.com/pytorch/torchtitan", short="torch pipelining + FSDP2")
+TORCH_LOSS_PARALLEL = Source(
+    "torch_loss_parallel", "torch.distributed.tensor.parallel.loss_parallel (torchtitan's "
+    "default with tp): cross-entropy on vocabulary-sharded DTensor logits; traced: "
+    "validation/cases.json (tensor-parallel cases)", "traced",
+    "https://github.com/pytorch/torchtitan", short="torch loss_parallel")
 EXPERT_DP = Source(
     "expert_dp", "Megatron-LM core/parallel_state.py (expert-data-parallel group: world / "
     "(expert tp x ep x pp)); DeepSpeed MoE (expert parameter groups sharded over the expert data "
@@ -147,5 +152,6 @@ SOURCES: dict[str, Source] = {s.id: s for s in (
     ZERO, ZERO_OFFLOAD, KORTHIKANTI, NARAYANAN, MEGATRON_SPLITS, LORA, QLORA, ADAMW, ADAM, SGD,
     ADAFACTOR, LION, BNB_8BIT, HF_PARAMS, HF_LOSS, LIGER, MEGATRON_CODE, TORCH_SAC, TRACED_ACTIVATIONS, TRACED_PEAK,
     TRACED_FSDP, TRACED_OPTIMIZER_STEP, DDP_BUCKETS, ALLOCATOR, CUDA_CONTEXT, NCCL, GPU_PRESETS,
-    TRANSFORMER_MATH, MEGATRON_THEORETICAL, EXPERT_DP, TORCH_PIPELINING)}
+    TRANSFORMER_MATH, MEGATRON_THEORETICAL, EXPERT_DP, TORCH_PIPELINING,
+    TORCH_LOSS_PARALLEL)}
 """Every source by id: the docs' bibliography lists them from here."""
