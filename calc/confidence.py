@@ -27,12 +27,12 @@ VALIDATED_FEATURES: dict[str, frozenset[Any]] = {
     "training.finetuning": frozenset({"full", "lora", "qlora"}),
     "training.lora_targets": frozenset({"all_linear", "attention"}),
     "training.implementation": frozenset({"hf"}),
-    "parallelism.tp": frozenset({1}),
-    "parallelism.pp": frozenset({1}),
-    "parallelism.cp": frozenset({1}),
+    "parallelism.tp": frozenset({1, 2, 4}),
+    "parallelism.pp": frozenset({1, 2, 4}),
+    "parallelism.cp": frozenset({1, 2, 4}),
     "parallelism.ep": frozenset({1}),
     "parallelism.zero": frozenset({0, 1, 2, 3}),
-    "parallelism.sequence_parallel": frozenset({False}),
+    "parallelism.sequence_parallel": frozenset({False, True}),
     "parallelism.pipeline_schedule": frozenset({"1f1b"}),
     "parallelism.virtual_stages": frozenset({1}),
     "training.moe_capacity_factor": frozenset({None}),
@@ -112,12 +112,23 @@ def _fallback_model_type(r: Resolved) -> str | None:
 
 
 def _sharding_gaps(r: Resolved) -> list[str]:
-    """What of the data-parallel setup the traced cases do not cover. Traced: DDP (zero 0),
+    """What of the parallel setup the traced cases do not cover. Traced: DDP (zero 0),
     DDP + ZeroRedundancyOptimizer (1), FSDP2 with reshard_after_forward False (2) and True
-    (3), FSDP2 with a master-weights optimizer, FSDP2's CPUOffloadPolicy."""
+    (3), FSDP2 with a master-weights optimizer, FSDP2's CPUOffloadPolicy; tp (torchtitan's
+    plan, loss parallel), sequence parallel, cp (torch's ring attention) and pp (1F1B), alone
+    or with FSDP2."""
     p, t = r.parallelism, r.training
     gaps = []
     master = t.mixed_precision == "master"
+    model_parallel = p.tp > 1 or p.cp > 1 or p.pp > 1
+    if model_parallel and p.shard_group > 1 and (p.zero < 2 or master):
+        gaps.append("tp, cp and pp are traced with FSDP2 over the data-parallel ranks (as "
+                    "torchtitan), not with DDP, ZeRO-1 or DeepSpeed")
+    if p.pp > 1 and p.cp > 1:
+        gaps.append("pipeline and context parallelism together are not traced")
+    if model_parallel and t.implementation == "hf" and (t.finetuning != "full" or
+                                                        t.loss != "standard"):
+        gaps.append("tp, cp and pp are traced for full training with the standard loss only")
     if master and p.zero in (1, 2) and p.shard_group > 1:
         gaps.append(f"zero {p.zero} with master weights is DeepSpeed's ZeRO-{p.zero}, modelled "
                     "from its code (stage_1_and_2.py), not traced")

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from .formula import Formula, Term
 from .setup import Setup
-from .sources import HF_LOSS, LIGER, TORCH_LOSS_PARALLEL
+from .sources import HF_LOSS, LIGER, TORCH_LOSS_PARALLEL, TORCH_PIPELINING
 
 KEY = "logits/loss"
 FORWARD = Formula(KEY, "lambda T, V_t, c, u: T * V_t * (c + u + 4)", id="logits.forward",
@@ -46,6 +46,10 @@ BACKWARD_PARALLEL = Formula(
     title="The loss gradients at the start of backward under tensor parallelism's loss_parallel",
     note="the saved log_softmax output and three fp32 buffers of its DTensor backward "
          "(zeros_like, exp, add), each T V / tp")
+STAGE_OUTPUT = Formula(
+    KEY, "lambda T, V_t, c: T * V_t * c", id="logits.stage_output", source=TORCH_PIPELINING,
+    title="Pipeline parallelism: the last stage's output (the logits), kept by the schedule "
+          "until that micro-batch's backward")
 CHUNKED_FORWARD = Formula(
     KEY, "lambda T, H, q, V_t, w, n_c, c, u_w, m_w: T * H * q + V_t * H * w + n_c * V_t * c + "
     "u_w * V_t * H * c + m_w * V_t * H + 4 * T", id="logits.chunked_forward", source=LIGER,
@@ -83,3 +87,10 @@ def logits_memory(x: Setup) -> tuple[Term, Term]:
     if x.tp > 1 and not x.megatron:  # torchtitan's loss_parallel on the vocab-sharded logits
         return FORWARD(T, V, c, u), BACKWARD_PARALLEL(T, V)
     return FORWARD(T, V, c, u), BACKWARD(T, V)
+
+
+def stage_output(x: Setup) -> Term | None:
+    """torch.distributed.pipelining keeps each stage's output for its backward: on the last
+    stage the logits, until the loss's backward (transformers' hf layers; Megatron computes the
+    loss inside the stage)."""
+    return None if x.megatron or x.chunked_loss else STAGE_OUTPUT(x.T, x.vocab, x.n.compute)

@@ -28,7 +28,7 @@ from .activations import (
     head_norm_backward,
 )
 from .formula import Formula, Part, Term, extended, part, part_of, scaled
-from .logits import logits_memory
+from .logits import logits_memory, stage_output
 from .megatron import megatron_layer
 from .placement import Stage
 from .setup import Setup
@@ -53,6 +53,7 @@ PARTS: dict[str, tuple[str, str]] = {
     "forward_extra": ("A_x", "autocast's weight copies of checkpointed layers; the eager mask; "
                       "FSDP2's last all-gather buffer at stage 2"),
     "loss": ("Z", "the logits and the loss"),
+    "stage_output": ("Z_p", "pipeline parallelism: the last stage's logits, kept by the schedule"),
     "layer_forward": ("X_f", "the widest layer's forward transient"),
     "all_gather": ("X_g", "FSDP's all-gather outputs: this layer and the prefetched next"),
     "layer_backward": ("X_b", "the widest layer's backward transient"),
@@ -106,7 +107,7 @@ MOMENTS: dict[str, MomentKind] = {
         ("states", "gradients", "gathered", "other_micro_batches", "embedding_grad", "bucket")),
     "backward.loss_grad": MomentKind(
         "the start of backward: the loss gradients at full width",
-        ("states", "earlier_gradients", "gathered", "saved", "loss")),
+        ("states", "earlier_gradients", "gathered", "saved", "loss", "stage_output")),
     "backward.head_norm": MomentKind(
         "the start of backward: the final norm's backward, every activation saved",
         ("states", "earlier_gradients", "gathered", "saved", "head_norm")),
@@ -298,7 +299,9 @@ def stage_peak(x: Setup, stage: Stage, detail: bool = False) -> StagePeak:
     n = x.n
     times, ckpt, widest = ly.in_flight, ly.checkpointed, ly.widest
     states, gradients, gathered = ms.on_device, ms.gradients, ms.gathered
-    earlier = gradients if x.micro_batches > 1 else None
+    # under pipelining FSDP2 reduces only after the last micro-batch: no sharded gradients yet
+    pipelined = x.pp > 1 and ms.gathered_model is not None
+    earlier = gradients if x.micro_batches > 1 and not pipelined else None
     if stage.unit is None:
         one = ly.saved  # one micro-batch's saved activations
         saved = one if times == 1 else scaled(one, times, detail)
@@ -358,7 +361,9 @@ def stage_peak(x: Setup, stage: Stage, detail: bool = False) -> StagePeak:
                                experts[2]))
     moments.append(_end_of_backward(x, stage, ms, others))
     if loss:  # no layer has gradients yet: only the prefetched layer is gathered
-        moments.append(_moment("backward.loss_grad", states, earlier, gathered, saved, loss[1]))
+        kept = stage_output(x) if x.pp > 1 else None  # the schedule holds the logits
+        moments.append(_moment("backward.loss_grad", states, earlier, gathered, saved, loss[1],
+                               kept))
         norm = head_norm_backward(x)
         if norm:
             moments.append(_moment("backward.head_norm", states, earlier, gathered, saved, norm))

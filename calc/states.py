@@ -201,13 +201,17 @@ UNSHARDED_GRADS = Formula(
     title="FSDP2 in a layer's backward, the layers already gathered: the previous layer's "
           "reduce-scatter input and the unsharded gradient of the layer's last projection")
 PIPELINED_GRADS = Formula(
-    "temporaries/gathered_grads", "lambda P_t, P_lt, g_u, g_r: P_t * g_r + P_lt * g_u",
+    "temporaries/gathered_grads", "lambda P_t, g_r: P_t * g_r",
     id="states.pipelined_grads", source=TORCH_PIPELINING,
-    title="FSDP2 under pipeline parallelism: every micro-batch's unsharded gradients "
-          "accumulated (in the reduce dtype) until the stage's last backward, and the layer's "
-          "new ones in the parameters' dtype",
+    title="FSDP2 under pipeline parallelism: every micro-batch's unsharded gradients, "
+          "accumulated (in the reduce dtype) until the stage's last backward",
     note="torch.distributed.pipelining turns off gradient sync and resharding after backward "
          "until the last micro-batch (stage.py, perform_reduce_grad)")
+PIPELINED_LAYER_GRADS = Formula(
+    "temporaries/gathered_grads", "lambda P_lt, g_u: P_lt * g_u",
+    id="states.pipelined_layer_grads", source=TORCH_PIPELINING,
+    title="FSDP2 under pipeline parallelism, in a layer's backward: its new unsharded gradients "
+          "in the parameters' dtype, before they are added in")
 DDP_BUCKET = Formula(
     "gradients/ddp_buckets", "lambda P_t, g_b: P_t * g_b", id="states.ddp_buckets",
     title="DDP's flat buckets: a copy of every gradient", source=DDP_BUCKETS)
@@ -311,7 +315,7 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool, amp:
             NO_GRADIENTS()
 
     step = None if offloaded else _step_temporary(opt, impl, local, N_1, w_s, g, ex)
-    gathered = gathered_grads = root = everything = lingering = None
+    gathered = gathered_grads = root = everything = lingering = accumulated = None
     w_g = n.gathered_weight
     # autograd's unsharded gradients come in the gathered dtype under a mixed-precision
     # policy, else in the parameters' own; the reduce-scatter runs in fp32 under the policy
@@ -322,7 +326,8 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool, amp:
         # torchtitan under pipeline parallelism: reshard_after_forward=False, and the schedule
         # keeps every layer gathered and its gradients unsharded until the last micro-batch
         everything = GATHERED_MODEL(P, w_g)
-        gathered_grads = PIPELINED_GRADS(P_t, local.per_layer_trainable, g_u, g_r)
+        accumulated = PIPELINED_GRADS(P_t, g_r)
+        gathered_grads = PIPELINED_LAYER_GRADS(local.per_layer_trainable, g_u)
     elif z == 3:
         if qlora:
             gathered = GATHERED_LAYER_NF4(local.per_layer, local.per_layer_linear, w_g)
@@ -354,9 +359,10 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool, amp:
         ddp = reduce = None
     return ModelStates(local, tuple(params), gradients, tuple(states), tuple(host), step_grads,
                        step, gathered, gathered_grads, root, ddp, reduce,
-                       part_of(*params, *states, ddp), part_of(gathered, root, everything),
-                       part_of(gathered, root, everything, gathered_grads), everything,
-                       lingering)
+                       part_of(*params, *states, ddp),
+                       part_of(gathered, root, everything, accumulated),
+                       part_of(gathered, root, everything, accumulated, gathered_grads),
+                       everything, lingering)
 
 
 def accumulated(gradients: Term) -> bool:
