@@ -41,6 +41,15 @@ the DP and some of the TP traffic, so the default 0 is pessimistic).
   stored, parameters as stored, or as gathered with ZeRO-3); :math:`\Psi` is the largest
   stage's trainable parameters (all of them for the ZeRO-3 gathers), expert weights included
   as if reduced over the whole :math:`D` (a simplification: they are reduced over D / ep).
+- `offload`: ZeRO-Offload moves the gradient shard to the host and the updated weight shard
+  back every step (:math:`\Psi_t/D` elements each way, at their widths) over PCIe, and the
+  CPU runs the optimizer on the shard; ZeRO-Infinity (parameters offloaded too) also fetches
+  the parameter shard in forward and in backward of every micro-batch
+  (:math:`2m\Psi/D`). PCIe at `pcie_gbps` one way (default 25 GB/s: a PCIe 4.0 x16 link's
+  ~32 GB/s less protocol overhead; Gen5 hosts give about twice), the CPU step at
+  `CPU_ADAM_PARAMS_PER_S` per node shared by its GPUs (EMPIRICAL, a judgement of DeepSpeed's
+  CPU-Adam on a two-socket server, not measured here). Ren et al. (2021), "ZeRO-Offload",
+  section 4; Rajbhandari et al. (2021), "ZeRO-Infinity".
 - `bubble`: 1F1B pipeline bubble, a fraction :math:`(p-1)/(m+p-1)` of the step (Narayanan et
   al. 2021, section 2.2), i.e. :math:`(p-1)/m` times the pipelined work (everything above but
   `dp_comm`); :math:`m` = gradient_accumulation_steps. Point-to-point traffic is not counted.
@@ -59,7 +68,13 @@ from dataclasses import dataclass
 from ..architecture import Architecture
 from .cost import Flops
 
-TIME_PARTS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "dp_comm", "bubble")
+TIME_PARTS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "dp_comm", "offload",
+              "bubble")
+DEFAULT_PCIE_GBPS = 25.0  # GB/s one way per GPU: PCIe 4.0 x16 (~32 GB/s raw) less overhead
+CPU_ADAM_PARAMS_PER_S = 2e9  # EMPIRICAL (judgement): DeepSpeed CPU-Adam, parameters/s per node
+# Recomputed share of each checkpointing mode's layers: "partial" is full checkpointing of the
+# first half of each stage's layers (training.recompute_layers).
+RECOMPUTED = {"none": 0.0, "selective": 0.0, "partial": 0.5, "full": 1.0}
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,12 +87,13 @@ class StepTime:
     cp_comm: float
     ep_comm: float
     dp_comm: float
+    offload: float
     bubble: float
 
     @property
     def total(self) -> float:
         return (self.compute + self.recompute + self.tp_comm + self.cp_comm + self.ep_comm
-                + self.dp_comm + self.bubble)
+                + self.dp_comm + self.offload + self.bubble)
 
     def as_dict(self) -> dict[str, float]:
         return {k: getattr(self, k) for k in TIME_PARTS}
@@ -100,6 +116,8 @@ class _Ctx:
     inter_bps: float
     exposed: float  # 1 - overlap
     tp_across_nodes: bool
+    pcie_bps: float = DEFAULT_PCIE_GBPS * 1e9  # bytes/s one way, per GPU
+    cpu_params_per_s: float = CPU_ADAM_PARAMS_PER_S / 8  # the CPU optimizer's rate, per GPU
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +128,8 @@ class _Layout:
     cp: int
     ep: int
     zero: int
+    mixed: str = "amp"  # training.mixed_precision
+    offload: int = 0  # 0 none, 1 optimizer (ZeRO-Offload), 2 optimizer and parameters
 
     @property
     def key(self) -> tuple[int, int, int, int, int]:
@@ -133,7 +153,7 @@ def _step_time(c: _Ctx, lay: _Layout, ckpt: str, mb: int, params: tuple[int, int
     compute = f.model * c.global_batch * s / c.flops_per_s
     recompute = f.recompute * c.global_batch * s / c.flops_per_s
     layers = -(-a.num_hidden_layers // p)
-    full = ckpt == "full"
+    full = RECOMPUTED[ckpt]
     tp_comm = cp_comm = ep_comm = 0.0
     if t > 1:
         bytes_ = (4 + 2 * full) * layers * seqs * (s // cp) * h * c.act_bytes * 2 * (t - 1) / t
@@ -164,11 +184,19 @@ def _step_time(c: _Ctx, lay: _Layout, ckpt: str, mb: int, params: tuple[int, int
         else:
             passes = m * (2 * total * weight_bytes + trainable * grad_bytes)
         dp_comm = ring * passes / _bps(c, t * cp * d)
+    offload = 0.0
+    if lay.offload:
+        total, trainable = params
+        shard, shard_t = total / D, trainable / D
+        moved = shard_t * (grad_bytes + weight_bytes)  # gradients out, updated weights back
+        if lay.offload == 2:
+            moved += 2 * m * shard * weight_bytes  # the shard fetched in forward and backward
+        offload = c.exposed * moved / c.pcie_bps + shard_t / c.cpu_params_per_s
     x = c.exposed
     pipelined = compute + recompute + x * (tp_comm + cp_comm + ep_comm)
     bubble = pipelined * (p - 1) / m
     return StepTime(compute, recompute, x * tp_comm, x * cp_comm, x * ep_comm, x * dp_comm,
-                    bubble)
+                    offload, bubble)
 
 
-__all__ = ["TIME_PARTS", "StepTime"]
+__all__ = ["CPU_ADAM_PARAMS_PER_S", "DEFAULT_PCIE_GBPS", "RECOMPUTED", "TIME_PARTS", "StepTime"]
