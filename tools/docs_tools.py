@@ -93,25 +93,38 @@ def fit_search(src: str) -> dict[str, str]:
     return ctx
 
 
+def _speed(slowdown: float | None) -> str:
+    if slowdown is None:
+        return "n/a"
+    return f"{abs(slowdown):.1%} " + ("slower" if slowdown >= 0 else "faster")
+
+
 def recommendations(src: str) -> dict[str, str]:
+    from calc.plan.recommend import RANK_RULES
+
     ctx = _base(src)
     recs = recommend(TIGHT)
     base = recs.base
     claim(src, not base.fits, "the example does not fit")
     claim(src, bool(recs.levers), "there are levers")
+    claim(src, recs.levers[0].status == "fits", "the first lever makes it fit")
+    claim(src, all(r.headroom_bytes > 0 for r in recs.larger_gpus),
+          "larger GPUs are offered only where it fits")
     rows = [[str(i), f"[{r.title}]({calc_link(r.scenario, src)})", num_gib(r.device_bytes),
-             pct(r.saving_percent / 100), "yes" if r.fits else "no", r.cost]
-            for i, r in enumerate(recs.levers[:6], 1)]
+             pct(r.saving_percent / 100), _speed(r.slowdown), r.status.replace("_", " "),
+             r.cost]
+            for i, r in enumerate(recs.levers[:8], 1)]
     best = recs.levers[0]
     claim(src, estimate(best.scenario).device_bytes == base.device_bytes - best.saving_bytes,
           "each saving is re-estimated")
     ctx.update(
         base_link=calc_link(TIGHT, src), base_device=gib(base.device_bytes),
         usable=gib(base.usable_bytes), levers=str(len(recs.levers)),
-        fitting=str(sum(r.fits for r in recs.levers)), best=best.title,
-        best_saving=gib(best.saving_bytes),
-        table=md_table(["#", "change (opens the calculator)", "GiB after", "saved", "fits", "cost"],
-                       rows, "rlrrcl"),
+        fitting=str(sum(r.status == "fits" for r in recs.levers)), best=best.title,
+        best_saving=gib(best.saving_bytes), best_slowdown=_speed(best.slowdown),
+        rule_not_fit=RANK_RULES["does_not_fit"], rule_fit=RANK_RULES["fits"],
+        table=md_table(["#", "change (opens the calculator)", "GiB after", "saved",
+                        "tokens/s per GPU", "status", "cost"], rows, "rlrrrcl"),
         larger=", ".join(f"[{r.title.removeprefix('a larger GPU: ')}]({calc_link(r.scenario, src)})"
                          for r in recs.larger_gpus[:3]) or "none",
         cli=cli(["recommend", *TIGHT_FLAGS]),

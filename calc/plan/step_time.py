@@ -64,12 +64,19 @@ GPU, as in DGX H100). Latency, hierarchical collectives and congestion are not m
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..architecture import Architecture
 from .cost import Flops
 
+if TYPE_CHECKING:
+    from ..estimate import Estimate
+
 TIME_PARTS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "dp_comm", "offload",
               "bubble")
+# EMPIRICAL (judgement): QLoRA's dequantisation in every matmul; bitsandbytes users report
+# 20-40% slower steps than LoRA. Only step_time_of (recommendations) applies it.
+QLORA_DEQUANT_SLOWDOWN = 0.3
 DEFAULT_PCIE_GBPS = 25.0  # GB/s one way per GPU: PCIe 4.0 x16 (~32 GB/s raw) less overhead
 CPU_ADAM_PARAMS_PER_S = 2e9  # EMPIRICAL (judgement): DeepSpeed CPU-Adam, parameters/s per node
 # Recomputed share of each checkpointing mode's layers: "partial" is full checkpointing of the
@@ -199,4 +206,44 @@ def _step_time(c: _Ctx, lay: _Layout, ckpt: str, mb: int, params: tuple[int, int
                     offload, bubble)
 
 
-__all__ = ["CPU_ADAM_PARAMS_PER_S", "DEFAULT_PCIE_GBPS", "RECOMPUTED", "TIME_PARTS", "StepTime"]
+__all__ = ["CPU_ADAM_PARAMS_PER_S", "DEFAULT_PCIE_GBPS", "QLORA_DEQUANT_SLOWDOWN", "RECOMPUTED", "TIME_PARTS",
+           "StepTime",
+           "step_time_of"]
+
+
+def step_time_of(report: Estimate, *, gpus_per_node: int = 8,
+                 inter_node_gbps: float = 50.0, mfu: float = 0.4, overlap: float = 0.0,
+                 pcie_gbps: float = DEFAULT_PCIE_GBPS) -> StepTime | None:
+    """The step time of an estimated scenario as laid out, by the advisor's model (None where
+    the GPU preset lists no dense rate for the precision). The defaults are the advisor's."""
+    from ..numerics import numerics
+    from ..states import local
+    from .cost import _PEAK_KEY, flops_per_token
+
+    r, x = report.resolved, report.setup
+    t, p = r.training, r.parallelism
+    peak = r.gpu.dense_tflops.get(_PEAK_KEY[t.precision])
+    if peak is None:
+        return None
+    ckpt = t.activation_checkpointing
+    adapters = report.trainable_param_count if t.finetuning != "full" else 0
+    flops = {ckpt: flops_per_token(r.arch, t, adapters)}
+    gpus = p.world_size
+    node = min(gpus_per_node, gpus)
+    ctx = _Ctx(r.arch, r.arch.moe_layer_count, gpus, node, t.seq_len,
+               t.micro_batch_size * t.gradient_accumulation_steps * p.dp,
+               numerics(t.precision, t.mixed_precision, False).compute, flops,
+               gpus * peak * 1e12 * mfu, r.gpu.interconnect.bandwidth_gbps / 2 * 1e9,
+               inter_node_gbps * 1e9, 1 - overlap, True, pcie_gbps * 1e9,
+               CPU_ADAM_PARAMS_PER_S / node)
+    offload = 2 if p.offload_params and p.zero == 3 else 1 if p.offload_optimizer else 0
+    lay = _Layout(p.tp, p.pp, p.dp, p.cp, p.ep, p.zero, t.mixed_precision, offload)
+    held = [local(x, st) for st in x.stages]
+    params = max(h.total for h in held), max(h.trainable for h in held)
+    n = numerics(t.precision, t.mixed_precision, p.zero >= 2)
+    wb = n.gathered_weight if p.zero == 3 else n.weight
+    time = _step_time(ctx, lay, ckpt, t.micro_batch_size, params, wb, n.grad)
+    if t.finetuning == "qlora":
+        extra = QLORA_DEQUANT_SLOWDOWN * time.compute
+        time = StepTime(time.compute + extra, *(getattr(time, k) for k in TIME_PARTS[1:]))
+    return time
