@@ -49,7 +49,7 @@ def _ranked_by_the_stated_rule(recs) -> None:
         assert fit == sorted(fit, reverse=True)
         assert all(r.saving_bytes > 0 for r in levers)
         n = sum(fit)
-        keys = [(r.lever in CHANGES_TRAINING, s) for r, s in zip(levers[:n], slow[:n])]
+        keys = [(r.lever in CHANGES_TRAINING, s) for r, s in zip(levers[:n], slow[:n], strict=True)]
         assert keys == sorted(keys)
         rest = [r.saving_bytes for r in levers[n:]]
         assert rest == sorted(rest, reverse=True)

@@ -227,7 +227,7 @@ def step_time_of(report: Estimate, *, gpus_per_node: int = 8,
         return None
     ckpt = t.activation_checkpointing
     adapters = report.trainable_param_count if t.finetuning != "full" else 0
-    flops = {ckpt: flops_per_token(r.arch, t, adapters)}
+    flops: dict[str, Flops] = {ckpt: flops_per_token(r.arch, t, adapters)}
     gpus = p.world_size
     node = min(gpus_per_node, gpus)
     ctx = _Ctx(r.arch, r.arch.moe_layer_count, gpus, node, t.seq_len,
