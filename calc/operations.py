@@ -57,6 +57,7 @@ DECLARED_IN: dict[str, str] = {
     "import": "calc.plan.importers",
     "cheapest": "calc.plan.cheapest",
     "rl": "calc.plan.rl",
+    "inference": "calc.plan.inference",
     "explain": "calc.operations",
     # the calculator page's own (no command): a pasted config.json, and "Batch and speed"
     "architecture": "calc.operations",
