@@ -469,10 +469,15 @@ def advise(
                         params = search.params(lay)
                     n = numerics(t.precision, mixed, zero >= 2)
                     wb, gb = n.gathered_weight if zero == 3 else n.weight, n.grad
+                    # Without a bubble (pp 1) the fewest micro-batches are the fastest; the
+                    # bubble shrinks with their count m, unless per-micro-batch traffic
+                    # (ZeRO-2/3, parameter offload) grows with it: then every size is tried.
+                    per_micro_batch = zero >= 2 or off == 2
+                    tried = mbs[-1:] if pp == 1 else mbs if per_micro_batch else mbs[:1]
                     for i, ck in enumerate(CHECKPOINTING):
                         searched += 1
                         bound = min(_step_time(ctx, lay, ck, mb, params, wb, gb).total
-                                    for mb in mbs)
+                                    for mb in tried)
                         heap.append((bound, i, searched, lay, ck, params, wb, gb))
     searched += rejected.get("dominated", 0)
     heapq.heapify(heap)

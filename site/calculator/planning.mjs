@@ -13,6 +13,12 @@ import { applies, notes, renderAdvice, renderCheapest, renderRl } from "./plans.
 
 const SHOWN_PLANS = 5; // the advisor's plans the page lists (a display choice)
 
+function withoutBatch(scenario) {
+  const { micro_batch_size, gradient_accumulation_steps, ...training } = scenario.training;
+  const { dp, ...parallelism } = scenario.parallelism ?? {};
+  return { ...scenario, training, parallelism };
+}
+
 // Which request fields each panel shows, how the scenario above enters its request, and what of
 // the scenario it reads (`basis`: when that changes after a run, the answer is stale).
 const TOOLS = {
@@ -22,11 +28,12 @@ const TOOLS = {
       activation checkpointing and the micro-batch for the model, GPU, sequence length and
       training settings above (their parallelism and batch split are what is searched) and ranks
       the layouts that fit by an estimated step time (<code>calc.plan.advise</code>).`,
-    fields: ["gpus", "gpus_per_node", "global_batch", "inter_node_gbps"],
-    request: (scenario) => ({ scenario, top: SHOWN_PLANS }),
-    basis: (s, r) => [s.model, s.gpu, { ...s.training, micro_batch_size: 0, gradient_accumulation_steps: 0,
-      activation_checkpointing: 0, recompute_layers: 0 },
-      r.global_batch === null ? [s.training.micro_batch_size, s.training.gradient_accumulation_steps, s.parallelism.dp] : 0],
+    fields: ["gpus", "gpus_per_node", "global_batch", "inter_node_gbps", "host_memory_gib"],
+    // The form always holds a batch split; the panel's own global batch (empty: calc's default of
+    // about 2M tokens per step) is what the advisor lays out, so the split is not sent.
+    request: (scenario) => ({ scenario: withoutBatch(scenario), top: SHOWN_PLANS }),
+    basis: (s) => [s.model, s.gpu, { ...s.training, micro_batch_size: 0, gradient_accumulation_steps: 0,
+      activation_checkpointing: 0, recompute_layers: 0 }],
     render: renderAdvice,
   },
   import: {
