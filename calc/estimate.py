@@ -8,7 +8,7 @@ writes the report whose `as_dict()` is the JSON contract of `calc estimate --jso
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from ._version import __version__
 from .confidence import confidence
@@ -19,6 +19,23 @@ from .peak import COMPONENTS, PHASES, Moment, StagePeak, components, stage_peak
 from .placement import Stage
 from .scenario import Resolved, Scenario, parse_scenario, resolve
 from .setup import Setup, setup
+
+FIT_TARGET = 0.85  # of the GPU's usable memory; the rest is headroom for the unmodelled
+FitStatus = Literal["fits", "tight", "does_not_fit"]
+FIT_WORDS: dict[FitStatus, str] = {"fits": "fits", "tight": "tight", "does_not_fit": "DOES NOT FIT"}
+
+
+def fit_status(device_bytes: int, usable_bytes: int, target: float = FIT_TARGET) -> FitStatus:
+    """The one fit rule of every tool and page: `fits` within `target` of the GPU's usable
+    memory, `tight` above it but within the GPU (fragmentation spikes, other processes or a
+    longer batch can tip it over), `does_not_fit` beyond the GPU.
+
+        >>> [fit_status(b, 100) for b in (85, 86, 100, 101)]
+        ['fits', 'tight', 'tight', 'does_not_fit']
+    """
+    if device_bytes > usable_bytes:
+        return "does_not_fit"
+    return "fits" if device_bytes <= target * usable_bytes else "tight"
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +107,13 @@ class Estimate:
 
     @property
     def fits(self) -> bool:
+        """Within the GPU's usable memory (`status` says whether within the fit target too)."""
         return self.device_bytes <= self.usable_bytes
+
+    @property
+    def status(self) -> FitStatus:
+        """:func:`fit_status` at the default target."""
+        return fit_status(self.device_bytes, self.usable_bytes)
 
     def as_dict(self) -> dict[str, Any]:
         peak = self.stage.peak
@@ -106,6 +129,7 @@ class Estimate:
             "usable_bytes": self.usable_bytes,
             "utilization": round(self.utilization, 6),
             "fits": self.fits,
+            "status": self.status,
             "peak_phase": peak.phase,
             "peak_moment": peak.name,
             "peak_rank": {
@@ -159,4 +183,5 @@ def estimate(scenario: Scenario | dict[str, Any] | str) -> Estimate:
     )
 
 
-__all__ = ["COMPONENTS", "PHASES", "Estimate", "Moment", "estimate"]
+__all__ = ["COMPONENTS", "FIT_TARGET", "FIT_WORDS", "PHASES", "Estimate", "FitStatus", "Moment",
+           "estimate", "fit_status"]

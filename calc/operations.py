@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ._version import __version__
 from .architecture import ConfigError, from_hf_config
 from .errors import FieldError, rule
-from .estimate import COMPONENTS, Estimate, estimate
+from .estimate import COMPONENTS, FIT_TARGET, FIT_WORDS, Estimate, estimate
 from .presets import GpuPreset, ModelPreset, gpus, models
 from .scenario import ScenarioError
 
@@ -57,6 +57,7 @@ DECLARED_IN: dict[str, str] = {
     "import": "calc.plan.importers",
     "cheapest": "calc.plan.cheapest",
     "rl": "calc.plan.rl",
+    "inference": "calc.plan.inference",
     "explain": "calc.operations",
     # the calculator page's own (no command): a pasted config.json, and "Batch and speed"
     "architecture": "calc.operations",
@@ -214,7 +215,7 @@ def format_table(e: Estimate) -> str:
     lines = [
         f"{name} on {e.resolved.gpu.name}  (calc {__version__})",
         f"  device memory  {gib(e.device_bytes):>14}  of {gib(e.usable_bytes)}"
-        f"  ({e.utilization:.0%}, {'fits' if e.fits else 'DOES NOT FIT'})",
+        f"  ({e.utilization:.0%}, {FIT_WORDS[e.status]}; target {FIT_TARGET:.0%})",
         f"  peak allocated {gib(e.peak_bytes):>14}  during {e.peak_phase}",
         f"  reserved       {gib(e.reserved_bytes):>14}",
         "",

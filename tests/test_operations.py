@@ -94,8 +94,8 @@ def test_the_pages_estimate_answer_is_the_clis_report_with_gpu_cards(capsys, tmp
 
 
 def test_advisor_global_batch_default_is_decided_once(capsys, tmp_path) -> None:
-    """With a scenario: its micro-batch x accumulation x dp (here 8), on the page and the
-    command line alike; with only a model, the GPU count."""
+    """With a scenario that sets its batch: its micro-batch x accumulation x dp (here 8), on
+    the page and the command line alike; with only a model, about 2M tokens per step."""
     path = tmp_path / "s.json"
     path.write_text(json.dumps(SMALL))
     page = ask("advise", {"scenario": SMALL, "gpus": 4, "top": 1})
@@ -106,12 +106,17 @@ def test_advisor_global_batch_default_is_decided_once(capsys, tmp_path) -> None:
                   base_training=parse_scenario(SMALL).training, top=1)
     assert page["plans"][0]["scenario"] == want.as_dict()["plans"][0]["scenario"]
     alone = ask("advise", {"model": "llama-3.2-1b", "gpus": 4, "top": 1})
-    assert alone["assumptions"]["global_batch"] == 4
+    assert alone["assumptions"]["global_batch"] == 512  # 2^21 tokens of 4096
+    assert alone["assumptions"]["global_batch_source"] == "default"
 
 
-def test_advisor_refuses_parallelism_it_searches() -> None:
-    assert ask("advise", {"scenario": SMALL, "gpus": 4, "parallelism": {"tp": 2}}) == {
-        "ok": False, "field": "parallelism.tp", "message": "is searched by advise; leave it out"}
+def test_advisor_refuses_parallelism_it_searches_and_takes_offload() -> None:
+    refused = ask("advise", {"scenario": SMALL, "gpus": 4, "parallelism": {"tp": 2}})
+    assert refused["ok"] is False and refused["field"] == "parallelism.tp"
+    assert "offload_optimizer" in refused["message"]
+    forced = ask("advise", {"scenario": SMALL, "gpus": 4, "top": 3,
+                            "parallelism": {"offload_optimizer": True}})
+    assert forced["plans"] and all(p["layout"]["offload_optimizer"] for p in forced["plans"])
 
 
 def test_component_labels_cover_the_report() -> None:

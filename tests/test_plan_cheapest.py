@@ -95,3 +95,17 @@ def test_cli(capsys) -> None:
     assert main(argv) == 0
     assert capsys.readouterr().out.startswith("10,000,000,000 tokens within 48 h")
     assert main(["cheapest", "--model", "gpt2", "--tokens", "1e9", "--gpu", "nope"]) == 2
+
+
+def test_every_option_trains_the_same_global_batch() -> None:
+    """Options are compared at equal optimisation settings: micro-batch x accumulation x dp
+    is the same global batch at every GPU count (issue 12)."""
+    r = cheapest({"model": "llama-3.2-1b", "training": {"seq_len": 2048, "micro_batch_size": 4,
+                  "gradient_accumulation_steps": 4}, "parallelism": {"dp": 2}}, 10**9,
+                 gpus=["h100-sxm-80gb"], max_gpus=16)
+    batches = {o.scenario.training.micro_batch_size * o.scenario.training.gradient_accumulation_steps
+               * o.scenario.parallelism.dp for o in r.all_options}
+    assert batches == {32} and len(r.all_options) > 1
+    default = cheapest({"model": "llama-3.2-1b", "training": {"seq_len": 2048}}, 10**9,
+                       gpus=["h100-sxm-80gb"], max_gpus=8)
+    assert {o.cost.tokens_per_step for o in default.all_options} == {2**21}

@@ -42,6 +42,7 @@ PAGES: dict[str, str] = {
     "tools/import.md": "docs_tools:import_page",
     "tools/cheapest.md": "docs_tools:cheapest_page",
     "tools/rl.md": "docs_tools:rl_page",
+    "tools/inference.md": "docs_tools:inference_page",
 }
 
 

@@ -93,25 +93,38 @@ def fit_search(src: str) -> dict[str, str]:
     return ctx
 
 
+def _speed(slowdown: float | None) -> str:
+    if slowdown is None:
+        return "n/a"
+    return f"{abs(slowdown):.1%} " + ("slower" if slowdown >= 0 else "faster")
+
+
 def recommendations(src: str) -> dict[str, str]:
+    from calc.plan.recommend import RANK_RULES
+
     ctx = _base(src)
     recs = recommend(TIGHT)
     base = recs.base
     claim(src, not base.fits, "the example does not fit")
     claim(src, bool(recs.levers), "there are levers")
+    claim(src, recs.levers[0].status == "fits", "the first lever makes it fit")
+    claim(src, all(r.headroom_bytes > 0 for r in recs.larger_gpus),
+          "larger GPUs are offered only where it fits")
     rows = [[str(i), f"[{r.title}]({calc_link(r.scenario, src)})", num_gib(r.device_bytes),
-             pct(r.saving_percent / 100), "yes" if r.fits else "no", r.cost]
-            for i, r in enumerate(recs.levers[:6], 1)]
+             pct(r.saving_percent / 100), _speed(r.slowdown), r.status.replace("_", " "),
+             r.cost]
+            for i, r in enumerate(recs.levers[:8], 1)]
     best = recs.levers[0]
     claim(src, estimate(best.scenario).device_bytes == base.device_bytes - best.saving_bytes,
           "each saving is re-estimated")
     ctx.update(
         base_link=calc_link(TIGHT, src), base_device=gib(base.device_bytes),
         usable=gib(base.usable_bytes), levers=str(len(recs.levers)),
-        fitting=str(sum(r.fits for r in recs.levers)), best=best.title,
-        best_saving=gib(best.saving_bytes),
-        table=md_table(["#", "change (opens the calculator)", "GiB after", "saved", "fits", "cost"],
-                       rows, "rlrrcl"),
+        fitting=str(sum(r.status == "fits" for r in recs.levers)), best=best.title,
+        best_saving=gib(best.saving_bytes), best_slowdown=_speed(best.slowdown),
+        rule_not_fit=RANK_RULES["does_not_fit"], rule_fit=RANK_RULES["fits"],
+        table=md_table(["#", "change (opens the calculator)", "GiB after", "saved",
+                        "tokens/s per GPU", "status", "cost"], rows, "rlrrrcl"),
         larger=", ".join(f"[{r.title.removeprefix('a larger GPU: ')}]({calc_link(r.scenario, src)})"
                          for r in recs.larger_gpus[:3]) or "none",
         cli=cli(["recommend", *TIGHT_FLAGS]),
@@ -138,6 +151,26 @@ def advisor(src: str) -> dict[str, str]:
                      f"{lay['micro_batch_size']} × {lay['gradient_accumulation_steps']}",
                      pct(d["estimate"]["utilization"]), f"{d['step_time_s']:.3f}",
                      f"{d['tokens_per_s']:,.0f}", d["why"]])
+    from calc.plan.advise import DEFAULT_HOST_MEMORY_GIB, DEFAULT_TOKENS_PER_STEP, TIE_TOLERANCE
+
+    none = advise("llama-3.1-405b", a["gpu"], 8, 4096, 8)
+    claim(src, not none.plans and none.floor is not None and bool(none.changes),
+          "405B on 8 H100s: nothing fits, and a change does")
+    assert none.floor is not None
+    big = advise("llama-3-70b", a["gpu"], 16, 8192, top=3, suggest=False)
+    claim(src, bool(big.plans), "70B on 16 H100s at 8K has plans")
+    first = big.plans[0].as_dict()
+    lay = first["layout"]
+    ctx.update(
+        host=f"{DEFAULT_HOST_MEMORY_GIB:g}", tie=f"{TIE_TOLERANCE:.0%}",
+        tokens=f"{DEFAULT_TOKENS_PER_STEP / 1e6:.0f}M", none_gpus="8",
+        none_floor=none.floor["text"], none_change=none.changes[0].title,
+        big_plans=str(len(big.plans)),
+        big_first=(f"tp {lay['tp']} · pp {lay['pp']} · dp {lay['dp']} · cp {lay['cp']}, ZeRO "
+                   f"{lay['zero']}, {lay['mixed_precision']}, checkpointing "
+                   f"{lay['activation_checkpointing']}, "
+                   f"{gib(first['estimate']['device_bytes'])} per GPU"),
+    )
     ctx.update(
         gpus=str(a["gpus"]), batch=str(a["global_batch"]), seq=f"{a['seq_len']:,}",
         searched=str(res.searched), estimates=str(res.estimates), fitting=str(res.fitting),
@@ -346,5 +379,41 @@ def rl_page(src: str) -> dict[str, str]:
         cli=cli(["rl", "--model", "qwen2.5-7b", "--tp", "4", "--activation-checkpointing",
                  "full", "--prompts", "32", "--samples-per-prompt", "8", "--response-len",
                  "7168", "--prompt-len", "1024"]),
+    )
+    return ctx
+
+
+def inference_page(src: str) -> dict[str, str]:
+    from calc.plan import inference_memory
+
+    ctx = _base(src)
+    model, seq = "llama-3.1-8b", 8192
+    m = inference_memory(model, max_model_len=seq)
+    tp2 = inference_memory(model, max_model_len=seq, tp=2)
+    fp8 = inference_memory(model, max_model_len=seq, kv_cache_dtype="fp8")
+    big = inference_memory("llama-3-70b", max_model_len=seq)
+    big4 = inference_memory("llama-3-70b", max_model_len=seq, tp=4)
+    q = inference_memory("qwen2.5-1.5b", max_model_len=4096)
+    claim(src, m.status == "fits" and tp2.max_concurrent_sequences > m.max_concurrent_sequences,
+          "tp 2 serves more sequences per engine")
+    claim(src, fp8.max_concurrent_sequences > m.max_concurrent_sequences, "fp8 serves more")
+    claim(src, big.status == "does_not_fit" and big4.status == "fits",
+          "70B does not start on one H100, does at tp 4")
+    rows = [["engine budget (90% of the GPU)", gib(m.budget_bytes)],
+            ["weights (bf16)", gib(m.weight_bytes)],
+            ["profiling activations", gib(m.activation_bytes)],
+            ["outside PyTorch (empirical)", gib(sum(m.non_torch_bytes.values()))],
+            ["KV cache", f"{gib(m.kv_cache_bytes)} = {m.kv_cache_tokens:,} tokens"],
+            ["KV per sequence", gib(m.kv_bytes_per_sequence)],
+            ["max concurrent sequences", str(m.max_concurrent_sequences)]]
+    ctx.update(
+        model=model, seq=f"{seq:,}", table=md_table(["", "per GPU"], rows, "lr"),
+        seqs=str(m.max_concurrent_sequences), tp2_seqs=str(tp2.max_concurrent_sequences),
+        fp8_seqs=str(fp8.max_concurrent_sequences),
+        big_note=f"{gib(big.weight_bytes)} of weights in a {gib(big.budget_bytes)} budget",
+        big_tp4=str(big4.max_concurrent_sequences),
+        q_weights=gib(q.weight_bytes), q_per_token=f"{q.kv_bytes_per_token:,}",
+        q_kv=gib(20_992 * q.kv_bytes_per_token),
+        cli=cli(["inference", "--model", model, "--max-model-len", str(seq)]),
     )
     return ctx

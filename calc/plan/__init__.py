@@ -14,7 +14,8 @@ configure it.
 - :func:`advise`: parallelism layouts of N GPUs that fit, ranked by estimated step time;
 - :func:`import_config`: a DeepSpeed, Accelerate or HF Trainer config as a scenario;
 - :func:`cheapest`: the cheapest GPU type and count that fits and meets a deadline;
-- :func:`rl_memory`: RL fine-tuning: training, rollout KV cache and engine weights per GPU.
+- :func:`rl_memory`: RL fine-tuning: training, rollout KV cache and engine weights per GPU;
+- :func:`inference_memory`: serving memory (vLLM's arithmetic) and concurrent sequences.
 
 Each name is imported from its module on first use (PEP 562), so that importing one tool (as the
 calculator's worker does, through calc.operations) does not load all of them.
@@ -43,6 +44,7 @@ if TYPE_CHECKING:  # the same names, for type checkers (at run time: __getattr__
         import_config,
         parse_yaml,
     )
+    from .inference import InferenceMemory, inference_memory
     from .kv_cache import KVQuant, kv_cache_bytes
     from .recommend import Recommendation, Recommendations, recommend
     from .rl import RLMemory, rl_memory
@@ -57,6 +59,7 @@ _MODULES = {  # module -> the public names it defines
     "fit": ("DEFAULT_TARGET", "FitResult", "fits_target", "max_micro_batch", "max_seq_len"),
     "importers": ("IMPORT_FORMATS", "ConfigImportError", "Imported", "ImportFormat",
                   "import_config", "parse_yaml"),
+    "inference": ("InferenceMemory", "inference_memory"),
     "kv_cache": ("KVQuant", "kv_cache_bytes"),
     "recommend": ("Recommendation", "Recommendations", "recommend"),
     "rl": ("RLMemory", "rl_memory"),

@@ -1,36 +1,61 @@
-r"""Parallelism advisor: the TP x PP x DP (x CP, x EP) x ZeRO x checkpointing x micro-batch
-layouts of N GPUs that fit, ranked by an estimated step time.
+r"""Parallelism advisor: the layouts of N GPUs that fit, ranked by an estimated step time. It
+searches what practitioners change: TP x PP x DP (x CP, x EP), the ZeRO stage, the precision
+(pure / amp / master), offload (optimizer; optimizer and parameters), activation
+checkpointing (none / selective / partial / full) and the micro-batch.
 
     >>> a = advise("llama-3-8b", "h100-sxm-80gb", 8, 4096, 64)
     >>> p = a.plans[0].scenario.parallelism
     >>> p.tp * p.pp * p.dp * p.cp
     8
 
-**Fit** is :func:`calc.plan.fits_target`: `device_bytes <= target x usable_bytes`.
+**Fit** is :func:`calc.estimate.fit_status` = "fits": `device_bytes <= target x usable_bytes`;
+with offload, the host memory of a node (GPUs per node x the estimate's `host_bytes`) must
+also stay within `host_memory_gib`.
+
+**Global batch**: given, or the scenario's own where it sets micro-batch, accumulation or dp;
+else :data:`DEFAULT_TOKENS_PER_STEP` tokens as a power of two of sequences (common practice:
+0.5-4M tokens per step, e.g. 4M for Llama 2 and GPT-3 175B's 3.2M), at least one sequence per
+:data:`SEQUENCES_PER_GPU_FLOOR` GPUs.
 
 **Step time**: :mod:`calc.plan.step_time` (compute, recompute, each parallelism's
-communication and the pipeline bubble, from the FLOPs of :mod:`calc.plan.cost` and the links'
-bandwidths).
+communication, offload traffic and the CPU optimizer step, the pipeline bubble).
+
+**Precision** is searched unless the training settings name `mixed_precision` (LoRA/QLoRA keep
+`autocast`, fp32 keeps `pure`): `amp` (fp32 weights, gradients and states), `master` (bf16
+weights and gradients, fp32 master copy: DeepSpeed / Megatron-LM) and `pure` (everything in
+bf16: half the model states, a convergence risk without stochastic rounding or Kahan
+summation; it ranks last among ties).
+
+**Ranking**: by step time; plans within :data:`TIE_TOLERANCE` of the fastest plan of their
+group are a tie (the step-time model is not more precise than that), listed simplest first:
+fp32 master weights kept (amp or master before pure), no offload, fewer parallel dimensions,
+less recomputation, amp before master, a lower ZeRO stage.
 
 **Search** (each estimate ~100 us, so pruned): layouts that break a rule (tp must divide the
 heads and a node, pp <= layers, dp must divide the global batch, cp only for shards of at least
 `CP_MIN_TOKENS`) are counted and dropped; with tp > 1 sequence parallelism is on (where seq_len
-allows), ZeRO-0 is skipped where dp x cp > 1 (ZeRO-1 has its traffic and less memory);
+allows); ZeRO-0 is skipped where dp x cp > 1 (ZeRO-1 has its traffic and less memory);
 combinations are visited in order of a lower bound of their step time and the search stops
-once `top` plans beat every bound left (`slower_than_top`). Then: model states alone above the
-target reject every micro-batch and checkpointing of a layout without estimating activations;
-the largest fitting micro-batch among the divisors of G/dp is found by the monotone search
-(memory grows with the micro-batch at fixed G/dp; gradient_accumulation_steps 1, which keeps no
-gradients between micro-batches, is checked apart); checkpointing is not tried where less
-recomputation already fits at its best micro-batch, and plans of one layout that are slower and
-not smaller than another are dropped (`dominated`). Each combination reports the fitting
-micro-batch with the shortest step time (ties: the larger one).
+once `top` plans beat every bound left by more than the tie tolerance (`slower_than_top`).
+Then: model states alone above the target (or offloaded states above the host limit) reject
+every micro-batch and checkpointing of a layout without estimating activations; the largest
+fitting micro-batch among the divisors of G/dp is found by the monotone search; checkpointing
+and offload are not tried where less of them already fits at its best micro-batch, and plans
+of one parallel layout that are slower and not smaller than another are dropped
+(`dominated`).
+
+**Nothing fits**: the answer says the floor (the smallest model states per GPU of any layout
+searched, the most sharded one) and the changes that make something fit, each found by the same
+search, in this order, the first being the smallest change: offload (where forbidden), more
+GPUs (doubling, up to 16x), a larger GPU (the smallest that fits), more host memory, LoRA,
+QLoRA. The first three keep the training as asked; LoRA changes what is trained.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -40,10 +65,12 @@ from ..estimate import Estimate, estimate
 from ..numerics import numerics
 from ..operations import Cli, Operation, Request
 from ..overhead import overhead
+from ..presets import gpus as gpu_presets
+from ..presets import resolve_gpu
 from ..scenario import (
-    Checkpointing,
     ModelSpec,
     Parallelism,
+    Resolved,
     Scenario,
     ScenarioError,
     Training,
@@ -52,18 +79,32 @@ from ..scenario import (
 )
 from ..setup import Setup, setup
 from ..states import local, model_states
-from ._common import MFU, PlanError, bounded, changed, gib
+from ._common import MFU, GiB, PlanError, bounded, changed, gib
 from .cost import _PEAK_KEY, DEFAULT_MFU, Flops, flops_per_token
 from .fit import DEFAULT_TARGET, _check_target, _largest, fits_target
-from .step_time import StepTime, _Ctx, _Layout, _step_time
+from .step_time import (
+    CPU_ADAM_PARAMS_PER_S,
+    DEFAULT_PCIE_GBPS,
+    RECOMPUTED,
+    StepTime,
+    _Ctx,
+    _Layout,
+    _step_time,
+)
 
 MAX_GPUS = 4096
 DEFAULT_GPUS_PER_NODE = 8  # DGX/HGX nodes
 DEFAULT_INTER_NODE_GBPS = 50.0  # GB/s per GPU one way: a 400 Gb/s InfiniBand NDR port per GPU
+DEFAULT_HOST_MEMORY_GIB = 1024.0  # per node: half a DGX H100's 2 TiB (data loader, OS, pinned)
+DEFAULT_TOKENS_PER_STEP = 1 << 21  # 2M tokens: mid-range of the 0.5-4M that LLMs train with
+SEQUENCES_PER_GPU_FLOOR = 8  # the default batch gives at least one sequence per 8 GPUs
 CP_MIN_TOKENS = 4096  # judgement: shorter shards leave too little attention to hide the ring
-CHECKPOINTING: tuple[Checkpointing, ...] = ("none", "selective", "full")
+CHECKPOINTING: tuple[str, ...] = ("none", "selective", "partial", "full")
+PRECISIONS: tuple[str, ...] = ("amp", "master", "pure")  # searched, in the tie order
+OFFLOADS = ("none", "optimizer", "optimizer and parameters")  # _Layout.offload 0, 1, 2
 DEFAULT_OVERLAP = 0.0  # pessimistic: no communication hidden behind compute
 DEFAULT_TOP = 10
+TIE_TOLERANCE = 0.03  # judgement: the step-time model is not more precise than 3%
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +118,7 @@ class Plan:
     step_time: StepTime
     tokens_per_step: int
     why: str
+    tie_group: int = 1  # plans with the same number are tied (within TIE_TOLERANCE)
 
     @property
     def tokens_per_s(self) -> float:
@@ -86,16 +128,22 @@ class Plan:
         t, p, e = self.scenario.training, self.scenario.parallelism, self.estimate
         return {
             "rank": self.rank,
+            "tie_group": self.tie_group,
             "layout": {"tp": p.tp, "pp": p.pp, "dp": p.dp, "cp": p.cp, "ep": p.ep,
                        "zero": p.zero, "sequence_parallel": p.sequence_parallel,
+                       "mixed_precision": t.mixed_precision,
+                       "offload_optimizer": p.offload_optimizer,
+                       "offload_params": p.offload_params,
                        "activation_checkpointing": t.activation_checkpointing,
+                       "recompute_layers": t.recompute_layers,
                        "micro_batch_size": t.micro_batch_size,
                        "gradient_accumulation_steps": t.gradient_accumulation_steps},
             "scenario": self.scenario.model_dump(mode="json"),
             "estimate": {"device_bytes": e.device_bytes, "usable_bytes": e.usable_bytes,
                          "limit_bytes": int(self.target * e.usable_bytes),
                          "utilization": round(e.utilization, 6), "peak_phase": e.peak_phase,
-                         "fits": fits_target(e, self.target)},
+                         "host_bytes": e.host_bytes,
+                         "fits": fits_target(e, self.target), "status": e.status},
             "step_time_s": self.step_time.total,
             "tokens_per_s": self.tokens_per_s,
             "time_s": self.step_time.as_dict(),
@@ -104,24 +152,42 @@ class Plan:
 
 
 @dataclass(frozen=True, slots=True)
+class Change:
+    """A change to the request that makes something fit, and its fastest plan."""
+
+    kind: str  # host_memory, offload, gpus, gpu, lora, qlora
+    title: str
+    step_time_s: float
+    device_bytes: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "title": self.title, "step_time_s": self.step_time_s,
+                "device_bytes": self.device_bytes}
+
+
+@dataclass(frozen=True, slots=True)
 class AdviceResult:
     """The ranked plans and what the search did. In `rejected`, the rule reasons
     (`tp_not_dividing_heads`, `tp_crosses_node`, `pp_exceeds_layers`, `cp_short_sequence`,
     `dp_not_dividing_global_batch`) count (tp, pp, dp, cp) factorisations; the others
-    (`model_states_exceed_target`, `no_micro_batch_fits`, `dominated`, `slower_than_top`)
-    count the combinations of `searched`."""
+    (`model_states_exceed_target`, `host_memory_exceeds_limit`, `no_micro_batch_fits`,
+    `dominated`, `slower_than_top`) count the combinations of `searched`. Where nothing fits,
+    `floor` and `changes` say how far off it is and what would fit."""
 
     plans: tuple[Plan, ...]
-    searched: int  # (tp, pp, dp, cp, ep, zero, checkpointing) combinations considered
+    searched: int  # (tp, pp, dp, cp, ep, zero, precision, offload, checkpointing) combinations
     estimates: int  # calls of calc.estimate
     rejected: dict[str, int]  # reason -> count
     fitting: int  # non-dominated plans found (the search stops once `top` are certain)
     assumptions: dict[str, Any] = field(default_factory=dict)
+    floor: dict[str, Any] | None = None
+    changes: tuple[Change, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return {"plans": [p.as_dict() for p in self.plans], "searched": self.searched,
                 "estimates": self.estimates, "rejected": dict(sorted(self.rejected.items())),
-                "fitting": self.fitting, "assumptions": self.assumptions}
+                "fitting": self.fitting, "assumptions": self.assumptions,
+                "floor": self.floor, "changes": [c.as_dict() for c in self.changes]}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -131,6 +197,20 @@ class AdviceResult:
 def _divisors(n: int) -> list[int]:
     small = [k for k in range(1, math.isqrt(n) + 1) if n % k == 0]
     return sorted({*small, *(n // k for k in small)})
+
+
+def default_global_batch(gpus: int, seq_len: int) -> int:
+    """Sequences per step when none is given: DEFAULT_TOKENS_PER_STEP tokens, rounded down to
+    a power of two of sequences, at least one per SEQUENCES_PER_GPU_FLOOR GPUs.
+
+        >>> default_global_batch(16, 8192), default_global_batch(4096, 8192)
+        (256, 512)
+    """
+    batch = 1 << max(0, (DEFAULT_TOKENS_PER_STEP // seq_len).bit_length() - 1)
+    floor = -(-gpus // SEQUENCES_PER_GPU_FLOOR)
+    while batch < floor:
+        batch *= 2
+    return batch
 
 
 def _layouts(c: _Ctx, rejected: dict[str, int]) -> list[tuple[int, int, int, int]]:
@@ -159,24 +239,55 @@ def _layouts(c: _Ctx, rejected: dict[str, int]) -> list[tuple[int, int, int, int
     return out
 
 
+def _shardings(dp: int, cp: int, offloads: tuple[int, ...]) -> Iterator[tuple[int, int]]:
+    """(zero, offload) pairs: ZeRO 1-3 over dp x cp > 1 ranks (0 on one rank); optimizer
+    offload needs ZeRO >= 1 (DeepSpeed's ZeRO-Offload), parameter offload ZeRO-3."""
+    for zero in ((1, 2, 3) if dp * cp > 1 else (0,)):
+        for off in offloads:
+            if off == 0:
+                yield zero, 0
+            elif off == 1:
+                yield max(zero, 1), 1
+            elif zero == 3 or dp * cp == 1:
+                yield 3, 2
+
+
 class _Search:
     """Estimates with a counter; model-state floors; the micro-batch search."""
 
-    def __init__(self, base: Scenario, ctx: _Ctx, target: float) -> None:
+    def __init__(self, base: Scenario, ctx: _Ctx, target: float,
+                 host_limit: float = float("inf")) -> None:
         self.base, self.ctx, self.target = base, ctx, target
         self.estimates = 0
         self._cache: dict[tuple[_Layout, str, int], Estimate] = {}
-        self._resolved = r = resolve(base)
+        self._resolved: dict[str, Resolved] = {}
+        r = resolve(base)
         self.limit = target * r.gpu.usable_bytes
+        self.host_limit = host_limit
+        # the smallest model states per GPU seen within the host limit, and the smallest host
+        # memory per node of an offloading layout whose GPU states fit
+        self.floor: tuple[int, _Layout] | None = None
+        self.host_floor: tuple[int, _Layout] | None = None
+
+    def resolved(self, mixed: str) -> Resolved:
+        if mixed not in self._resolved:
+            self._resolved[mixed] = resolve(self.scenario_for(mixed))
+        return self._resolved[mixed]
+
+    def scenario_for(self, mixed: str) -> Scenario:
+        if mixed == self.base.training.mixed_precision:
+            return self.base
+        return changed(self.base, training={"mixed_precision": mixed})
 
     def parallelism(self, lay: _Layout) -> Parallelism:
         sp = lay.tp > 1 and self.ctx.seq_len % (lay.tp * lay.cp) == 0
         return Parallelism(dp=lay.dp, tp=lay.tp, pp=lay.pp, cp=lay.cp, ep=lay.ep, zero=lay.zero,
-                           sequence_parallel=sp)
+                           sequence_parallel=sp, offload_optimizer=lay.offload >= 1,
+                           offload_params=lay.offload == 2)
 
     def setup(self, lay: _Layout) -> Setup:
         """The symbols of the base scenario laid out as `lay` (no estimate)."""
-        return setup(self._resolved, self.parallelism(lay))
+        return setup(self.resolved(lay.mixed), self.parallelism(lay))
 
     def params(self, lay: _Layout) -> tuple[int, int]:
         """(parameters, trainable parameters) on one GPU of the largest stage, before ZeRO."""
@@ -184,24 +295,46 @@ class _Search:
         held = [local(x, st) for st in x.stages]
         return max(p.total for p in held), max(p.trainable for p in held)
 
-    def states_fit(self, lay: _Layout) -> bool:
-        """Whether parameters + gradients + optimizer states (a floor of the optimizer step's
-        memory, batch-independent) plus the overheads they imply leave room under the target."""
+    def states_fit(self, lay: _Layout) -> str | None:
+        """None, or why parameters + gradients + optimizer states (a floor of the optimizer
+        step's memory, batch-independent) plus the overheads they imply leave no room under
+        the target (`model_states_exceed_target`), or the offloaded states of a node exceed
+        the host limit (`host_memory_exceeds_limit`)."""
         x = self.setup(lay)
-        floor = 0
+        floor = host = 0
         for st in x.stages:
             ms = model_states(x, st)
             floor = max(floor, sum(t.bytes for t in (*ms.parameters, ms.gradients,
                                                      *ms.optimizer_states)))
-        return floor + sum(t.bytes for t in overhead(floor, x)) <= self.limit
+            host = max(host, sum(t.bytes for t in ms.host))
+        floor += sum(t.bytes for t in overhead(floor, x))
+        host *= self.ctx.node
+        if host <= self.host_limit and (self.floor is None or floor <= self.floor[0]):
+            self.floor = (floor, lay)
+        if floor <= self.limit and host and (self.host_floor is None
+                                             or host < self.host_floor[0]):
+            self.host_floor = (host, lay)
+        if floor > self.limit:
+            return "model_states_exceed_target"
+        if host > self.host_limit:
+            return "host_memory_exceeds_limit"
+        return None
+
+    def training(self, lay: _Layout, ckpt: str, mb: int) -> dict[str, Any]:
+        seqs = self.ctx.global_batch // lay.dp
+        out: dict[str, Any] = {"micro_batch_size": mb, "gradient_accumulation_steps": seqs // mb,
+                               "mixed_precision": lay.mixed, "activation_checkpointing": ckpt,
+                               "recompute_layers": None}
+        if ckpt == "partial":
+            per_stage = -(-self.ctx.arch.num_hidden_layers // lay.pp)
+            out.update(activation_checkpointing="full", recompute_layers=max(1, per_stage // 2))
+        return out
 
     def at(self, lay: _Layout, ckpt: str, mb: int) -> Estimate:
         key = (lay, ckpt, mb)
         if key not in self._cache:
-            seqs = self.ctx.global_batch // lay.dp
-            s = changed(self.base, training={
-                "micro_batch_size": mb, "gradient_accumulation_steps": seqs // mb,
-                "activation_checkpointing": ckpt}, parallelism=self.parallelism(lay).model_dump())
+            s = changed(self.base, training=self.training(lay, ckpt, mb),
+                        parallelism=self.parallelism(lay).model_dump())
             self.estimates += 1
             self._cache[key] = estimate(s)
         return self._cache[key]
@@ -220,97 +353,154 @@ class _Search:
         return out
 
 
-def _check(gpus: int, seq_len: int, global_batch: int, gpus_per_node: int,
-           inter_node_gbps: float, mfu: float, overlap: float, top: int) -> None:
+def _check(gpus: int, seq_len: int, global_batch: int | None, gpus_per_node: int,
+           inter_node_gbps: float, mfu: float, overlap: float, top: int,
+           host_memory_gib: float, pcie_gbps: float) -> None:
     for name, value, lo, hi in (("gpus", gpus, 1, MAX_GPUS), ("seq_len", seq_len, 1, 1 << 24),
                                 ("global_batch", global_batch, 1, 1 << 30),
                                 ("gpus_per_node", gpus_per_node, 1, MAX_GPUS),
                                 ("top", top, 1, 10_000)):
+        if value is None and name == "global_batch":
+            continue
         if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
             raise PlanError(name, f"must be an integer in [{lo}, {hi}], got {value!r}")
     bounded("inter_node_gbps", inter_node_gbps, 0, 100_000, low_open=True)
     bounded("mfu", mfu, *MFU)
     bounded("overlap", overlap, 0, 0.99)
+    bounded("host_memory_gib", host_memory_gib, 0, 1 << 20)
+    bounded("pcie_gbps", pcie_gbps, 0, 10_000, low_open=True)
+
+
+def _given(training: Training | dict[str, Any] | None, name: str) -> bool:
+    if isinstance(training, Training):
+        return name in training.model_fields_set
+    return bool(training) and name in training  # type: ignore[operator]
+
+
+_Entry = tuple[float, int, int, _Layout, str, tuple[int, int], int, int]
 
 
 def advise(
-    model: ModelSpec | dict[str, Any], gpu: str, gpus: int, seq_len: int, global_batch: int, *,
+    model: ModelSpec | dict[str, Any], gpu: str, gpus: int, seq_len: int,
+    global_batch: int | None = None, *,
     gpus_per_node: int = DEFAULT_GPUS_PER_NODE,
     inter_node_gbps: float = DEFAULT_INTER_NODE_GBPS, mfu: float = DEFAULT_MFU,
     target: float = DEFAULT_TARGET, overlap: float = DEFAULT_OVERLAP,
     base_training: Training | dict[str, Any] | None = None, tp_across_nodes: bool = False,
-    top: int = DEFAULT_TOP,
+    top: int = DEFAULT_TOP, host_memory_gib: float = DEFAULT_HOST_MEMORY_GIB,
+    offload_optimizer: bool | None = None, offload_params: bool | None = None,
+    pcie_gbps: float = DEFAULT_PCIE_GBPS, suggest: bool = True,
 ) -> AdviceResult:
     """The `top` fastest layouts of `gpus` GPUs that fit, for `global_batch` sequences of
-    `seq_len` tokens per step. `base_training` gives the other training settings (precision,
-    optimizer, LoRA...); micro-batch, accumulation and checkpointing are searched."""
-    _check(gpus, seq_len, global_batch, gpus_per_node, inter_node_gbps, mfu, overlap, top)
+    `seq_len` tokens per step (default: :func:`default_global_batch`). `base_training` gives
+    the other training settings (optimizer, LoRA...; a `mixed_precision` there is kept, else
+    it is searched); micro-batch, accumulation, checkpointing, ZeRO and offload are searched.
+    `offload_optimizer` / `offload_params`: True requires, False forbids, None searches.
+    `suggest`: where nothing fits, search the changes that would fit (`changes`)."""
+    _check(gpus, seq_len, global_batch, gpus_per_node, inter_node_gbps, mfu, overlap, top,
+           host_memory_gib, pcie_gbps)
     _check_target(target)
+    batch_source = "given"
+    if global_batch is None:
+        global_batch, batch_source = default_global_batch(gpus, seq_len), "default"
     training = (base_training.model_dump() if isinstance(base_training, Training)
                 else dict(base_training or {}))
+    keep_precision = _given(base_training, "mixed_precision")
     training.update(seq_len=seq_len, micro_batch_size=1, gradient_accumulation_steps=1,
-                    activation_checkpointing="none", recompute_layers=None)
+                    activation_checkpointing="none", recompute_layers=None,
+                    checkpoint_every=None, selective_policy=None)
     base = parse_scenario({"model": model, "gpu": gpu, "training": training})
     r = resolve(base)  # a bad model, GPU or precision is reported as itself
     t = base.training
     peak = r.gpu.dense_tflops.get(_PEAK_KEY[t.precision])
     if peak is None:
         raise PlanError("gpu", f"the {r.gpu.id} preset lists no dense {t.precision} TFLOPS")
+    if keep_precision or t.finetuning != "full" or t.precision == "fp32":
+        precisions: tuple[str, ...] = (t.mixed_precision,)
+    else:
+        precisions = PRECISIONS
+    if offload_params:
+        offloads: tuple[int, ...] = (2,)
+    elif offload_optimizer:
+        offloads = (1,) if offload_params is False else (1, 2)
+    elif offload_optimizer is False:
+        offloads = (0,)
+    else:
+        offloads = (0, 1) if offload_params is False else (0, 1, 2)
     estimates = 0
     adapters = 0
     if t.finetuning != "full":
         adapters, estimates = estimate(base).trainable_param_count, 1
-    flops: dict[str, Flops] = {ck: flops_per_token(r.arch, t.model_copy(update={"activation_checkpointing": ck}),
-                                 adapters) for ck in CHECKPOINTING}
-    ctx = _Ctx(r.arch, r.arch.moe_layer_count, gpus, min(gpus_per_node, gpus), seq_len, global_batch,
-               numerics(t.precision, t.mixed_precision, False).compute, flops, gpus * peak * 1e12 * mfu,
-               r.gpu.interconnect.bandwidth_gbps / 2 * 1e9, inter_node_gbps * 1e9, 1 - overlap,
-               tp_across_nodes)
+    full_flops = flops_per_token(r.arch, t.model_copy(update={"activation_checkpointing": "full"}),
+                                 adapters)
+    flops: dict[str, Flops] = {
+        ck: flops_per_token(r.arch, t.model_copy(update={"activation_checkpointing": ck}),
+                            adapters) for ck in ("none", "selective")}
+    flops["full"] = full_flops
+    flops["partial"] = Flops(full_flops.matmul, full_flops.attention,
+                             round(full_flops.recompute * RECOMPUTED["partial"]))
+    node = min(gpus_per_node, gpus)
+    ctx = _Ctx(r.arch, r.arch.moe_layer_count, gpus, node, seq_len,
+               global_batch, numerics(t.precision, t.mixed_precision, False).compute, flops,
+               gpus * peak * 1e12 * mfu, r.gpu.interconnect.bandwidth_gbps / 2 * 1e9,
+               inter_node_gbps * 1e9, 1 - overlap, tp_across_nodes, pcie_gbps * 1e9,
+               CPU_ADAM_PARAMS_PER_S / node)
     rejected: dict[str, int] = {}
-    search = _Search(base, ctx, target)
+    search = _Search(base, ctx, target, host_memory_gib * GiB)
     search.estimates = estimates
 
     # Every combination with a lower bound of its step time (its best micro-batch, ignoring
     # memory), visited fastest first.
-    heap: list[tuple[float, int, int, _Layout, Checkpointing, tuple[int, int], int, int]] = []
+    heap: list[_Entry] = []
     searched = 0
     for tp, pp, dp, cp in _layouts(ctx, rejected):
         eps = [e for e in _divisors(r.arch.num_local_experts) if (dp * cp) % e == 0] \
             if r.arch.is_moe else [1]
+        mbs = _divisors(global_batch // dp)
         for ep in eps:
-            zeros = [1, 2, 3] if dp * cp > 1 else [0]
-            if dp * cp > 1:
-                rejected["dominated"] = rejected.get("dominated", 0) + len(CHECKPOINTING)
-            for zero in zeros:
-                lay = _Layout(tp, pp, dp, cp, ep, zero)
-                params = search.params(lay)
-                n = numerics(t.precision, t.mixed_precision, zero >= 2)
-                wb, gb = n.gathered_weight if zero == 3 else n.weight, n.grad
-                for i, ck in enumerate(CHECKPOINTING):
-                    searched += 1
-                    bound = min(_step_time(ctx, lay, ck, mb, params, wb, gb).total
-                                for mb in _divisors(global_batch // dp))
-                    heap.append((bound, i, searched, lay, ck, params, wb, gb))
+            if dp * cp > 1 and 0 in offloads:  # ZeRO-0: ZeRO-1 has its traffic, less memory
+                rejected["dominated"] = rejected.get("dominated", 0) + len(CHECKPOINTING) \
+                    * len(precisions)
+            params: tuple[int, int] | None = None
+            for zero, off in _shardings(dp, cp, offloads):
+                for mixed in precisions:
+                    lay = _Layout(tp, pp, dp, cp, ep, zero, mixed, off)
+                    if params is None:
+                        params = search.params(lay)
+                    n = numerics(t.precision, mixed, zero >= 2)
+                    wb, gb = n.gathered_weight if zero == 3 else n.weight, n.grad
+                    # Without a bubble (pp 1) the fewest micro-batches are the fastest; the
+                    # bubble shrinks with their count m, unless per-micro-batch traffic
+                    # (ZeRO-2/3, parameter offload) grows with it: then every size is tried.
+                    per_micro_batch = zero >= 2 or off == 2
+                    tried = mbs[-1:] if pp == 1 else mbs if per_micro_batch else mbs[:1]
+                    for i, ck in enumerate(CHECKPOINTING):
+                        searched += 1
+                        bound = min(_step_time(ctx, lay, ck, mb, params, wb, gb).total
+                                    for mb in tried)
+                        heap.append((bound, i, searched, lay, ck, params, wb, gb))
     searched += rejected.get("dominated", 0)
     heapq.heapify(heap)
 
     found: list[_Found] = []
     kept: list[_Found] = []
-    states_ok: dict[_Layout, bool] = {}
+    states_ok: dict[_Layout, str | None] = {}
     no_need: set[tuple[_Layout, str]] = set()  # less recompute already fits at its best
+    fitting_at_best: set[tuple[tuple[int, ...], int, str, str]] = set()
     while heap:
         bound, i, _, lay, ck, params, wb, gb = heapq.heappop(heap)
-        if len(kept) >= top and bound > sorted(x.time.total for x in kept)[top - 1]:
+        if len(kept) >= top and bound > sorted(x.time.total for x in kept)[top - 1] \
+                * (1 + TIE_TOLERANCE):
             rejected["slower_than_top"] = rejected.get("slower_than_top", 0) + 1 + len(heap)
             break
         reason = None
-        if (lay, ck) in no_need:
+        if (lay, ck) in no_need or (lay.offload and (lay.key, lay.zero, lay.mixed, ck)
+                                    in fitting_at_best):
             reason = "dominated"
         else:
             if lay not in states_ok:
                 states_ok[lay] = search.states_fit(lay)
-            if not states_ok[lay]:
-                reason = "model_states_exceed_target"
+            reason = states_ok[lay]
         mbs = [] if reason else search.fitting(lay, ck)
         if not mbs:
             reason = reason or "no_micro_batch_fits"
@@ -322,16 +512,110 @@ def advise(
         kept = _non_dominated(found)
         if time.total <= bound * (1 + 1e-12):  # the unconstrained best fits: no need for more
             no_need.update((lay, more) for more in CHECKPOINTING[i + 1:])
-    kept.sort(key=lambda x: (x.time.total, x.device_bytes, x.layout.key, x.layout.zero))
+            if not lay.offload:
+                fitting_at_best.add((lay.key, lay.zero, lay.mixed, ck))
     rejected["dominated"] = rejected.get("dominated", 0) + len(found) - len(kept)
-    plans = _plans(kept[:top], search, target, global_batch * seq_len)
+    ranked = _ranked(kept)[:top]
+    plans = _plans(ranked, search, target, global_batch * seq_len)
     assumptions = {
         "gpus": gpus, "gpus_per_node": ctx.node, "gpu": r.gpu.id, "seq_len": seq_len,
-        "global_batch": global_batch, "target": target, "mfu": mfu, "overlap": overlap,
-        "peak_tflops_per_gpu": peak, "intra_node_gbps_one_way": ctx.intra_bps / 1e9,
-        "inter_node_gbps": inter_node_gbps, "tp_across_nodes": tp_across_nodes}
+        "global_batch": global_batch, "global_batch_source": batch_source,
+        "tokens_per_step": global_batch * seq_len, "target": target, "mfu": mfu,
+        "overlap": overlap, "peak_tflops_per_gpu": peak,
+        "intra_node_gbps_one_way": ctx.intra_bps / 1e9, "inter_node_gbps": inter_node_gbps,
+        "tp_across_nodes": tp_across_nodes, "host_memory_gib": host_memory_gib,
+        "pcie_gbps": pcie_gbps, "precisions": list(precisions),
+        "offloads": [OFFLOADS[o] for o in offloads], "checkpointing": list(CHECKPOINTING),
+        "tie_tolerance": TIE_TOLERANCE}
+    floor = changes = None
+    if not plans:
+        floor = _floor(search, target, host_memory_gib)
+    if not plans and suggest:
+        changes = tuple(_changes(
+            model, gpu, gpus, seq_len, global_batch, base_training, rejected,
+            dict(gpus_per_node=gpus_per_node, inter_node_gbps=inter_node_gbps, mfu=mfu,
+                 target=target, overlap=overlap, tp_across_nodes=tp_across_nodes,
+                 host_memory_gib=host_memory_gib, offload_optimizer=offload_optimizer,
+                 offload_params=offload_params, pcie_gbps=pcie_gbps)))
     return AdviceResult(tuple(plans), searched, search.estimates, rejected, len(kept),
-                        assumptions)
+                        assumptions, floor, changes or ())
+
+
+def _floor(search: _Search, target: float, host_memory_gib: float) -> dict[str, Any]:
+    """How far from fitting: the smallest model states per GPU (within the host limit), and
+    the host memory an offloading layout whose GPU states fit would need."""
+    out: dict[str, Any] = {"model_states_bytes": None, "layout": None,
+                           "limit_bytes": int(search.limit), "host_bytes_per_node": None,
+                           "host_layout": None, "host_limit_bytes": int(host_memory_gib * GiB)}
+    text = []
+    if search.floor is not None:
+        floor, lay = search.floor
+        out.update(model_states_bytes=floor, layout=_layout_text(lay))
+        text.append(f"the model states alone need {gib(floor)} per GPU at the most sharded "
+                    f"layout ({_layout_text(lay)})" + (
+                        f", above {target:.0%} of the GPU ({gib(search.limit)})"
+                        if floor > search.limit else
+                        ", within the target: the activations of one micro-batch do not fit"))
+    if search.host_floor is not None:
+        host, lay = search.host_floor
+        out.update(host_bytes_per_node=host, host_layout=_layout_text(lay))
+        text.append(f"offloading ({_layout_text(lay)}) needs {gib(host)} of host memory per "
+                    f"node, above the {host_memory_gib:g} GiB limit")
+    out["text"] = "; ".join(text) or "no layout searched"
+    return out
+
+
+def _changes(model: Any, gpu: str, gpus: int, seq_len: int, global_batch: int,
+             base_training: Training | dict[str, Any] | None, rejected: dict[str, int],
+             kwargs: dict[str, Any]) -> Iterator[Change]:
+    """The changes that make something fit, smallest first (see the module docstring)."""
+    training = (base_training.model_dump(exclude_unset=True)
+                if isinstance(base_training, Training) else dict(base_training or {}))
+
+    def first(**over: Any) -> Plan | None:
+        args: dict[str, Any] = {"model": model, "gpu": gpu, "gpus": gpus, "seq_len": seq_len,
+                                "global_batch": global_batch, "base_training": training,
+                                **kwargs, **over, "top": 1, "suggest": False}
+        try:
+            found = advise(**args)
+        except (PlanError, ScenarioError):
+            return None
+        return found.plans[0] if found.plans else None
+
+    def change(kind: str, title: str, plan: Plan | None) -> Iterator[Change]:
+        if plan is not None:
+            yield Change(kind, title, plan.step_time.total, plan.estimate.device_bytes)
+
+    if kwargs["offload_optimizer"] is False or kwargs["offload_params"] is False:
+        yield from change("offload", "allow CPU offload",
+                          first(offload_optimizer=None, offload_params=None))
+    more = gpus * 2
+    while more <= min(MAX_GPUS, gpus * 16):
+        plan = first(gpus=more, global_batch=max(global_batch, more // SEQUENCES_PER_GPU_FLOOR))
+        if plan is not None:
+            yield Change("gpus", f"{more} GPUs instead of {gpus}", plan.step_time.total,
+                         plan.estimate.device_bytes)
+            break
+        more *= 2
+    usable = resolve_gpu(gpu).usable_bytes
+    for preset in sorted(gpu_presets().values(), key=lambda g: g.usable_bytes):
+        if preset.usable_bytes > usable:
+            plan = first(gpu=preset.id)
+            if plan is not None:
+                yield Change("gpu", f"a larger GPU: {preset.name}", plan.step_time.total,
+                             plan.estimate.device_bytes)
+                break
+    if rejected.get("host_memory_exceeds_limit"):
+        yield from change("host_memory", "more host memory per node (no limit)",
+                          first(host_memory_gib=float(1 << 20)))
+    if training.get("finetuning", "full") == "full":
+        for kind, what in (("lora", "LoRA"), ("qlora", "QLoRA (4-bit base)")):
+            tuned = {k: v for k, v in training.items() if k != "mixed_precision"}
+            plan = first(base_training={**tuned, "finetuning": kind})
+            if plan is not None:
+                yield Change(kind, f"{what} instead of full fine-tuning", plan.step_time.total,
+                             plan.estimate.device_bytes)
+                break
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,6 +625,16 @@ class _Found:
     ckpt: str
     micro_batch: int
     device_bytes: int
+
+    @property
+    def simplicity(self) -> tuple[int, ...]:
+        """Smaller is simpler: fp32 master weights kept (not pure), no offload, fewer
+        parallel dimensions, less recompute, amp before master, a lower ZeRO stage."""
+        lay = self.layout
+        dims = sum(d > 1 for d in (lay.tp, lay.pp, lay.cp, lay.ep))
+        mixed = PRECISIONS.index(lay.mixed) if lay.mixed in PRECISIONS else 0
+        return (lay.mixed == "pure", lay.offload, dims, CHECKPOINTING.index(self.ckpt), mixed,
+                lay.zero)
 
 
 def _non_dominated(found: list[_Found]) -> list[_Found]:
@@ -358,39 +652,88 @@ def _non_dominated(found: list[_Found]) -> list[_Found]:
     return out
 
 
+def _ranked(kept: list[_Found]) -> list[tuple[int, _Found]]:
+    """(tie group, plan) by step time; a group is every plan within TIE_TOLERANCE of its
+    fastest, listed simplest first."""
+    by_time = sorted(kept, key=lambda x: (x.time.total, x.device_bytes, x.layout.key))
+    out: list[tuple[int, _Found]] = []
+    group = 0
+    i = 0
+    while i < len(by_time):
+        group += 1
+        limit = by_time[i].time.total * (1 + TIE_TOLERANCE)
+        j = i
+        while j < len(by_time) and by_time[j].time.total <= limit:
+            j += 1
+        members = sorted(by_time[i:j], key=lambda x: (x.simplicity, x.time.total))
+        out += [(group, x) for x in members]
+        i = j
+    return out
+
+
 _WHY = {"recompute": "recomputation", "tp_comm": "tensor-parallel all-reduces",
         "cp_comm": "context-parallel K/V exchange", "ep_comm": "expert all-to-alls",
-        "dp_comm": "gradient and parameter traffic", "bubble": "pipeline bubble"}
+        "dp_comm": "gradient and parameter traffic", "offload": "CPU offload",
+        "bubble": "pipeline bubble"}
 
 
-def _why(rank: int, time: StepTime, first: StepTime, e: Estimate, lay: _Layout,
+def _layout_text(lay: _Layout) -> str:
+    parts = [f"tp {lay.tp}", f"pp {lay.pp}", f"dp {lay.dp}"]
+    parts += [f"cp {lay.cp}"] if lay.cp > 1 else []
+    parts += [f"ep {lay.ep}"] if lay.ep > 1 else []
+    parts += [f"ZeRO-{lay.zero}", lay.mixed]
+    parts += [f"offload {OFFLOADS[lay.offload]}"] if lay.offload else []
+    return ", ".join(parts)
+
+
+def _why(time: StepTime, fastest: StepTime, tied: int, e: Estimate, lay: _Layout,
          m: int, target: float) -> str:
+    """Why a plan is where it is: its largest overhead, or what it pays over the fastest plan;
+    `tied`: how many plans share its tie group."""
     parts = time.as_dict()
     room = f"{e.utilization:.0%} of memory (target {target:.0%})"
-    if rank == 1:
+    if lay.mixed == "pure":
+        room += "; pure bf16 keeps no fp32 master weights (a convergence risk on long runs)"
+    if lay.offload:
+        room += f"; {gib(e.host_bytes)} of host memory per GPU"
+    slower = time.total / fastest.total - 1
+    tie = (f"one of {tied} tied within {TIE_TOLERANCE:.0%}, simplest first; " if tied > 1
+           else "")
+    if slower <= TIE_TOLERANCE:
         worst = max(_WHY, key=lambda k: parts[k])
+        lead = "fastest" if slower <= 0 else f"{slower:.1%} slower than the fastest"
         if parts[worst] <= 0:
-            return f"fastest: pure compute, no communication or recompute; {room}"
-        return (f"fastest; largest overhead {_WHY[worst]} "
+            return f"{tie}{lead}: pure compute, no communication or recompute; {room}"
+        return (f"{tie}{lead}; largest overhead {_WHY[worst]} "
                 f"({parts[worst] / time.total:.0%} of the step); {room}")
-    ref = first.as_dict()
+    ref = fastest.as_dict()
     worst = max(_WHY, key=lambda k: parts[k] - ref[k])
+    extra = parts[worst] - ref[worst]
+    if extra <= 0:
+        return f"{tie}{slower:.1%} slower than the fastest; {room}"
     detail = {"bubble": f"pp {lay.pp} over {m} micro-batches",
               "tp_comm": f"tp {lay.tp}", "cp_comm": f"cp {lay.cp}", "ep_comm": f"ep {lay.ep}",
               "dp_comm": f"ZeRO-{lay.zero} over {lay.dp * lay.cp} ranks",
+              "offload": f"offload of the {OFFLOADS[lay.offload]}",
               "recompute": "activation checkpointing"}[worst]
-    slower = time.total / first.total - 1
-    return (f"{slower:.1%} slower than #1, mostly {_WHY[worst]} ({detail}, "
-            f"+{parts[worst] - ref[worst]:.3g} s); {room}")
+    return (f"{tie}{slower:.1%} slower than the fastest, mostly {_WHY[worst]} ({detail}, "
+            f"+{extra:.3g} s); {room}")
 
 
-def _plans(kept: list[_Found], search: _Search, target: float, tokens: int) -> list[Plan]:
+def _plans(ranked: list[tuple[int, _Found]], search: _Search, target: float,
+           tokens: int) -> list[Plan]:
+    if not ranked:
+        return []
+    fastest = min((x.time for _, x in ranked), key=lambda t: t.total)
+    sizes: dict[int, int] = {}
+    for group, _ in ranked:
+        sizes[group] = sizes.get(group, 0) + 1
     out = []
-    for rank, x in enumerate(kept, 1):
+    for rank, (group, x) in enumerate(ranked, 1):
         e = search.at(x.layout, x.ckpt, x.micro_batch)
         m = search.ctx.global_batch // x.layout.dp // x.micro_batch
-        why = _why(rank, x.time, kept[0].time, e, x.layout, m, target)
-        out.append(Plan(rank, e.scenario, e, target, x.time, tokens, why))
+        why = _why(x.time, fastest, sizes[group], e, x.layout, m, target)
+        out.append(Plan(rank, e.scenario, e, target, x.time, tokens, why, group))
     return out
 
 
@@ -410,16 +753,18 @@ class AdviseRequest(Request):
     gpu: str | None = Field(None, description="the GPU preset, over the scenario's")
     training: dict[str, Any] = Field(default_factory=dict, description="training settings "
                                      "over the scenario's (the command line's training flags)")
-    parallelism: dict[str, Any] = Field(default_factory=dict, description="none: the "
-                                        "parallelism is what is searched")
+    parallelism: dict[str, Any] = Field(default_factory=dict, description=(
+        "only offload_optimizer / offload_params (true: every plan offloads it, false: none "
+        "does; default: searched); the rest of the parallelism is what is searched"))
     gpus: int = Field(title="GPU count", description=f"GPUs to lay out (1 to {MAX_GPUS})",
                       examples=[DEFAULT_GPUS_PER_NODE],
                       json_schema_extra={"minimum": 1, "maximum": MAX_GPUS})
     gpus_per_node: int = Field(DEFAULT_GPUS_PER_NODE, title="GPUs per node",
                                description="GPUs per node")
     global_batch: int | None = Field(None, title="Global batch (sequences per step)", description=(
-        "sequences per step (default: the scenario's micro-batch × accumulation × dp; with no "
-        "scenario, the GPU count)"))
+        "sequences per step (default: the scenario's micro-batch × accumulation × dp where it "
+        f"sets one of them, else about {DEFAULT_TOKENS_PER_STEP / 1e6:.0f}M tokens: a power "
+        "of two of sequences)"))
     inter_node_gbps: float = Field(
         DEFAULT_INTER_NODE_GBPS, title="Inter-node bandwidth (GB/s per GPU, one way)",
         description="GB/s per GPU between nodes, one way (50: 400 Gb/s InfiniBand NDR)")
@@ -430,12 +775,22 @@ class AdviseRequest(Request):
     tp_across_nodes: Annotated[bool, Cli(flag="--allow-cross-node-tp")] = Field(
         False, description="let tensor parallelism span nodes")
     top: int = Field(DEFAULT_TOP, description="plans to list")
+    host_memory_gib: Annotated[float, Cli(flag="--host-memory")] = Field(
+        DEFAULT_HOST_MEMORY_GIB, title="Host memory per node (GiB)",
+        description="CPU memory per node that offloaded states may use, GiB (default: half "
+                    "a DGX H100's 2 TiB)")
+    pcie_gbps: float = Field(DEFAULT_PCIE_GBPS, title="PCIe bandwidth (GB/s per GPU, one way)",
+                             description="host-GPU bandwidth for offload (25: PCIe 4.0 x16)")
 
     def base(self) -> dict[str, Any]:
         """The scenario advised on: `scenario` with `model`, `gpu` and `training` over it."""
-        if self.parallelism:
-            raise PlanError(f"parallelism.{next(iter(self.parallelism))}",
-                            "is searched by advise; leave it out")
+        for name in self.parallelism:
+            if name not in OFFLOAD_FIELDS:
+                raise PlanError(f"parallelism.{name}", "advise searches tp, pp, dp, cp, ep, "
+                                "zero and sequence_parallel; leave it out (offload_optimizer "
+                                "and offload_params may be given: true requires, false forbids)")
+            if not isinstance(self.parallelism[name], bool):
+                raise PlanError(f"parallelism.{name}", "must be true or false")
         data = dict(self.scenario or {})
         training = data.get("training") or {}
         if not isinstance(training, dict):
@@ -447,14 +802,21 @@ class AdviseRequest(Request):
             data["gpu"] = self.gpu
         return data
 
-    def batch(self, scenario: Scenario) -> int:
-        """`global_batch`, or its default (see its description)."""
+    def batch(self, scenario: Scenario) -> int | None:
+        """`global_batch`; else the scenario's own where it sets micro-batch, accumulation or
+        dp; else None (advise's default)."""
         if self.global_batch is not None:
             return self.global_batch
-        if self.scenario is None:
-            return self.gpus
+        raw = self.scenario or {}
+        given = {**(raw.get("training") or {}), **self.training}
+        if not any(k in given for k in ("micro_batch_size", "gradient_accumulation_steps")) \
+                and "dp" not in (raw.get("parallelism") or {}):
+            return None
         t, p = scenario.training, scenario.parallelism
         return t.micro_batch_size * t.gradient_accumulation_steps * p.dp
+
+
+OFFLOAD_FIELDS = ("offload_optimizer", "offload_params")
 
 
 def _run(q: AdviseRequest) -> AdviceResult:
@@ -463,25 +825,47 @@ def _run(q: AdviseRequest) -> AdviceResult:
     return advise(data["model"], s.gpu, q.gpus, s.training.seq_len, q.batch(s),
                   gpus_per_node=q.gpus_per_node, inter_node_gbps=q.inter_node_gbps, mfu=q.mfu,
                   target=q.target, overlap=q.overlap, base_training=data["training"],
-                  tp_across_nodes=q.tp_across_nodes, top=q.top)
+                  tp_across_nodes=q.tp_across_nodes, top=q.top, host_memory_gib=q.host_memory_gib,
+                  pcie_gbps=q.pcie_gbps,
+                  offload_optimizer=q.parallelism.get("offload_optimizer"),
+                  offload_params=q.parallelism.get("offload_params"))
 
 
 def _text(result: AdviceResult, request: AdviseRequest) -> str:
     d = result.as_dict()
     a = d["assumptions"]
+    source = {"given": "", "default": " (default: about "
+              f"{DEFAULT_TOKENS_PER_STEP / 1e6:.0f}M tokens per step; --global-batch to set)"}
     lines = [f"{a['gpus']} GPUs, {a['global_batch']} sequences of {a['seq_len']} tokens per "
-             f"step: {d['estimates']} estimates over {d['searched']} combinations"]
+             f"step{source[a['global_batch_source']]}: {d['estimates']} estimates over "
+             f"{d['searched']} combinations; plans within {a['tie_tolerance']:.0%} of each other "
+             "are tied and listed simplest first"]
     for p in d["plans"]:
         lay, est = p["layout"], p["estimate"]
+        off = [k.removeprefix("offload_") for k in OFFLOAD_FIELDS if lay[k]]
+        ck = lay["activation_checkpointing"]
+        if lay["recompute_layers"] is not None:
+            ck = f"partial ({lay['recompute_layers']} layers per stage)"
         lines.append(
-            f"{p['rank']:>3}. tp {lay['tp']} pp {lay['pp']} dp {lay['dp']} cp {lay['cp']} "
-            f"ep {lay['ep']} zero {lay['zero']} ckpt {lay['activation_checkpointing']} "
+            f"{p['rank']:>3}. [{p['tie_group']}] tp {lay['tp']} pp {lay['pp']} dp {lay['dp']} "
+            f"cp {lay['cp']} ep {lay['ep']} zero {lay['zero']} {lay['mixed_precision']}"
+            f"{' offload ' + '+'.join(off) if off else ''} ckpt {ck} "
             f"micro-batch {lay['micro_batch_size']} x {lay['gradient_accumulation_steps']}: "
             f"{p['step_time_s']:.3f} s/step, {p['tokens_per_s']:,.0f} tokens/s, "
             f"{gib(est['device_bytes'])}")
         lines.append(f"     {p['why']}")
     if not d["plans"]:
-        lines.append("nothing fits: " + ", ".join(f"{k} {v}" for k, v in d["rejected"].items()))
+        lines.append("nothing fits" + (f": {d['floor']['text']}" if d["floor"] else ""))
+        if result.changes:
+            c = result.changes[0]
+            lines.append(f"smallest change: {c.title} ({c.step_time_s:.3f} s/step, "
+                         f"{gib(c.device_bytes)})")
+            lines += [f"  or: {c.title} ({c.step_time_s:.3f} s/step, {gib(c.device_bytes)})"
+                      for c in result.changes[1:]]
+        else:
+            lines.append("no single change searched (offload, more GPUs, a larger GPU, LoRA, "
+                         "QLoRA) makes it fit")
+        lines.append("  rejected: " + ", ".join(f"{k} {v}" for k, v in d["rejected"].items()))
     return "\n".join(lines)
 
 
@@ -490,5 +874,6 @@ OPERATIONS: tuple[Operation[AdviseRequest, AdviceResult], ...] = (
               run=_run, text=_text),
 )
 
-__all__ = ["DEFAULT_INTER_NODE_GBPS", "AdviceResult", "AdviseRequest", "Plan", "StepTime",
-           "advise"]
+__all__ = ["DEFAULT_HOST_MEMORY_GIB", "DEFAULT_INTER_NODE_GBPS", "DEFAULT_TOKENS_PER_STEP",
+           "TIE_TOLERANCE", "AdviceResult", "AdviseRequest", "Change", "Plan", "StepTime",
+           "advise", "default_global_batch"]

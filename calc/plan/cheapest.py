@@ -3,8 +3,11 @@ power-of-two count up to `max_gpus`, the scenario as given and (if it does not f
 ZeRO-3, ranked by cost.
 
 For each GPU type and count the model-parallel part of the scenario (tp x pp x cp) is kept and
-dp = count / (tp x pp x cp); micro-batch and accumulation are kept too, so the global batch
-grows with dp. A layout qualifies when it fits (the :func:`calc.plan.fits_target` rule, default
+dp = count / (tp x pp x cp). Every option trains the same global batch G (the scenario's
+micro-batch x accumulation x dp, or `global_batch`), so options are compared at equal
+optimisation settings: each replica gets G / dp sequences, as the scenario's micro-batch (or
+its largest divisor of G / dp below it) times the accumulation; counts with dp not dividing G
+are skipped. A layout qualifies when it fits (the :func:`calc.plan.fits_target` rule, default
 target 0.85) and :func:`calc.plan.training_cost` finishes `tokens` within the deadline.
 
 Under that cost model the GPU-hours of a GPU type do not depend on the count (step time is
@@ -21,7 +24,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from ..estimate import estimate
+from ..estimate import estimate, fit_status
 from ..operations import SCENARIO_HELP, Cli, Operation, Request
 from ..presets import UnknownPreset, resolve_gpu
 from ..presets import gpus as gpu_presets
@@ -47,7 +50,11 @@ class Option:
 
     def as_dict(self) -> dict[str, Any]:
         c = self.cost
+        t = self.scenario.training
         return {"gpu": self.gpu, "gpus": self.gpus, "dp": self.scenario.parallelism.dp,
+                "micro_batch_size": t.micro_batch_size,
+                "gradient_accumulation_steps": t.gradient_accumulation_steps,
+                "status": fit_status(self.device_bytes, self.usable_bytes),
                 "zero": self.scenario.parallelism.zero, "changes": list(self.changes),
                 "device_bytes": self.device_bytes, "usable_bytes": self.usable_bytes,
                 "train_hours": c.train_seconds / 3600, "gpu_hours": c.gpu_hours,
@@ -83,6 +90,18 @@ class CheapestResult:
                 "rejected": dict(self.rejected), "notes": list(self.notes)}
 
 
+def _global_batch(base: Scenario, max_gpus: int) -> int:
+    """The scenario's own global batch where it sets micro-batch, accumulation or dp, else the
+    advisor's default (about 2M tokens per step)."""
+    from .advise import default_global_batch
+
+    t, p = base.training, base.parallelism
+    if {"micro_batch_size", "gradient_accumulation_steps"} & t.model_fields_set \
+            or "dp" in p.model_fields_set:
+        return t.micro_batch_size * t.gradient_accumulation_steps * p.dp
+    return default_global_batch(max_gpus, t.seq_len)
+
+
 def _counts(max_gpus: int, model_parallel: int) -> list[int]:
     counts, n = [], 1
     while n <= max_gpus:
@@ -107,7 +126,7 @@ def _gpu_ids(names: list[str] | tuple[str, ...] | None) -> list[str]:
 def cheapest(
     scenario: ScenarioInput, tokens: int, *, deadline_hours: float | None = None,
     gpus: list[str] | tuple[str, ...] | None = None, max_gpus: int = DEFAULT_MAX_GPUS,
-    mfu: float = DEFAULT_MFU, target: float = DEFAULT_TARGET,
+    mfu: float = DEFAULT_MFU, target: float = DEFAULT_TARGET, global_batch: int | None = None,
 ) -> CheapestResult:
     """The cheapest GPU type and count that fits and trains `tokens` within the deadline.
 
@@ -126,17 +145,22 @@ def cheapest(
     bounded("max_gpus", max_gpus, 1, 1 << 20, integer=True)
     bounded("target", target, 0, 1, low_open=True)
     bounded("mfu", mfu, *MFU)
-    p = base.parallelism
+    p, t = base.parallelism, base.training
+    if global_batch is None:
+        global_batch = _global_batch(base, max_gpus)
+    bounded("global_batch", global_batch, 1, 1 << 30, integer=True)
     model_parallel = p.tp * p.pp * p.cp
-    counts = _counts(max_gpus, model_parallel)
+    counts = [n for n in _counts(max_gpus, model_parallel) if global_batch % (n // model_parallel) == 0]
     if not counts:
         raise PlanError("max_gpus", f"no power of two up to {max_gpus} is a multiple of "
-                        f"tp x pp x cp ({model_parallel})")
+                        f"tp x pp x cp ({model_parallel}) with dp dividing the global batch "
+                        f"({global_batch})")
     priced: list[Option] = []
     unpriced: list[Option] = []
     rejected: dict[str, str] = {}
     for gpu in _gpu_ids(gpus):
-        found, reason = _options_on(base, gpu, counts, tokens, deadline_hours, mfu, target)
+        found, reason = _options_on(base, gpu, counts, tokens, deadline_hours, mfu, target,
+                                    global_batch)
         if not found:
             rejected[gpu] = reason
         for option in found:
@@ -149,10 +173,9 @@ def cheapest(
     fewest: dict[str, Option] = {}
     for option in unpriced:
         fewest.setdefault(option.gpu, option)
-    notes = [f"dp = GPUs / (tp x pp x cp = {model_parallel}); micro-batch "
-             f"{base.training.micro_batch_size} x accumulation "
-             f"{base.training.gradient_accumulation_steps} kept, so the global batch grows "
-             "with dp",
+    notes = [f"dp = GPUs / (tp x pp x cp = {model_parallel}); every option trains the same "
+             f"global batch of {global_batch} sequences ({global_batch * t.seq_len:,} tokens "
+             "per step): micro-batch x accumulation = global batch / dp",
              "prices are list prices (unverified, vary by provider and month); the cost model "
              f"assumes {mfu:.0%} of peak at every GPU count"]
     return CheapestResult(tokens, deadline_hours, tuple(best.values()),
@@ -161,7 +184,7 @@ def cheapest(
 
 def _options_on(
     base: Scenario, gpu: str, counts: list[int], tokens: int, deadline_hours: float | None,
-    mfu: float, target: float,
+    mfu: float, target: float, global_batch: int,
 ) -> tuple[list[Option], str]:
     """The qualifying counts on one GPU type, or why there are none."""
     p = base.parallelism
@@ -171,12 +194,16 @@ def _options_on(
     fastest: float | None = None
     for count in counts:
         dp = count // model_parallel
+        seqs = global_batch // dp
+        mb = max(k for k in range(1, min(seqs, base.training.micro_batch_size) + 1)
+                 if seqs % k == 0)
+        batch = {"micro_batch_size": mb, "gradient_accumulation_steps": seqs // mb}
         tries: list[tuple[dict[str, int], tuple[str, ...]]] = [({"dp": dp}, ())]
         if p.zero != 3:
             tries.append(({"dp": dp, "zero": 3}, ("zero 3",)))
         for par, changes in tries:
             try:
-                s = changed(base, parallelism=par, gpu=gpu)
+                s = changed(base, training=batch, parallelism=par, gpu=gpu)
                 report = estimate(s)
             except ScenarioError as exc:
                 reason = str(exc)
@@ -220,6 +247,10 @@ class CheapestRequest(Request):
                           description="largest count tried, powers of two")
     mfu: float = Field(DEFAULT_MFU, description=MFU_HELP)
     target: float = Field(DEFAULT_TARGET, description="fraction of the GPU's usable memory")
+    global_batch: int | None = Field(None, title="Global batch (sequences per step)",
+                                     description="sequences per step, the same for every option "
+                                     "(default: the scenario's micro-batch × accumulation × dp where it sets one, else "
+                                     "about 2M tokens)")
     top: int = Field(10, ge=1, le=10_000, description="options to list (the text; the JSON has "
                      "all)")
 
@@ -230,7 +261,7 @@ class CheapestRequest(Request):
 
 def _run(q: CheapestRequest) -> CheapestResult:
     return cheapest(q.scenario, q.tokens, deadline_hours=q.deadline_hours, gpus=q.gpu_ids(),
-                    max_gpus=q.max_gpus, mfu=q.mfu, target=q.target)
+                    max_gpus=q.max_gpus, mfu=q.mfu, target=q.target, global_batch=q.global_batch)
 
 
 def _text(r: CheapestResult, request: CheapestRequest) -> str:

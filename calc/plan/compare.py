@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from ..estimate import COMPONENTS, Estimate, estimate
+from ..estimate import COMPONENTS, FIT_WORDS, Estimate, FitStatus, estimate, fit_status
 from ..operations import Cli, Operation, Request
 from ..presets import gpus
 from ..scenario import ScenarioError, parse_scenario
@@ -49,6 +49,7 @@ class Column:
             "usable_bytes": r.usable_bytes,
             "utilization": round(r.utilization, 6),
             "fits": r.fits,
+            "status": r.status,
             "peak_phase": r.peak_phase,
             "micro_batch_size": t.micro_batch_size,
             "gradient_accumulation_steps": t.gradient_accumulation_steps,
@@ -111,10 +112,17 @@ class GpuFit:
     fits: bool
     error: str | None  # e.g. "training.precision: ... does not support bf16"
 
+    @property
+    def status(self) -> FitStatus:
+        """calc.estimate.fit_status; a GPU the scenario cannot run on does not fit."""
+        if self.device_bytes is None:
+            return "does_not_fit"
+        return fit_status(self.device_bytes, self.usable_bytes)
+
     def as_dict(self) -> dict[str, Any]:
         return {"id": self.gpu, "name": self.name, "usable_bytes": self.usable_bytes,
                 "device_bytes": self.device_bytes, "utilization": self.utilization,
-                "fits": self.fits, "error": self.error}
+                "fits": self.fits, "status": self.status, "error": self.error}
 
 
 def compare_gpus(scenario: ScenarioInput) -> list[GpuFit]:
@@ -157,10 +165,11 @@ def _text(comparison: Comparison, request: CompareRequest) -> str:
     rows = [f"{'':<28}" + "".join(f"{col['label'][:16]:>18}" for col in cols)]
     for key in ("device_bytes", "peak_bytes"):
         rows.append(f"{key:<28}" + "".join(f"{gib(col[key]):>18}" for col in cols))
-    for key in ("utilization", "fits", "micro_batch_size", "gradient_accumulation_steps",
+    for key in ("utilization", "status", "micro_batch_size", "gradient_accumulation_steps",
                 "dp", "global_batch_size", "gpus"):
         rows.append(f"{key:<28}" + "".join(
-            f"{col[key]:>18.0%}" if key == "utilization" else f"{col[key]!s:>18}"
+            f"{col[key]:>18.0%}" if key == "utilization" else
+            f"{FIT_WORDS[col[key]]:>18}" if key == "status" else f"{col[key]!s:>18}"
             for col in cols))
     rows.append(f"difference vs {d['baseline']}:")
     for comp in COMPONENTS:

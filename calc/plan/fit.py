@@ -19,14 +19,14 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from ..estimate import Estimate, estimate
+from ..estimate import FIT_TARGET, Estimate, estimate
 from ..operations import SCENARIO_HELP, Operation, Request
 from ..scenario import Scenario, parse_scenario, resolve
 from ._common import PlanError, ScenarioInput, changed, gib
 
 FitField = Literal["training.micro_batch_size", "training.seq_len"]
 
-DEFAULT_TARGET = 0.85  # of the GPU's usable memory; the rest is headroom for the unmodelled
+DEFAULT_TARGET = FIT_TARGET  # calc.estimate.fit_status's: "fits" means the same everywhere
 MAX_MICRO_BATCH = 1 << 22  # the scenario's own bound on micro_batch_size
 
 

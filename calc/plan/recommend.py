@@ -1,30 +1,58 @@
-"""Recommendations: which single change saves the most device memory, and what it costs.
+"""Recommendations: single changes, what each saves in device memory and what it costs in
+throughput.
 
 Each lever builds a changed scenario and re-runs the estimator, so every claimed saving is the
 estimator's own difference (`saving_bytes = before.device_bytes - after.device_bytes`, checked
-by a property test). Levers that are invalid for the scenario (the estimator raises a
-:class:`~calc.ScenarioError`) or save nothing are left out. A larger GPU saves nothing; it is
-listed apart, ranked by the headroom it leaves.
+by a property test), and the advisor's step-time model (:func:`calc.plan.step_time.step_time_of`:
+compute, recomputation, communication, offload traffic and the CPU optimizer step, the pipeline
+bubble) gives its cost: `slowdown` = tokens/s per GPU before / after - 1 (negative: faster;
+per GPU, so a lever that adds GPUs is not "faster" for spending them).
+Levers that are invalid for the scenario (the estimator raises a :class:`~calc.ScenarioError`)
+are left out.
+
+**Ranking** (`rank_rule` in the answer):
+
+- the scenario does not fit (its status is not "fits", :func:`calc.estimate.fit_status`):
+  first the levers after which it fits, least slowdown first, those that change what is
+  trained (`CHANGES_TRAINING`: sequence length, LoRA/QLoRA, optimizer) after the others; then
+  the others, most memory saved first;
+- it fits: first the levers that buy throughput and still fit (a larger micro-batch at the
+  same global batch, less recomputation, fewer shards, no offload), largest speedup first;
+  then the memory levers, least slowdown first (those that change what is trained last).
+
+Larger GPUs are listed apart, only those where the scenario fits, most headroom first.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import Field
 
-from ..estimate import Estimate, estimate
+from ..estimate import FIT_WORDS, Estimate, FitStatus, estimate
 from ..operations import SCENARIO_HELP, Operation, Request
 from ..presets import gpus
 from ..scenario import Scenario, ScenarioError, parse_scenario
 from ._common import ScenarioInput, changed, gib
+from .step_time import StepTime, step_time_of
 
 Lever = Literal[
     "zero", "activation_checkpointing", "sequence_parallel", "tp", "pp", "micro_batch",
-    "seq_len", "chunked_loss", "optimizer", "offload", "lora", "gpu",
+    "seq_len", "chunked_loss", "optimizer", "offload", "lora", "precision", "gpu",
 ]
+# Levers that change what is trained (the task, the method or the optimizer) rank after those
+# that only change how it runs, whatever their speed.
+CHANGES_TRAINING: frozenset[str] = frozenset({"seq_len", "lora", "optimizer"})
+RANK_RULES = {
+    "does_not_fit": "levers after which it fits, least slowdown first (those that change what "
+                    "is trained: seq_len, LoRA, optimizer, after the others); then the rest, "
+                    "most memory saved first",
+    "fits": "levers that buy throughput and still fit, largest speedup first; then memory "
+            "levers, least slowdown first (those that change what is trained last)",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,9 +65,12 @@ class Recommendation:
     device_bytes: int  # after the change
     saving_bytes: int  # before minus after (may be negative for a larger GPU)
     saving_percent: float  # of the device memory before
-    fits: bool  # after the change
+    fits: bool  # after the change: within the GPU
     headroom_bytes: int  # usable minus device bytes, after the change
     cost: str
+    status: FitStatus = "fits"  # after the change (calc.estimate.fit_status)
+    step_time_s: float | None = None  # after, by the advisor's model (None: no dense rate)
+    slowdown: float | None = None  # tokens/s before / after - 1 (negative: faster)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -47,7 +78,10 @@ class Recommendation:
             "scenario": self.scenario.model_dump(mode="json"),
             "device_bytes": self.device_bytes, "saving_bytes": self.saving_bytes,
             "saving_percent": round(self.saving_percent, 2), "fits": self.fits,
-            "headroom_bytes": self.headroom_bytes, "cost": self.cost,
+            "status": self.status, "headroom_bytes": self.headroom_bytes,
+            "step_time_s": self.step_time_s,
+            "slowdown_percent": None if self.slowdown is None else round(100 * self.slowdown, 2),
+            "cost": self.cost,
         }
 
 
@@ -58,11 +92,17 @@ class Recommendations:
     base: Estimate
     levers: tuple[Recommendation, ...]
     larger_gpus: tuple[Recommendation, ...]
+    step_time_s: float | None = None  # the scenario's, by the advisor's model
+
+    @property
+    def rank_rule(self) -> str:
+        return RANK_RULES["fits" if self.base.status == "fits" else "does_not_fit"]
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "device_bytes": self.base.device_bytes, "usable_bytes": self.base.usable_bytes,
-            "fits": self.base.fits,
+            "fits": self.base.fits, "status": self.base.status,
+            "step_time_s": self.step_time_s, "rank_rule": self.rank_rule,
             "recommendations": [r.as_dict() for r in self.levers],
             "larger_gpus": [r.as_dict() for r in self.larger_gpus],
         }
@@ -157,20 +197,53 @@ def _candidates(s: Scenario) -> Iterator[_Candidate]:
                {"parallelism": {"offload_optimizer": True, "offload_params": True, "zero": 3}},
                "speed: parameters cross PCIe in every forward and backward; often several "
                "times slower; needs host memory")
+    low = "bf16" if t.precision == "fp32" else t.precision
+    base16 = {"precision": low, "mixed_precision": "autocast"}
+    if t.finetuning != "full" and (t.precision == "fp32" or t.mixed_precision != "autocast"):
+        yield ("precision", f"load the {t.finetuning} base in {low} (autocast, as PEFT does)",
+               {"training": base16},
+               "numerics: the frozen base in half precision, as PEFT users train it; the "
+               "adapters keep their dtype")
     if t.finetuning == "full":
-        yield ("lora", f"LoRA rank {t.lora_rank} instead of full fine-tuning",
-               {"training": {"finetuning": "lora"}},
+        yield ("lora", f"LoRA rank {t.lora_rank} on a {low} base instead of full fine-tuning",
+               {"training": {"finetuning": "lora", **base16}},
                "convergence: trains low-rank adapters only; quality below full fine-tuning "
-               "for some tasks; about a third less compute")
+               "for some tasks")
     if t.finetuning != "qlora":
         yield ("lora", f"QLoRA rank {t.lora_rank} (4-bit frozen base)",
-               {"training": {"finetuning": "qlora"}},
+               {"training": {"finetuning": "qlora", **base16}},
                "convergence: adapters on a 4-bit quantised base; speed: dequantisation in "
-               "every matmul, often 20-40% slower than LoRA")
+               "every matmul (counted as 30% more compute, an empirical judgement)")
+
+
+def _faster(s: Scenario) -> Iterator[_Candidate]:
+    """Levers that buy throughput (for a scenario that fits)."""
+    t, p = s.training, s.parallelism
+    if t.gradient_accumulation_steps % 2 == 0:
+        yield ("micro_batch", f"micro_batch_size {t.micro_batch_size * 2} with "
+               f"gradient_accumulation_steps {t.gradient_accumulation_steps // 2} "
+               "(same global batch)",
+               {"training": {"micro_batch_size": t.micro_batch_size * 2,
+                             "gradient_accumulation_steps": t.gradient_accumulation_steps // 2}},
+               "memory: more activations; speed: larger matmuls, fewer ZeRO-2/3 passes")
+    less = {"full": "selective", "selective": "none"}.get(t.activation_checkpointing)
+    if less is not None:
+        yield ("activation_checkpointing", f"{less} activation checkpointing (less recompute)",
+               {"training": {"activation_checkpointing": less, "recompute_layers": None,
+                             "checkpoint_every": None, "selective_policy": None}},
+               "memory: more activations kept")
+    if p.offload_optimizer or p.offload_params:
+        yield ("offload", "no CPU offload", {"parallelism": {"offload_optimizer": False,
+                                                              "offload_params": False}},
+               "memory: the optimizer states (and parameters) back on the GPU")
+    elif p.zero >= 2:
+        yield ("zero", f"ZeRO stage {p.zero - 1} (fewer shards)",
+               {"parallelism": {"zero": p.zero - 1}},
+               "memory: " + ("parameters" if p.zero == 3 else "gradients") + " unsharded")
 
 
 def recommend(scenario: ScenarioInput) -> Recommendations:
-    """Rank the single changes that reduce device memory, re-estimating each.
+    """Rank the single changes (see the module docstring for the rule), re-estimating each.
 
         >>> recs = recommend({"model": "llama-3.2-1b", "training": {"seq_len": 4096}})
         >>> first = recs.levers[0]
@@ -179,35 +252,69 @@ def recommend(scenario: ScenarioInput) -> Recommendations:
     """
     base_scenario = parse_scenario(scenario)
     base = estimate(base_scenario)
-    levers: list[Recommendation] = []
+    base_time = step_time_of(base)
+    fits_now = base.status == "fits"
+    faster: list[Recommendation] = []
+    if fits_now:
+        for lever, title, changes, cost in _faster(base_scenario):
+            rec = _apply(base, base_time, lever, title, changes, cost)
+            if rec is not None and rec.status == "fits" and (rec.slowdown or 0) < 0:
+                faster.append(rec)
+        faster.sort(key=lambda r: r.slowdown or 0)
+    memory: list[Recommendation] = []
     for lever, title, changes, cost in _candidates(base_scenario):
-        rec = _apply(base, lever, title, changes, cost)
+        rec = _apply(base, base_time, lever, title, changes, cost)
         if rec is not None and rec.saving_bytes > 0:
-            levers.append(rec)
-    levers.sort(key=lambda r: -r.saving_bytes)
+            memory.append(rec)
+
+    def slow(r: Recommendation) -> float:
+        return math.inf if r.slowdown is None else r.slowdown
+
+    def order(r: Recommendation) -> tuple[bool, float, int]:
+        return r.lever in CHANGES_TRAINING, slow(r), -r.saving_bytes
+
+    if fits_now:
+        memory.sort(key=order)
+        levers = faster + memory
+    else:
+        fit = sorted((r for r in memory if r.status == "fits"), key=order)
+        rest = sorted((r for r in memory if r.status != "fits"), key=lambda r: -r.saving_bytes)
+        levers = fit + rest
     larger: list[Recommendation] = []
     for gpu in gpus().values():
         if gpu.usable_bytes <= base.usable_bytes:
             continue
-        rec = _apply(base, "gpu", f"a larger GPU: {gpu.name}", {"gpu": gpu.id},
+        rec = _apply(base, base_time, "gpu", f"a larger GPU: {gpu.name}", {"gpu": gpu.id},
                      "money: a larger GPU; memory bandwidth and speed differ too")
-        if rec is not None:
+        if rec is not None and rec.status == "fits":
             larger.append(rec)
     larger.sort(key=lambda r: -r.headroom_bytes)
-    return Recommendations(base, tuple(levers), tuple(larger))
+    return Recommendations(base, tuple(levers), tuple(larger),
+                           None if base_time is None else base_time.total)
 
 
-def _apply(base: Estimate, lever: Lever, title: str, changes: dict[str, Any],
-           cost: str) -> Recommendation | None:
+def _apply(base: Estimate, base_time: StepTime | None, lever: Lever, title: str,
+           changes: dict[str, Any], cost: str) -> Recommendation | None:
     try:
         after = estimate(changed(base.scenario, **changes))
     except ScenarioError:
         return None
     saving = base.device_bytes - after.device_bytes
+    time = step_time_of(after)
+    slowdown = None
+    if time is not None and base_time is not None:
+        before_rate = _tokens(base) / base_time.total / base.scenario.parallelism.world_size
+        after_rate = _tokens(after) / time.total / after.scenario.parallelism.world_size
+        slowdown = before_rate / after_rate - 1
     return Recommendation(
         lever, title, after.scenario, after.device_bytes, saving,
         100 * saving / base.device_bytes, after.fits, after.usable_bytes - after.device_bytes,
-        cost)
+        cost, after.status, None if time is None else time.total, slowdown)
+
+
+def _tokens(e: Estimate) -> int:
+    t, p = e.scenario.training, e.scenario.parallelism
+    return t.micro_batch_size * t.gradient_accumulation_steps * p.dp * t.seq_len
 
 
 # ---------------------------------------------------------------------------------------------
@@ -219,13 +326,22 @@ class RecommendRequest(Request):
 
 
 def _text(recs: Recommendations, request: RecommendRequest) -> str:
-    lines = [f"now {gib(recs.base.device_bytes)} of {gib(recs.base.usable_bytes)}"]
+    b = recs.base
+    lines = [f"now {gib(b.device_bytes)} of {gib(b.usable_bytes)} ({b.utilization:.0%}, "
+             f"{FIT_WORDS[b.status]})" + ("" if recs.step_time_s is None else
+                                          f", {recs.step_time_s:.3f} s/step"),
+             f"ranked: {recs.rank_rule}"]
     for i, r in enumerate(recs.levers, 1):
-        lines.append(f"{i:>3}. {r.title}: saves {gib(r.saving_bytes)} "
-                     f"({r.saving_percent:.0f}%){'' if r.fits else ', still does not fit'}")
+        speed = ("" if r.slowdown is None else
+                 f", {abs(r.slowdown):.1%} {'slower' if r.slowdown >= 0 else 'faster'}")
+        saved = (f"saves {gib(r.saving_bytes)} ({r.saving_percent:.0f}%)" if r.saving_bytes >= 0
+                 else f"uses {gib(-r.saving_bytes)} more")
+        lines.append(f"{i:>3}. {r.title}: {saved}{speed}; {FIT_WORDS[r.status]}")
         lines.append(f"     cost: {r.cost}")
-    lines.append("larger GPUs (by headroom):")
+    lines.append("larger GPUs where it fits (by headroom):")
     lines += [f"     {r.title}: {gib(r.headroom_bytes)} headroom" for r in recs.larger_gpus]
+    if not recs.larger_gpus:
+        lines.append("     none")
     return "\n".join(lines)
 
 

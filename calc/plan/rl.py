@@ -34,7 +34,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from ..errors import shown
-from ..estimate import estimate
+from ..estimate import FIT_WORDS, FitStatus, estimate, fit_status
 from ..operations import SCENARIO_HELP, Cli, Operation, Request
 from ..scenario import parse_scenario
 from ._common import MAX_COUNT, MAX_SEQ, PlanError, ScenarioInput, bounded, changed, gib
@@ -89,10 +89,15 @@ class RLMemory:
     def fits(self) -> bool:
         return self.total_bytes <= self.usable_bytes
 
+    @property
+    def status(self) -> FitStatus:
+        return fit_status(self.total_bytes, self.usable_bytes)
+
     def as_dict(self) -> dict[str, Any]:
         return {"components": dict(self.components), "rollout_bytes": self.rollout_bytes,
                 "total_bytes": self.total_bytes, "usable_bytes": self.usable_bytes,
-                "utilization": self.utilization, "fits": self.fits, "dominant": self.dominant,
+                "utilization": self.utilization, "fits": self.fits, "status": self.status,
+                "dominant": self.dominant,
                 "gpu": self.gpu, "colocated": self.colocated, "sequences": self.sequences,
                 "engines": self.engines, "sequences_per_engine": self.sequences_per_engine,
                 "seq_len": self.seq_len, "tp": self.tp, "notes": list(self.notes)}
@@ -186,7 +191,7 @@ def _text(m: RLMemory, request: RLRequest) -> str:
     lines += [f"  {name:<18}{gib(value):>14}" + ("  <- dominates" if name == m.dominant else "")
               for name, value in m.components.items()]
     lines.append(f"  {'per GPU':<18}{gib(m.total_bytes):>14}  of {gib(m.usable_bytes)} "
-                 f"({m.utilization:.0%}, {'fits' if m.fits else 'DOES NOT FIT'})")
+                 f"({m.utilization:.0%}, {FIT_WORDS[m.status]})")
     lines += [f"  note: {n}" for n in m.notes]
     return "\n".join(lines)
 

@@ -41,6 +41,15 @@ the DP and some of the TP traffic, so the default 0 is pessimistic).
   stored, parameters as stored, or as gathered with ZeRO-3); :math:`\Psi` is the largest
   stage's trainable parameters (all of them for the ZeRO-3 gathers), expert weights included
   as if reduced over the whole :math:`D` (a simplification: they are reduced over D / ep).
+- `offload`: ZeRO-Offload moves the gradient shard to the host and the updated weight shard
+  back every step (:math:`\Psi_t/D` elements each way, at their widths) over PCIe, and the
+  CPU runs the optimizer on the shard; ZeRO-Infinity (parameters offloaded too) also fetches
+  the parameter shard in forward and in backward of every micro-batch
+  (:math:`2m\Psi/D`). PCIe at `pcie_gbps` one way (default 25 GB/s: a PCIe 4.0 x16 link's
+  ~32 GB/s less protocol overhead; Gen5 hosts give about twice), the CPU step at
+  `CPU_ADAM_PARAMS_PER_S` per node shared by its GPUs (EMPIRICAL, a judgement of DeepSpeed's
+  CPU-Adam on a two-socket server, not measured here). Ren et al. (2021), "ZeRO-Offload",
+  section 4; Rajbhandari et al. (2021), "ZeRO-Infinity".
 - `bubble`: 1F1B pipeline bubble, a fraction :math:`(p-1)/(m+p-1)` of the step (Narayanan et
   al. 2021, section 2.2), i.e. :math:`(p-1)/m` times the pipelined work (everything above but
   `dp_comm`); :math:`m` = gradient_accumulation_steps. Point-to-point traffic is not counted.
@@ -55,11 +64,24 @@ GPU, as in DGX H100). Latency, hierarchical collectives and congestion are not m
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..architecture import Architecture
 from .cost import Flops
 
-TIME_PARTS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "dp_comm", "bubble")
+if TYPE_CHECKING:
+    from ..estimate import Estimate
+
+TIME_PARTS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "dp_comm", "offload",
+              "bubble")
+# EMPIRICAL (judgement): QLoRA's dequantisation in every matmul; bitsandbytes users report
+# 20-40% slower steps than LoRA. Only step_time_of (recommendations) applies it.
+QLORA_DEQUANT_SLOWDOWN = 0.3
+DEFAULT_PCIE_GBPS = 25.0  # GB/s one way per GPU: PCIe 4.0 x16 (~32 GB/s raw) less overhead
+CPU_ADAM_PARAMS_PER_S = 2e9  # EMPIRICAL (judgement): DeepSpeed CPU-Adam, parameters/s per node
+# Recomputed share of each checkpointing mode's layers: "partial" is full checkpointing of the
+# first half of each stage's layers (training.recompute_layers).
+RECOMPUTED = {"none": 0.0, "selective": 0.0, "partial": 0.5, "full": 1.0}
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,12 +94,13 @@ class StepTime:
     cp_comm: float
     ep_comm: float
     dp_comm: float
+    offload: float
     bubble: float
 
     @property
     def total(self) -> float:
         return (self.compute + self.recompute + self.tp_comm + self.cp_comm + self.ep_comm
-                + self.dp_comm + self.bubble)
+                + self.dp_comm + self.offload + self.bubble)
 
     def as_dict(self) -> dict[str, float]:
         return {k: getattr(self, k) for k in TIME_PARTS}
@@ -100,6 +123,8 @@ class _Ctx:
     inter_bps: float
     exposed: float  # 1 - overlap
     tp_across_nodes: bool
+    pcie_bps: float = DEFAULT_PCIE_GBPS * 1e9  # bytes/s one way, per GPU
+    cpu_params_per_s: float = CPU_ADAM_PARAMS_PER_S / 8  # the CPU optimizer's rate, per GPU
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +135,8 @@ class _Layout:
     cp: int
     ep: int
     zero: int
+    mixed: str = "amp"  # training.mixed_precision
+    offload: int = 0  # 0 none, 1 optimizer (ZeRO-Offload), 2 optimizer and parameters
 
     @property
     def key(self) -> tuple[int, int, int, int, int]:
@@ -133,7 +160,7 @@ def _step_time(c: _Ctx, lay: _Layout, ckpt: str, mb: int, params: tuple[int, int
     compute = f.model * c.global_batch * s / c.flops_per_s
     recompute = f.recompute * c.global_batch * s / c.flops_per_s
     layers = -(-a.num_hidden_layers // p)
-    full = ckpt == "full"
+    full = RECOMPUTED[ckpt]
     tp_comm = cp_comm = ep_comm = 0.0
     if t > 1:
         bytes_ = (4 + 2 * full) * layers * seqs * (s // cp) * h * c.act_bytes * 2 * (t - 1) / t
@@ -164,11 +191,59 @@ def _step_time(c: _Ctx, lay: _Layout, ckpt: str, mb: int, params: tuple[int, int
         else:
             passes = m * (2 * total * weight_bytes + trainable * grad_bytes)
         dp_comm = ring * passes / _bps(c, t * cp * d)
+    offload = 0.0
+    if lay.offload:
+        total, trainable = params
+        shard, shard_t = total / D, trainable / D
+        moved = shard_t * (grad_bytes + weight_bytes)  # gradients out, updated weights back
+        if lay.offload == 2:
+            moved += 2 * m * shard * weight_bytes  # the shard fetched in forward and backward
+        offload = c.exposed * moved / c.pcie_bps + shard_t / c.cpu_params_per_s
     x = c.exposed
     pipelined = compute + recompute + x * (tp_comm + cp_comm + ep_comm)
     bubble = pipelined * (p - 1) / m
     return StepTime(compute, recompute, x * tp_comm, x * cp_comm, x * ep_comm, x * dp_comm,
-                    bubble)
+                    offload, bubble)
 
 
-__all__ = ["TIME_PARTS", "StepTime"]
+__all__ = ["CPU_ADAM_PARAMS_PER_S", "DEFAULT_PCIE_GBPS", "QLORA_DEQUANT_SLOWDOWN", "RECOMPUTED", "TIME_PARTS",
+           "StepTime",
+           "step_time_of"]
+
+
+def step_time_of(report: Estimate, *, gpus_per_node: int = 8,
+                 inter_node_gbps: float = 50.0, mfu: float = 0.4, overlap: float = 0.0,
+                 pcie_gbps: float = DEFAULT_PCIE_GBPS) -> StepTime | None:
+    """The step time of an estimated scenario as laid out, by the advisor's model (None where
+    the GPU preset lists no dense rate for the precision). The defaults are the advisor's."""
+    from ..numerics import numerics
+    from ..states import local
+    from .cost import _PEAK_KEY, flops_per_token
+
+    r, x = report.resolved, report.setup
+    t, p = r.training, r.parallelism
+    peak = r.gpu.dense_tflops.get(_PEAK_KEY[t.precision])
+    if peak is None:
+        return None
+    ckpt = t.activation_checkpointing
+    adapters = report.trainable_param_count if t.finetuning != "full" else 0
+    flops: dict[str, Flops] = {ckpt: flops_per_token(r.arch, t, adapters)}
+    gpus = p.world_size
+    node = min(gpus_per_node, gpus)
+    ctx = _Ctx(r.arch, r.arch.moe_layer_count, gpus, node, t.seq_len,
+               t.micro_batch_size * t.gradient_accumulation_steps * p.dp,
+               numerics(t.precision, t.mixed_precision, False).compute, flops,
+               gpus * peak * 1e12 * mfu, r.gpu.interconnect.bandwidth_gbps / 2 * 1e9,
+               inter_node_gbps * 1e9, 1 - overlap, True, pcie_gbps * 1e9,
+               CPU_ADAM_PARAMS_PER_S / node)
+    offload = 2 if p.offload_params and p.zero == 3 else 1 if p.offload_optimizer else 0
+    lay = _Layout(p.tp, p.pp, p.dp, p.cp, p.ep, p.zero, t.mixed_precision, offload)
+    held = [local(x, st) for st in x.stages]
+    params = max(h.total for h in held), max(h.trainable for h in held)
+    n = numerics(t.precision, t.mixed_precision, p.zero >= 2)
+    wb = n.gathered_weight if p.zero == 3 else n.weight
+    time = _step_time(ctx, lay, ckpt, t.micro_batch_size, params, wb, n.grad)
+    if t.finetuning == "qlora":
+        extra = QLORA_DEQUANT_SLOWDOWN * time.compute
+        time = StepTime(time.compute + extra, *(getattr(time, k) for k in TIME_PARTS[1:]))
+    return time

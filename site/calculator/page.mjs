@@ -63,8 +63,7 @@ export const usd = (x) => `$${x.toLocaleString("en-US", { maximumFractionDigits:
 export const gpuName = (id) => DATA.gpus[id]?.name ?? id;
 export const label = (key) => DATA.component_labels[key] ?? key;
 
-// A result's verdict: over the GPU, within it but above calc's fit target ("tight"), or fine.
-export function verdict(r) {
-  if (!r.fits) return ["no", "does not fit"];
-  return r.utilization > DATA.fit_target ? ["tight", "tight"] : ["ok", "fits"];
-}
+// A result's verdict, calc's `status` (calc.estimate.fit_status, the rule of every tool): over
+// the GPU, within it but above the fit target ("tight"), or fine.
+const VERDICTS = { fits: ["ok", "fits"], tight: ["tight", "tight"], does_not_fit: ["no", "does not fit"] };
+export const verdict = (r) => VERDICTS[r.status];

@@ -13,20 +13,37 @@ import { applies, notes, renderAdvice, renderCheapest, renderRl } from "./plans.
 
 const SHOWN_PLANS = 5; // the advisor's plans the page lists (a display choice)
 
+// The form's batch split (micro-batch, accumulation, dp): the panels lay out a global batch
+// of their own instead.
+function withoutSplit(scenario) {
+  const { micro_batch_size, gradient_accumulation_steps, ...training } = scenario.training;
+  const { dp, ...parallelism } = scenario.parallelism ?? {};
+  return { ...scenario, training, parallelism };
+}
+
+// What the advisor searches leaves the form's scenario: the batch split and mixed precision.
+function withoutBatch(scenario) {
+  const s = withoutSplit(scenario);
+  const { mixed_precision, ...training } = s.training;
+  return { ...s, training };
+}
+
 // Which request fields each panel shows, how the scenario above enters its request, and what of
 // the scenario it reads (`basis`: when that changes after a run, the answer is stale).
 const TOOLS = {
   advise: {
     title: "Parallelism advisor: lay out N GPUs", button: "Advise",
     intro: `Searches tensor, pipeline, data, context and expert parallelism, the ZeRO stage,
-      activation checkpointing and the micro-batch for the model, GPU, sequence length and
-      training settings above (their parallelism and batch split are what is searched) and ranks
-      the layouts that fit by an estimated step time (<code>calc.plan.advise</code>).`,
-    fields: ["gpus", "gpus_per_node", "global_batch", "inter_node_gbps"],
-    request: (scenario) => ({ scenario, top: SHOWN_PLANS }),
-    basis: (s, r) => [s.model, s.gpu, { ...s.training, micro_batch_size: 0, gradient_accumulation_steps: 0,
-      activation_checkpointing: 0, recompute_layers: 0 },
-      r.global_batch === null ? [s.training.micro_batch_size, s.training.gradient_accumulation_steps, s.parallelism.dp] : 0],
+      mixed precision, CPU offload, activation checkpointing and the micro-batch for the model,
+      GPU, sequence length and training settings above (their parallelism, precision and batch
+      split are what is searched) and ranks the layouts that fit by an estimated step time
+      (<code>calc.plan.advise</code>).`,
+    fields: ["gpus", "gpus_per_node", "global_batch", "inter_node_gbps", "host_memory_gib"],
+    // The form always holds a batch split; the panel's own global batch (empty: calc's default of
+    // about 2M tokens per step) is what the advisor lays out, so the split is not sent.
+    request: (scenario) => ({ scenario: withoutBatch(scenario), top: SHOWN_PLANS }),
+    basis: (s) => [s.model, s.gpu, { ...s.training, micro_batch_size: 0, gradient_accumulation_steps: 0,
+      activation_checkpointing: 0, recompute_layers: 0, mixed_precision: 0 }],
     render: renderAdvice,
   },
   import: {
@@ -45,9 +62,12 @@ const TOOLS = {
     intro: `Every GPU type with a list price and every power-of-two count up to the maximum, the
       scenario as set (its tp × pp × cp kept, dp = GPUs / that) and, where it does not fit, with
       ZeRO-3; ranked by cost (<code>calc.plan.cheapest</code>).`,
-    fields: ["tokens", "deadline_hours", "max_gpus"],
-    request: (scenario) => ({ scenario }),
-    basis: (s) => [s.model, s.training, { ...s.parallelism, dp: 0 }],
+    fields: ["tokens", "deadline_hours", "max_gpus", "global_batch"],
+    // Every option trains the panel's global batch (empty: calc's default of about 2M tokens),
+    // not the form's split, so the split is not sent.
+    request: (scenario) => ({ scenario: withoutSplit(scenario) }),
+    basis: (s) => [s.model, { ...s.training, micro_batch_size: 0, gradient_accumulation_steps: 0 },
+      { ...s.parallelism, dp: 0 }],
     render: renderCheapest,
   },
   rl: {

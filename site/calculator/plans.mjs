@@ -12,7 +12,7 @@ export const notes = (list, id = "") => `<ul${id ? ` id="${id}"` : ""} class="ca
 export function renderAdvice(a) {
   const s = a.assumptions;
   const head = `<p class="calc-tool-summary">${count(s.gpus)} × ${esc(gpuName(s.gpu))} (${s.gpus_per_node} per node),
-    ${count(s.global_batch)} sequences of ${count(s.seq_len)} tokens per step: ${count(a.searched)} combinations,
+    ${count(s.global_batch)} sequences of ${count(s.seq_len)} tokens per step${s.global_batch_source === "default" ? " (the default, about 2M tokens)" : ""}: ${count(a.searched)} combinations,
     ${count(a.estimates)} memory estimates, ${count(a.fitting)} layout${a.fitting === 1 ? "" : "s"} that no
     other beats in both time and memory.</p>`;
   const dropped = `<details class="calc-tool-more"><summary>Why the other combinations were dropped</summary>
@@ -20,14 +20,19 @@ export function renderAdvice(a) {
   const assumed = `<p class="calc-tool-notes"><small>Estimated, not measured: the compute at ${share(s.mfu)} of the GPU's
     dense peak (${s.peak_tflops_per_gpu} TFLOPS), ${s.intra_node_gbps_one_way} GB/s one way inside a node,
     ${s.inter_node_gbps} GB/s per GPU between nodes, ${share(s.overlap)} of the communication hidden behind
-    compute; memory within ${share(s.target)} of the GPU. A model for ranking layouts: measure the top few.</small></p>`;
+    compute; memory within ${share(s.target)} of the GPU, offloaded states within ${s.host_memory_gib} GiB of host memory per node.
+    Plans within ${share(s.tie_tolerance)} of each other are tied and listed simplest first. A model for ranking layouts: measure the top few.</small></p>`;
   applies.advise = a.plans.map((p) => ({ scenario: p.scenario, title: `advisor plan ${p.rank} (${layoutText(p.layout)})` }));
-  if (!a.plans.length) return `${head}<p id="calc-advise-none"><strong>No layout of ${count(s.gpus)} GPUs fits.</strong></p>${dropped}${assumed}`;
+  if (!a.plans.length) {
+    const changes = a.changes.length ? `<p>Smallest change that makes something fit: <strong>${esc(a.changes[0].title)}</strong>${a.changes.length > 1
+      ? `; or: ${a.changes.slice(1).map((c) => esc(c.title)).join("; ")}` : ""}.</p>` : "<p>No single change searched makes it fit.</p>";
+    return `${head}<p id="calc-advise-none"><strong>No layout of ${count(s.gpus)} GPUs fits</strong>: ${esc(a.floor?.text ?? "")}.</p>${changes}${dropped}${assumed}`;
+  }
   const rows = a.plans.map((p, i) => {
     const l = p.layout, e = p.estimate;
     return `<tr data-rank="${p.rank}"><td>${p.rank}</td>
       <td data-key="layout">${esc(layoutText(l))}${l.sequence_parallel ? "<br><small>sequence parallel</small>" : ""}</td>
-      <td data-key="zero" data-value="${l.zero}">${l.zero}</td>
+      <td data-key="zero" data-value="${l.zero}">${l.zero}<br><small>${esc(l.mixed_precision)}${l.offload_params ? ", offload params + optimizer" : l.offload_optimizer ? ", offload optimizer" : ""}</small></td>
       <td data-key="activation_checkpointing" data-value="${esc(l.activation_checkpointing)}">${esc(l.activation_checkpointing)}</td>
       <td class="calc-num" data-key="batch">${l.micro_batch_size} × ${l.gradient_accumulation_steps}</td>
       ${numCell("device_bytes", e.device_bytes, `${gib(e.device_bytes)}<br><small>${pct(e.utilization)}</small>`)}

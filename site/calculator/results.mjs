@@ -153,14 +153,17 @@ async function showRecommendations(scenario, mine) {
   if (!isLatest(mine) || !answer.ok) return;
   recommended = [...answer.recommendations, ...answer.larger_gpus];
   const item = (rec, i, by) => `<li><div><strong>${esc(rec.title)}</strong>
-      <span class="calc-num">${by(rec)}</span>${rec.fits ? ' <span class="calc-fits">fits</span>' : ""}
+      <span class="calc-num">${by(rec)}</span>${speed(rec)}${rec.status === "fits" ? ' <span class="calc-fits">fits</span>' : rec.status === "tight" ? ' <span class="calc-fits">tight</span>' : ""}
       <small>${esc(rec.cost)}</small></div>
       <button type="button" class="md-button" data-apply="${i}">Apply</button></li>`;
-  const saving = (r) => `saves ${gib(r.saving_bytes)} (${r.saving_percent.toFixed(1)}%)`;
+  const saving = (r) => (r.saving_bytes >= 0 ? `saves ${gib(r.saving_bytes)} (${r.saving_percent.toFixed(1)}%)`
+    : `uses ${gib(-r.saving_bytes)} more`);
+  const speed = (r) => (r.slowdown_percent === null ? ""
+    : ` <span class="calc-num" data-key="slowdown_percent" data-value="${r.slowdown_percent}">${Math.abs(r.slowdown_percent).toFixed(1)}% ${r.slowdown_percent >= 0 ? "slower" : "faster"}</span>`);
   const n = answer.recommendations.length;
-  $("calc-recs").innerHTML = `<h3>What to change</h3>
+  $("calc-recs").innerHTML = `<h3>What to change</h3><p class="calc-hint" id="calc-recs-rule">Ranked: ${esc(answer.rank_rule)}.</p>
     ${n ? `<ol class="calc-recs">${answer.recommendations.map((r, i) => item(r, i, saving)).join("")}</ol>`
-        : "<p>No single change reduces device memory further.</p>"}
+        : "<p>No single change reduces device memory or buys throughput.</p>"}
     ${answer.larger_gpus.length ? `<h4>Or a larger GPU</h4><ul class="calc-recs">${answer.larger_gpus.slice(0, 4)
       .map((r, i) => item(r, n + i, (x) => `${gib(x.headroom_bytes)} headroom`)).join("")}</ul>` : ""}`;
 }

@@ -210,7 +210,7 @@ def test_advisor_panel_shows_calcs_plans(calculator: Calculator) -> None:
         assert f"{lay['micro_batch_size']} × {lay['gradient_accumulation_steps']}" in row.text_content()
     whys = page.eval_on_selector_all("#calc-advise-table [data-key=why]", "els => els.map(e => e.textContent)")
     assert whys == [p.why for p in want.plans]
-    assert f"{want.searched} combinations" in page.text_content("#calc-advise-out")
+    assert f"{want.searched:,} combinations" in page.text_content("#calc-advise-out")
 
 
 def test_advisor_apply_loads_the_plan_into_the_form(calculator: Calculator) -> None:
