@@ -21,9 +21,9 @@ from typing import NamedTuple
 from .activations import (
     LayerActivations,
     decoder_layer,
-    expert_width,
     eager_mask,
     embedding_activations,
+    expert_width,
     head_activations,
     head_norm_backward,
 )

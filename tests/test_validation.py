@@ -10,10 +10,10 @@ import pytest
 
 from calc.confidence import (
     MAX_TRACED_PARAMS,
-    confidence,
     VALIDATED_ATTENTION,
     VALIDATED_FAMILIES,
     VALIDATED_FEATURES,
+    confidence,
 )
 from calc.params import count_params
 from calc.scenario import parse_scenario, resolve
