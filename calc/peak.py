@@ -456,7 +456,9 @@ def _experts_backward(x: Setup, stage: Stage, ms: ModelStates, ly: Layers
     if dense is not None and below:
         kept = min(ckpt, below)
         A_d = kept * dense.checkpoint_input.bytes + (below - kept) * dense.total
-    routed = [lin for lin in x.counts.moe_layer.linears if lin.group == "experts"]
+    layer = x.counts.moe_layer
+    assert layer is not None  # the stage has MoE layers
+    routed = [lin for lin in layer.linears if lin.group == "experts"]
     down = sum(sum(lin.local_counts(x.tp, x.ep)) for lin in routed if lin.tp == "row")
     gate_up = sum(sum(lin.local_counts(x.tp, x.ep)) for lin in routed if lin.tp != "row")
     symbols = ms.local.term.symbols
