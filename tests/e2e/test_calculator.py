@@ -185,3 +185,19 @@ def test_mixed_precision_left_to_calc_follows_finetuning(calculator: Calculator)
     scenario["training"]["mixed_precision"] = "amp"
     want = expected(scenario)
     assert calculator.wait_report_for(want["scenario"]) == want
+
+
+def test_calculator_fits_a_phone_width(browser: Any, base_url: str) -> None:
+    """At 390 px nothing is wider than the screen: a select as wide as its longest option (a
+    GPU's full name) stays inside its column, advanced settings open too."""
+    context = browser.new_context(viewport={"width": 390, "height": 900})
+    try:
+        page = context.new_page()
+        page.goto(f"{base_url}calculator/")
+        page.wait_for_selector("#estimate-json[data-state=live]", state="attached",
+                               timeout=LIVE_TIMEOUT_MS)
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        page.click("text=Advanced settings")
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    finally:
+        context.close()
