@@ -69,7 +69,7 @@ bench: venv
 
 ## accuracy: predicted vs traced vs published, from the committed results
 accuracy: venv
-	$(BIN)/python validation/accuracy.py
+	$(BIN)/python validation/accuracy.py --split all
 
 ## trace: re-trace the validation cases (needs torch; a separate environment)
 $(VAL)/.installed: validation/requirements.txt

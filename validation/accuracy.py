@@ -44,6 +44,7 @@ def traced_rows(split: str = "all") -> list[dict[str, Any]]:
         actual = result["peak_bytes"]
         row = {
             "id": case["id"], "split": case["split"], "traced": actual,
+            "features": features(case["scenario"], report.resolved.arch.model_type),
             "predicted": report.peak_bytes,
             "error": report.peak_bytes / actual - 1,
             "traced_phase": result.get("peak_phase"), "predicted_phase": report.peak_phase,
@@ -127,6 +128,42 @@ def published_rows() -> list[dict[str, Any]]:
     return rows
 
 
+MOE_FAMILIES = ("mixtral", "qwen3_moe", "deepseek_v3")
+FEATURES = ("tp", "tp+sp", "fsdp x tp", "cp", "pp", "fsdp + pp", "ep", *MOE_FAMILIES)
+TARGET = 0.03  # each feature: at least 2 held-out test cases within 3%
+
+
+def features(scenario: dict[str, Any], family: str) -> list[str]:
+    """The parallel features and MoE families a case exercises (issue 11's per-feature target)."""
+    p = scenario.get("parallelism", {})
+    tp, cp, pp, ep = (int(p.get(k, 1)) for k in ("tp", "cp", "pp", "ep"))
+    sharded = int(p.get("dp", 1)) * cp > 1 and int(p.get("zero", 0)) >= 2
+    out = []
+    if tp > 1:
+        out.append("tp+sp" if p.get("sequence_parallel") else "tp")
+        if sharded:
+            out.append("fsdp x tp")
+    if cp > 1:
+        out.append("cp")
+    if pp > 1:
+        out.append("fsdp + pp" if sharded else "pp")
+    if ep > 1:
+        out.append("ep")
+    if family in MOE_FAMILIES:
+        out.append(family)
+    return out
+
+
+def feature_targets(rows: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """Per feature: held-out test cases, and how many are within the target."""
+    out = {}
+    for f in FEATURES:
+        test = [r for r in rows if r["split"] == "test" and f in r["features"]]
+        out[f] = {"test_cases": len(test),
+                  "within_3_percent": sum(abs(r["error"]) <= TARGET for r in test)}
+    return out
+
+
 def summary(rows: list[dict[str, Any]], key: str = "error") -> dict[str, float]:
     errors = [abs(r[key]) for r in rows]
     if not errors:
@@ -157,6 +194,13 @@ def main(argv: list[str] | None = None) -> int:
         if s["cases"]:
             print(f"{key:>12}: median |error| {s['median_abs_error']:.1%}, "
                   f"worst {s['max_abs_error']:.1%} over {s['cases']} cases")
+    if args.split == "all":
+        out["features"] = feature_targets(rows)
+        print("\nper feature (target: >= 2 held-out test cases within 3%):")
+        for f, t in out["features"].items():
+            mark = "met" if t["within_3_percent"] >= 2 else "NOT met"
+            print(f"  {f:<12} {t['within_3_percent']} of {t['test_cases']} test cases within 3%: "
+                  f"{mark}")
     pub = published_rows()
     kept = [r for r in pub if "excluded" not in r]
     out["published"] = pub
