@@ -96,3 +96,31 @@ def test_every_model_type_has_a_decoder_layer_class() -> None:
     """FSDP's auto-wrap in the Accelerate and HF Trainer exports names the decoder layer by
     its transformers class: a model type without one would fail with a KeyError."""
     assert set(get_args(ModelType)) <= set(DECODER_LAYER)
+
+
+def _pipelined(fmt: str, schedule: str, v: int = 1) -> dict:
+    base = BASE[fmt]
+    return {**base, "training": {**base.get("training", {}), "gradient_accumulation_steps": 8},
+            "parallelism": {**base["parallelism"], "pp": 2, "pipeline_schedule": schedule,
+                            "virtual_stages": v}}
+
+
+def test_interleaved_pipelines_export_their_chunks() -> None:
+    """llama-3.2-1b has 16 layers: pp 2 x 2 virtual stages is 4 layers a chunk."""
+    assert "--num-layers-per-virtual-pipeline-stage 4" in \
+        export(_pipelined("megatron", "interleaved_1f1b", 2), "megatron").text
+    text = export({**_pipelined("torchtitan", "interleaved_1f1b", 2),
+                   "model": "llama-3.1-8b"}, "torchtitan").text
+    assert "pipeline_parallel_schedule Interleaved1F1B" in text
+    assert "pipeline_parallel_layers_per_stage 8" in text
+    assert "pipeline_parallel_schedule GPipe" in export(_pipelined("torchtitan", "gpipe"),
+                                                         "torchtitan").text
+
+
+@pytest.mark.parametrize(("fmt", "schedule"), [("megatron", "gpipe"), ("megatron", "dualpipe"),
+                                               ("torchtitan", "zero_bubble"),
+                                               ("torchtitan", "dualpipe")])
+def test_schedules_a_framework_lacks_are_refused_by_name(fmt: str, schedule: str) -> None:
+    with pytest.raises(ExportError) as err:
+        export(_pipelined(fmt, schedule), fmt)
+    assert err.value.field == "parallelism.pipeline_schedule"

@@ -80,6 +80,17 @@ def export_megatron(r: Resolved) -> Export:
              f"--global-batch-size {t.micro_batch_size * t.gradient_accumulation_steps * p.dp}",
              f"--tensor-model-parallel-size {p.tp}", f"--pipeline-model-parallel-size {p.pp}",
              f"--context-parallel-size {p.cp}"]
+    if p.pipeline_schedule == "interleaved_1f1b":
+        chunks = p.pp * p.virtual_stages
+        if r.arch.num_hidden_layers % chunks:
+            raise ExportError("parallelism.virtual_stages", "Megatron-LM's interleaved schedule "
+                              f"needs num_hidden_layers ({r.arch.num_hidden_layers}) divisible by "
+                              f"pp x virtual_stages ({chunks})")
+        args.append("--num-layers-per-virtual-pipeline-stage "
+                    f"{r.arch.num_hidden_layers // chunks}")
+    elif p.pipeline_schedule != "1f1b":
+        raise ExportError("parallelism.pipeline_schedule", "Megatron-LM runs 1F1B or "
+                          f"interleaved 1F1B, not {p.pipeline_schedule}")
     if p.ep > 1:
         args.append(f"--expert-model-parallel-size {p.ep}")
     if p.sequence_parallel:

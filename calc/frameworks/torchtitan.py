@@ -40,6 +40,10 @@ def _loss_chunks(r: Resolved) -> int:
     return next(n for n in range(min(-(-V // h), local), local + 1) if local % n == 0)
 
 
+# calc's schedules as torchtitan names them (torch.distributed.pipelining's schedule classes)
+_SCHEDULES = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved_1f1b": "Interleaved1F1B"}
+
+
 def export_torchtitan(r: Resolved) -> Export:
     t, p = r.training, r.parallelism
     fw = "torchtitan"
@@ -111,8 +115,21 @@ def export_torchtitan(r: Resolved) -> Export:
         args.append(f"--parallelism.{'' if p.sequence_parallel else 'no_'}enable_sequence_parallel")
     args.append(f"--parallelism.pipeline_parallel_degree {p.pp}")
     if p.pp > 1:
+        schedule = _SCHEDULES.get(p.pipeline_schedule)
+        if schedule is None:
+            raise ExportError("parallelism.pipeline_schedule", "torchtitan's zero-bubble and "
+                              "DualPipeV schedules are V-shaped (two stages a rank), not the "
+                              f"{p.pipeline_schedule} schedule calc models")
         args += [f"--parallelism.pipeline_parallel_microbatch_size {m}",
-                 "--parallelism.pipeline_parallel_schedule 1F1B"]
+                 f"--parallelism.pipeline_parallel_schedule {schedule}"]
+        if p.virtual_stages > 1:
+            chunks = p.pp * p.virtual_stages
+            if r.arch.num_hidden_layers % chunks:
+                raise ExportError("parallelism.virtual_stages", "torchtitan splits the layers "
+                                  f"evenly: num_hidden_layers ({r.arch.num_hidden_layers}) must "
+                                  f"divide by pp x virtual_stages ({chunks})")
+            args.append("--parallelism.pipeline_parallel_layers_per_stage "
+                        f"{r.arch.num_hidden_layers // chunks}")
     args += [f"--parallelism.context_parallel_degree {p.cp}",
              f"--parallelism.expert_parallel_degree {p.ep}",
              f"--optimizer.param_groups.0.optimizer_name {OPTIMIZER_NAMES[t.optimizer]}",
