@@ -253,8 +253,15 @@ def export_page(src: str) -> dict[str, str]:
     except ExportError as exc:
         refused = f"{exc.field}: {exc.message}"
     else:  # pragma: no cover - the page's point
-        raise AssertionError(f"{src}: DeepSpeed no longer refuses mixed_precision amp; revise")
+        raise AssertionError(f"{src}: DeepSpeed no longer refuses amp at ZeRO-3; revise")
     claim(src, ds.data["zero_optimization"]["stage"] == 3, "DeepSpeed gets ZeRO stage 3")
+    zero2 = {**ZERO3, "parallelism": {"dp": 8, "zero": 2}}
+    amp = export(zero2, "deepspeed")
+    claim(src, isinstance(amp.data, dict) and amp.data.get("torch_autocast", {}).get("enabled")
+          is True and "bf16" not in amp.data, "amp at ZeRO-2 is DeepSpeed's torch_autocast")
+    ctx.update(
+        amp_link=calc_link(zero2, src), amp=amp.text.rstrip("\n"),
+        amp_notes="\n".join(f"- {n}" for n in amp.notes if "amp" in n or "autocast" in n))
     ctx.update(
         link=calc_link(ZERO3, src), master_link=calc_link(master, src),
         fsdp=e.text.rstrip("\n"), fsdp_notes="\n".join(f"- {n}" for n in e.notes) or "- none",
