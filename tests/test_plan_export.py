@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from calc.plan import FORMATS, ExportError, export
+from calc.plan import FORMATS, ExportError, export, import_config
 
 DEEPSPEED = {"model": "llama-3.1-8b",
              "training": {"micro_batch_size": 2, "gradient_accumulation_steps": 4,
@@ -30,6 +30,35 @@ def test_deepspeed_golden() -> None:
             "contiguous_memory_optimization": False, "synchronize_checkpoint_boundary": False},
     }
     assert any("gradient_checkpointing" in n for n in e.notes)
+
+
+@pytest.mark.parametrize("zero", [0, 1, 2])
+def test_deepspeed_amp_is_torch_autocast(zero: int) -> None:
+    """DeepSpeed >= 0.17.2 (runtime/torch_autocast.py, PR #6993): fp32 parameters and the
+    engine's own autocast; the section excludes bf16/fp16, which would cast the weights."""
+    e = export({"model": "llama-3-8b", "parallelism": {"dp": 8, "zero": zero}}, "deepspeed")
+    assert isinstance(e.data, dict)
+    assert e.data["torch_autocast"] == {"enabled": True, "dtype": "bfloat16"}
+    assert "bf16" not in e.data and "fp16" not in e.data
+    assert e.data["zero_optimization"]["stage"] == zero
+    assert any("0.17.2" in n for n in e.notes)
+    assert any("single_partition_of_fp32_groups" in n for n in e.notes) == (zero > 0)
+
+
+def test_deepspeed_amp_fp16_round_trips() -> None:
+    e = export({"model": "llama-3-8b", "training": {"precision": "fp16"},
+                "parallelism": {"dp": 4, "zero": 2}}, "deepspeed")
+    assert isinstance(e.data, dict) and e.data["torch_autocast"]["dtype"] == "float16"
+    s, _ = import_config(e.text, "deepspeed", model="llama-3-8b")
+    assert (s.training.mixed_precision, s.training.precision) == ("amp", "fp16")
+    assert (s.parallelism.dp, s.parallelism.zero) == (4, 2)
+
+
+def test_deepspeed_amp_zero3_is_refused_naming_the_field() -> None:
+    with pytest.raises(ExportError) as exc:
+        export({"model": "llama-3-8b", "parallelism": {"dp": 8, "zero": 3}}, "deepspeed")
+    assert exc.value.field == "training.mixed_precision"
+    assert "zero 3" in exc.value.message and "\n" not in exc.value.message
 
 
 def test_accelerate_fsdp2_golden() -> None:
@@ -200,7 +229,9 @@ def test_hf_trainer_fsdp_checkpoints_through_fsdp_config() -> None:
 
 @pytest.mark.parametrize(("fmt", "change", "field"), [
     ("deepspeed", {"parallelism": {"tp": 2}}, "parallelism.tp"),
-    ("deepspeed", {"training": {"mixed_precision": "amp"}}, "training.mixed_precision"),
+    ("deepspeed", {"training": {"mixed_precision": "amp"}, "parallelism": {"dp": 8, "zero": 3}},
+     "training.mixed_precision"),
+    ("deepspeed", {"training": {"mixed_precision": "pure"}}, "training.mixed_precision"),
     ("deepspeed", {"training": {"optimizer": "adamw_8bit", "mixed_precision": "master"}},
      "training.optimizer"),
     ("accelerate-fsdp", {"parallelism": {"dp": 8, "zero": 1}}, "parallelism.zero"),

@@ -7,7 +7,7 @@ import pytest
 
 from calc import estimate
 from calc.cli import main
-from calc.plan import PlanError, kv_cache_bytes, rl_memory
+from calc.plan import PlanError, inference_memory, kv_cache_bytes, rl_memory
 
 GiB = 1024**3
 QWEN_TP4 = {"model": "qwen2.5-7b", "training": {"activation_checkpointing": "full"},
@@ -21,13 +21,15 @@ def test_qwen25_7b_tp4_golden() -> None:
     KV per GPU: 4 KV heads over tp 4 = 1 head; 28 layers x 2 (K, V) x 1 x 128 x 8192 tokens
     x 256 sequences (32 x 8, one engine: world 4 / tp 4) x 2 B = 28 GiB exactly.
     Weights per GPU: 7,615,616,512 x 2 B / 4 = 3,807,808,256 B (3.55 GiB)."""
-    m = rl_memory(QWEN_TP4, **ROLLOUT)
+    m = rl_memory(QWEN_TP4, **ROLLOUT, reference_model=False)
     assert m.kv_cache_bytes == 28 * GiB == 30_064_771_072
     assert m.inference_weight_bytes == 3_807_808_256
     training = estimate({**QWEN_TP4, "training": {"activation_checkpointing": "full",
                                                   "seq_len": 8192}}).device_bytes
     assert m.training_bytes == training
-    assert m.total_bytes == training + 30_064_771_072 + 3_807_808_256
+    engine = inference_memory("qwen2.5-7b", tp=4, max_model_len=8192, max_num_seqs=256)
+    assert m.engine_workspace_bytes == engine.activation_bytes
+    assert m.total_bytes == training + 30_064_771_072 + 3_807_808_256 + engine.activation_bytes
     assert (m.sequences, m.engines, m.sequences_per_engine, m.seq_len) == (256, 1, 256, 8192)
     assert m.dominant == "training" and m.fits == (m.total_bytes <= m.usable_bytes)
     assert m.kv_cache_bytes == kv_cache_bytes("qwen2.5-7b", 256, 8192, tp=4)
@@ -52,13 +54,15 @@ def test_rollout_sequences_are_spread_over_engines() -> None:
 
 def test_separate_engine_takes_the_larger_pool() -> None:
     m = rl_memory(QWEN_TP4, **ROLLOUT, colocated=False)
-    assert m.total_bytes == max(m.training_bytes, m.kv_cache_bytes + m.inference_weight_bytes)
+    assert m.total_bytes == max(m.training_bytes + m.reference_bytes, m.rollout_bytes)
     assert m.total_bytes < rl_memory(QWEN_TP4, **ROLLOUT).total_bytes
 
 
 @pytest.mark.parametrize(("change", "field"), [
     ({"prompts": 0}, "prompts"), ({"response_len": 0}, "response_len"),
     ({"prompt_len": -1}, "prompt_len"), ({"engines": 0}, "engines"),
+    ({"algorithm": "reinforce"}, "algorithm"), ({"prompts": None}, "prompts"),
+    ({"algorithm": "dpo"}, "prompts"),  # dpo has no rollout batch
 ])
 def test_bad_arguments_name_the_field(change, field) -> None:
     with pytest.raises(PlanError) as exc:
@@ -75,3 +79,62 @@ def test_cli_matches_library(capsys) -> None:
     assert out == rl_memory(QWEN_TP4, **ROLLOUT).as_dict()
     assert main(argv) == 0
     assert "<- dominates" in capsys.readouterr().out
+
+
+DPO = {"algorithm": "dpo", "prompt_len": 512, "response_len": 1536}
+
+
+def test_dpo_with_precomputed_reference_is_below_dpo_with_a_reference_model() -> None:
+    """The reference model's bf16 weights, sharded as the policy's, are the difference."""
+    with_ref = rl_memory(QWEN_TP4, **DPO)
+    precomputed = rl_memory(QWEN_TP4, **DPO, reference_model=False)
+    assert precomputed.total_bytes < with_ref.total_bytes
+    assert with_ref.total_bytes - precomputed.total_bytes == 7_615_616_512 * 2 // 4
+    assert with_ref.rollout_bytes == 0 and list(with_ref.phases) == ["training"]
+
+
+def test_dpo_trains_chosen_and_rejected_together() -> None:
+    m = rl_memory(QWEN_TP4, **DPO, reference_model=False)
+    pairs = estimate({**QWEN_TP4, "training": {"activation_checkpointing": "full",
+                                               "seq_len": 2048, "micro_batch_size": 2}})
+    assert m.training_bytes == pairs.device_bytes
+
+
+def test_ppo_colocated_is_at_least_policy_only_training() -> None:
+    ppo = rl_memory(QWEN_TP4, **ROLLOUT, algorithm="ppo")
+    policy = estimate({**QWEN_TP4, "training": {"activation_checkpointing": "full",
+                                                "seq_len": 8192}}).device_bytes
+    assert ppo.total_bytes >= policy
+    assert ppo.critic_bytes > 0 and ppo.reward_model_bytes == ppo.reference_bytes > 0
+    assert ppo.total_bytes > rl_memory(QWEN_TP4, **ROLLOUT).total_bytes  # grpo: no critic
+
+
+def test_ppo_separate_pools_are_below_colocated() -> None:
+    ppo = rl_memory(QWEN_TP4, **ROLLOUT, algorithm="ppo")
+    apart = rl_memory(QWEN_TP4, **ROLLOUT, algorithm="ppo", colocated=False)
+    assert apart.total_bytes < ppo.total_bytes
+
+
+@pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
+def test_sleep_mode_never_increases_memory(algorithm) -> None:
+    awake = rl_memory(QWEN_TP4, **ROLLOUT, algorithm=algorithm)
+    asleep = rl_memory(QWEN_TP4, **ROLLOUT, algorithm=algorithm, sleep_mode=True)
+    assert asleep.total_bytes <= awake.total_bytes
+    assert asleep.phases["training"] == awake.phases["training"] - awake.rollout_bytes
+    assert asleep.phases["rollout"] == awake.phases["rollout"]
+
+
+def test_dpo_refuses_rollout_settings() -> None:
+    with pytest.raises(PlanError) as exc:
+        rl_memory(QWEN_TP4, **DPO, sleep_mode=True)
+    assert exc.value.field == "sleep_mode"
+
+
+def test_cli_dpo_and_bad_algorithm(capsys) -> None:
+    argv = ["rl", "--model", "qwen2.5-7b", "--tp", "4", "--algorithm", "dpo",
+            "--response-len", "1536", "--no-reference-model", "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["algorithm"] == "dpo" and out["components"]["reference"] == 0
+    assert main(["rl", "--model", "qwen2.5-7b", "--response-len", "64"]) == 2
+    assert "prompts" in capsys.readouterr().err

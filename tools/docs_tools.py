@@ -253,8 +253,15 @@ def export_page(src: str) -> dict[str, str]:
     except ExportError as exc:
         refused = f"{exc.field}: {exc.message}"
     else:  # pragma: no cover - the page's point
-        raise AssertionError(f"{src}: DeepSpeed no longer refuses mixed_precision amp; revise")
+        raise AssertionError(f"{src}: DeepSpeed no longer refuses amp at ZeRO-3; revise")
     claim(src, ds.data["zero_optimization"]["stage"] == 3, "DeepSpeed gets ZeRO stage 3")
+    zero2 = {**ZERO3, "parallelism": {"dp": 8, "zero": 2}}
+    amp = export(zero2, "deepspeed")
+    claim(src, isinstance(amp.data, dict) and amp.data.get("torch_autocast", {}).get("enabled")
+          is True and "bf16" not in amp.data, "amp at ZeRO-2 is DeepSpeed's torch_autocast")
+    ctx.update(
+        amp_link=calc_link(zero2, src), amp=amp.text.rstrip("\n"),
+        amp_notes="\n".join(f"- {n}" for n in amp.notes if "amp" in n or "autocast" in n))
     ctx.update(
         link=calc_link(ZERO3, src), master_link=calc_link(master, src),
         fsdp=e.text.rstrip("\n"), fsdp_notes="\n".join(f"- {n}" for n in e.notes) or "- none",
@@ -368,9 +375,36 @@ def rl_page(src: str) -> dict[str, str]:
     m = rl_memory(RL, prompts=32, samples_per_prompt=8, response_len=7168, prompt_len=1024)
     d = m.as_dict()
     parts = d["components"]
-    rows = [[name.replace("_", " "), gib(value)] for name, value in parts.items()]
+    rows = [[name.replace("_", " "), gib(value)] for name, value in parts.items() if value]
     rows.append(["per GPU", gib(d["total_bytes"])])
     trained = {**RL, "training": {**RL["training"], "seq_len": d["seq_len"]}}
+    rollout = {"prompts": 32, "samples_per_prompt": 8, "response_len": 7168, "prompt_len": 1024}
+    asleep = rl_memory(RL, **rollout, sleep_mode=True)
+    ppo = rl_memory(RL, **rollout, algorithm="ppo")
+    apart = rl_memory(RL, **rollout, algorithm="ppo", colocated=False)
+    dpo = rl_memory(RL, algorithm="dpo", prompt_len=512, response_len=1536)
+    dpo_pre = rl_memory(RL, algorithm="dpo", prompt_len=512, response_len=1536,
+                        reference_model=False)
+    claim(src, asleep.total_bytes < m.total_bytes, "sleep mode lowers the GRPO peak")
+    claim(src, asleep.phases["rollout"] >= asleep.phases["training"],
+          "with sleep mode the rollout phase sets the peak")
+    claim(src, ppo.total_bytes > m.total_bytes > apart.total_bytes,
+          "PPO needs more than GRPO colocated, PPO on separate GPUs less")
+    claim(src, dpo_pre.total_bytes < dpo.total_bytes, "precomputed log-probs save memory")
+    variants = [["grpo", gib(m.total_bytes), pct(m.utilization)],
+                ["grpo, sleep mode", gib(asleep.total_bytes), pct(asleep.utilization)],
+                ["ppo (critic, reward model)", gib(ppo.total_bytes), pct(ppo.utilization)],
+                ["ppo, each model on its own GPUs", gib(apart.total_bytes),
+                 pct(apart.utilization)],
+                ["dpo, 2,048 tokens", gib(dpo.total_bytes), pct(dpo.utilization)],
+                ["dpo, reference log-probs precomputed", gib(dpo_pre.total_bytes),
+                 pct(dpo_pre.utilization)]]
+    ctx.update(
+        variants=md_table(["setting", "per GPU", "of the card"], variants),
+        phases=", ".join(f"{k} {gib(v)}" for k, v in d["phases"].items()),
+        sleep_phases=", ".join(f"{k} {gib(v)}" for k, v in asleep.phases.items()),
+        cli_dpo=cli(["rl", "--model", "qwen2.5-7b", "--tp", "4", "--activation-checkpointing",
+                     "full", "--algorithm", "dpo", "--response-len", "1536"]))
     ctx.update(
         table=md_table(["part", "per GPU"], rows), sequences=str(d["sequences"]),
         seq=f"{d['seq_len']:,}", dominant=d["dominant"].replace("_", " "),

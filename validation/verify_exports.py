@@ -7,7 +7,8 @@ framework's own config parser, and the parsed values are compared with the scena
 
 - DeepSpeed (`deepspeed.runtime.config.DeepSpeedConfig`): parsed without `train_batch_size`,
   because DeepSpeed checks it against the world size of an initialised process group (1 here);
-  the global batch is checked separately as micro-batch x accumulation x dp.
+  the global batch is checked separately as micro-batch x accumulation x dp. mixed_precision
+  amp is read back as `torch_autocast` (DeepSpeed >= 0.17.2) with bf16 off.
 - Accelerate (`accelerate.commands.config.config_args.load_config_from_file`).
 - Hugging Face (`transformers.TrainingArguments`): built with `use_cpu=True`, since bf16 is
   refused on a machine without a GPU; nothing else is changed.
@@ -49,6 +50,12 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "training": {"micro_batch_size": 1, "gradient_accumulation_steps": 16,
                      "mixed_precision": "master"},
         "parallelism": {"dp": 16, "zero": 3},
+    },
+    "zero2-amp-autocast": {  # DeepSpeed's torch_autocast (>= 0.17.2): fp32 weights
+        "model": "llama-3-8b",
+        "training": {"micro_batch_size": 2, "gradient_accumulation_steps": 4,
+                     "activation_checkpointing": "full"},
+        "parallelism": {"dp": 8, "zero": 2},
     },
     "fsdp2-amp": {
         "model": "llama-3-8b",
@@ -123,7 +130,13 @@ def check_deepspeed(name: str, scenario: dict[str, Any]) -> str:
     assert cfg.zero_optimization_stage == p["zero"]
     assert cfg.train_micro_batch_size_per_gpu == t["micro_batch_size"]
     assert cfg.gradient_accumulation_steps == t.get("gradient_accumulation_steps", 1)
-    assert cfg.bfloat16_config.enabled
+    amp = _resolved(scenario).training.mixed_precision == "amp"
+    assert cfg.bfloat16_config.enabled != amp
+    assert cfg.torch_autocast_enabled == amp
+    if amp:
+        import torch
+
+        assert cfg.torch_autocast_dtype == torch.bfloat16
     offload = cfg.zero_config.offload_optimizer
     assert (offload is not None and str(offload.device).endswith("cpu")) == \
         p.get("offload_optimizer", False)
@@ -268,7 +281,8 @@ def check_megatron(name: str, scenario: dict[str, Any]) -> str:
 
 
 CHECKS: dict[str, tuple[Callable[[str, dict[str, Any]], str], tuple[str, ...]]] = {
-    "deepspeed": (check_deepspeed, ("zero2-offload-master", "zero3-master")),
+    "deepspeed": (check_deepspeed, ("zero2-offload-master", "zero3-master",
+                                    "zero2-amp-autocast")),
     "accelerate-fsdp": (check_accelerate, ("fsdp2-amp",)),
     "hf-trainer": (check_hf_trainer, ("zero2-offload-master", "fsdp2-amp", "fsdp2-zero2-bf16")),
     "torchtitan": (check_torchtitan, ("fsdp2-amp", "4d-pp-tp-sp", "pure-cp-chunked",

@@ -2,7 +2,8 @@
 scenario and read back as one.
 
 Export writes batch sizes (`train_batch_size` = micro-batch x accumulation x dp), the bf16/fp16
-section (DeepSpeed keeps fp32 master weights in the optimizer: mixed_precision master), ZeRO
+section (DeepSpeed keeps fp32 master weights in the optimizer: mixed_precision master) or, for
+mixed_precision amp at ZeRO 0-2, the `torch_autocast` section (DeepSpeed >= 0.17.2), ZeRO
 and its CPU offload, the optimizer and the `activation_checkpointing` section. Import reads the
 same sections; `"auto"` values (filled in by the HF Trainer) are read as unknown, with a note,
 and a `train_batch_size` that is not micro-batch x accumulation x dp is an error.
@@ -15,9 +16,11 @@ from typing import Any, NamedTuple
 
 from ..errors import shown
 from ..optimizers import OptimizerId
+from ..params import count_params
 from ..scenario import Resolved
 from .common import (
     AUTO,
+    TORCH_DTYPE,
     ConfigImportError,
     Export,
     ExportError,
@@ -76,7 +79,9 @@ def deepspeed_config(r: Resolved) -> tuple[dict[str, Any], list[str]]:
         "train_micro_batch_size_per_gpu": t.micro_batch_size,
         "gradient_accumulation_steps": t.gradient_accumulation_steps,
     }
-    if t.precision != "fp32":
+    if t.precision != "fp32" and t.mixed_precision == "amp":
+        cfg["torch_autocast"] = _torch_autocast(r, notes)
+    elif t.precision != "fp32":
         if t.mixed_precision != "master":
             raise ExportError("training.mixed_precision", f"DeepSpeed's {t.precision} mode keeps "
                               f"{t.precision} weights with fp32 master weights in the optimizer: "
@@ -107,6 +112,34 @@ def deepspeed_config(r: Resolved) -> tuple[dict[str, Any], list[str]]:
                      "transformers 5); the section above configures deepspeed.checkpointing")
     notes.append("optimizer: set lr, betas and weight_decay in optimizer.params")
     return cfg, notes
+
+
+def _torch_autocast(r: Resolved, notes: list[str]) -> dict[str, Any]:
+    """mixed_precision amp as DeepSpeed's `torch_autocast` section (DeepSpeed >= 0.17.2,
+    deepspeed/runtime/torch_autocast.py): fp32 parameters, gradients and optimizer states, the
+    forward under torch.autocast in `dtype`, the gradients of nn.Linear reduced in `dtype`. It
+    excludes the bf16/fp16 sections. ZeRO-3 is refused: DeepSpeed's stage-3 path (fp32
+    partitions gathered per module under autocast) is not what calc's amp at zero 3 models."""
+    t, p = r.training, r.parallelism
+    if p.zero == 3:
+        raise ExportError("training.mixed_precision", "DeepSpeed's torch_autocast with zero 3 "
+                          "is not modelled (its own ZeRO-3 memory path); use mixed_precision "
+                          "master (DeepSpeed's bf16 mode) or zero 0, 1 or 2")
+    notes.append("torch_autocast: needs DeepSpeed >= 0.17.2, the release that added it; load "
+                 "the model in fp32 and let the engine apply autocast (no torch.autocast "
+                 "around its forward)")
+    if p.zero:  # DeepSpeed's ZeRO-1/2 optimizer, not torch's forms calc's amp models
+        n = count_params(r.arch).total
+        clone = 0 if p.offload_optimizer else n * 4 // p.dp  # offloaded: the copy is on the host
+        extra = clone + (n * 4 - n * 4 // p.dp if p.zero == 2 else 0)
+        notes.append(f"zero {p.zero} with amp: calc estimates torch's form ("
+                     + ("ZeroRedundancyOptimizer" if p.zero == 1 else
+                        "FSDP2 with sharded fp32 parameters") + "); DeepSpeed's ZeRO-"
+                     f"{p.zero} keeps " + ("" if p.zero == 1 else "the full fp32 parameters on "
+                                           "every GPU and ") + "an fp32 copy of its 1/dp "
+                     f"partition (stage_1_and_2.py single_partition_of_fp32_groups): about "
+                     f"{extra / 1024**3:,.1f} GiB more per GPU than the estimate")
+    return {"enabled": True, "dtype": TORCH_DTYPE[t.precision]}
 
 
 def _optimizer(r: Resolved) -> dict[str, Any]:
@@ -166,7 +199,9 @@ def read_deepspeed(ds: Reader, notes: list[str]) -> DeepSpeedSettings:
             notes.append(f"{name}.enabled: DeepSpeed's {name} keeps fp32 weights and computes "
                          "under autocast; imported as mixed_precision amp")
             training["mixed_precision"] = "amp"
-            section.get("dtype")
+            dtype = section.get("dtype")  # DeepSpeed's DtypeEnum spellings
+            if dtype in ("float16", "fp16", "half", "torch.float16"):
+                training["precision"] = "fp16"
     zero = ds.sub("zero_optimization")
     stage = 0
     if zero is not None:
@@ -313,7 +348,7 @@ def import_deepspeed(data: dict[str, Any], dp: int | None, notes: list[str]
         bf16, fp16 = (True, False) if bf16 == AUTO else (bf16, fp16)
     if "mixed_precision" not in training:
         training |= precision_from_flags(bf16, fp16, "master", "fp16.enabled")
-    else:
+    elif "precision" not in training:
         training["precision"] = "fp16" if fp16 is True else "bf16"
     finish([ds], notes)
     return training, parallelism

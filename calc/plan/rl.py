@@ -1,29 +1,42 @@
-r"""Memory of RL fine-tuning (PPO, GRPO, ...) with the rollout engine on the training GPUs:
-the training step, the rollout's KV cache and the engine's copy of the weights, per GPU.
+r"""Memory of preference and RL fine-tuning per GPU: DPO, PPO and GRPO, with the reference,
+reward and critic models beside the policy, and (PPO, GRPO) the rollout engine colocated on the
+training GPUs or on GPUs of its own.
+
+Each part comes from the module that owns its formula, nothing is re-derived here:
+
+- the policy's training step: :func:`calc.estimate` at `seq_len` = prompt_len + response_len
+  (the step trains on the rollouts; DPO: on chosen and rejected responses, so the micro-batch
+  is doubled, as TRL concatenates the pair);
+- frozen models (reference, reward): their bf16 weights, sharded as the policy's parameters
+  (:math:`2N / (t \cdot p)`, and :math:`/d` at ZeRO-3); their forward runs under no_grad, so its
+  activations are freed layer by layer and are not counted;
+- the critic (PPO): a second trained model of the policy's size and settings (a value head in
+  place of the LM head, a rounding error), its own :func:`calc.estimate`;
+- the rollout engine: :func:`calc.plan.inference_memory`'s weights and activation workspace
+  for one engine of tp = the scenario's tp, and :func:`calc.plan.kv_cache_bytes` for its
+  sequences at full length. The prompts x samples_per_prompt sequences are spread over the
+  engines: by default one per tp group of the trainer's GPUs (world_size / tp, as verl and
+  OpenRLHF colocate them), :math:`b_{engine} = \lceil prompts \cdot k / engines \rceil`.
+
+Colocated, a step has two phases and the figure per GPU is the larger:
 
 .. math::
 
-    M_{GPU} = M_{train} + M_{KV}(b_{engine}, s) + \lceil 2 N / t \rceil
+    M_{rollout} = E_{w} + E_{KV} + E_{a} + S_{\pi} + S_{c} + F, \qquad
+    M_{train} = \max(T_{\pi} + S_{c},\ T_{c} + S_{\pi}) + F + [\text{no sleep}](E_w + E_{KV} + E_a)
 
-- :math:`M_{train}`: the training estimate's `device_bytes`, with `seq_len` = prompt_len +
-  response_len (the step trains on the rollouts);
-- :math:`M_{KV}`: :func:`calc.plan.kv_cache_bytes` for the sequences of one engine at full
-  length :math:`s` = prompt_len + response_len, heads split over the engine's tensor
-  parallelism :math:`t` (= the scenario's tp). The prompts x samples_per_prompt sequences of
-  a rollout are spread over the engines: by default one engine per tp group of the trainer's
-  GPUs (world_size / tp, as verl and OpenRLHF colocate them), so
-  :math:`b_{engine} = \lceil prompts \cdot k / engines \rceil`;
-- :math:`2N/t`: the engine's own bf16 copy of the :math:`N` weights, sharded over tp
-  (vLLM / SGLang hold one beside the trainer's).
+with :math:`T` a model's training peak, :math:`S` what it keeps between steps (parameters and
+optimizer states; gradients are freed after the step), :math:`F` the frozen models and
+:math:`E` the engine. vLLM's sleep mode (`sleep_mode`, level 1) moves the engine's weights to the
+host and discards its KV cache while the trainer runs, so the engine adds nothing to
+:math:`M_{train}`. Not colocated, each model has GPUs of its own, laid out as the scenario (the
+figure per GPU is the largest pool). DPO has no rollout: :math:`M = T_{\pi} + F`.
 
-Not colocated (`colocated=False`), the engine runs on GPUs of its own: those hold the weights
-and the cache, the trainer's GPUs the training step, and the figure per GPU is the larger.
-Assumed: nothing is offloaded between phases (verl can offload the trainer's states while
-generating, vLLM's sleep mode frees the engine's while training: then the peak is the larger
-phase, not the sum); every sequence is cached at full length at once (an engine may generate
-fewer at a time, or preempt); no reference model or critic (GRPO's KL term and PPO's value
-model are extra models, estimate them apart); vLLM preallocates `gpu_memory_utilization` of
-the GPU whatever the need.
+Assumed: the trainer's states stay on the GPU while the engine generates (verl can offload them:
+estimate that with the scenario's offload settings); every sequence is cached at full length at
+once (an engine may generate fewer at a time, or preempt); vLLM preallocates
+`gpu_memory_utilization` of the GPU whatever the need (set it to the figure here); the reference
+and reward models have the policy's architecture (a different reward model: estimate it apart).
 """
 
 from __future__ import annotations
@@ -34,27 +47,41 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from ..errors import shown
-from ..estimate import FIT_WORDS, FitStatus, estimate, fit_status
+from ..estimate import FIT_WORDS, Estimate, FitStatus, estimate, fit_status
 from ..operations import SCENARIO_HELP, Cli, Operation, Request
-from ..scenario import parse_scenario
+from ..scenario import Scenario, parse_scenario
 from ._common import MAX_COUNT, MAX_SEQ, PlanError, ScenarioInput, bounded, changed, gib
+from .inference import inference_memory
 from .kv_cache import DEFAULT_DTYPE_BYTES, KV_CACHE_DTYPES, kv_cache_bytes
 
-Component = Literal["training", "kv_cache", "inference_weights"]
-INFERENCE_WEIGHT_BYTES = 2  # bf16: what rollout engines load
+Algorithm = Literal["grpo", "ppo", "dpo"]
+ALGORITHMS: tuple[Algorithm, ...] = ("grpo", "ppo", "dpo")
+Component = Literal["training", "critic", "reference", "reward_model", "kv_cache",
+                    "inference_weights", "engine_workspace"]
+Phase = Literal["rollout", "training"]
+INFERENCE_WEIGHT_BYTES = 2  # bf16: what rollout engines and frozen models load
+KV_DTYPE_NAMES = {1: "fp8", 2: "bf16", 4: "fp32"}  # cache bytes -> calc inference's kv dtype
 
 
 @dataclass(frozen=True, slots=True)
 class RLMemory:
-    """Per-GPU bytes of the training step, the rollout KV cache and the engine's weights."""
+    """Per-GPU bytes of each model of the step, by phase."""
 
-    training_bytes: int
+    algorithm: Algorithm
+    training_bytes: int  # the policy's training peak
+    critic_bytes: int  # the critic's training peak (PPO), else 0
+    policy_resident_bytes: int  # the policy's parameters and optimizer states
+    critic_resident_bytes: int
+    reference_bytes: int
+    reward_model_bytes: int
     kv_cache_bytes: int
     inference_weight_bytes: int
+    engine_workspace_bytes: int
     usable_bytes: int
     gpu: str
     colocated: bool
-    sequences: int  # prompts x samples_per_prompt
+    sleep_mode: bool
+    sequences: int  # prompts x samples_per_prompt (DPO: pairs per micro-batch x 2)
     engines: int
     sequences_per_engine: int
     seq_len: int  # prompt_len + response_len
@@ -63,19 +90,39 @@ class RLMemory:
 
     @property
     def components(self) -> dict[Component, int]:
-        return {"training": self.training_bytes, "kv_cache": self.kv_cache_bytes,
-                "inference_weights": self.inference_weight_bytes}
+        return {"training": self.training_bytes, "critic": self.critic_bytes,
+                "reference": self.reference_bytes, "reward_model": self.reward_model_bytes,
+                "kv_cache": self.kv_cache_bytes, "inference_weights": self.inference_weight_bytes,
+                "engine_workspace": self.engine_workspace_bytes}
 
     @property
     def rollout_bytes(self) -> int:
-        return self.kv_cache_bytes + self.inference_weight_bytes
+        """The engine: weights, KV cache and workspace."""
+        return self.kv_cache_bytes + self.inference_weight_bytes + self.engine_workspace_bytes
+
+    @property
+    def frozen_bytes(self) -> int:
+        return self.reference_bytes + self.reward_model_bytes
+
+    @property
+    def phases(self) -> dict[Phase, int]:
+        """Per GPU in each phase of a colocated step (module docstring); DPO: training only."""
+        train = max(self.training_bytes + self.critic_resident_bytes,
+                    self.critic_bytes + self.policy_resident_bytes) + self.frozen_bytes
+        if self.algorithm == "dpo":
+            return {"training": train}
+        rollout = (self.rollout_bytes + self.policy_resident_bytes + self.critic_resident_bytes
+                   + self.frozen_bytes)
+        return {"rollout": rollout,
+                "training": train + (0 if self.sleep_mode else self.rollout_bytes)}
 
     @property
     def total_bytes(self) -> int:
-        """Per GPU: the sum when colocated, else the larger of trainer and engine GPUs."""
-        if self.colocated:
-            return self.training_bytes + self.rollout_bytes
-        return max(self.training_bytes, self.rollout_bytes)
+        """Per GPU: colocated, the larger phase; else the largest pool of GPUs."""
+        if self.colocated or self.algorithm == "dpo":
+            return max(self.phases.values())
+        return max(self.training_bytes + self.frozen_bytes, self.critic_bytes,
+                   self.rollout_bytes)
 
     @property
     def dominant(self) -> Component:
@@ -94,66 +141,132 @@ class RLMemory:
         return fit_status(self.total_bytes, self.usable_bytes)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"components": dict(self.components), "rollout_bytes": self.rollout_bytes,
+        return {"algorithm": self.algorithm, "components": dict(self.components),
+                "phases": dict(self.phases), "rollout_bytes": self.rollout_bytes,
                 "total_bytes": self.total_bytes, "usable_bytes": self.usable_bytes,
                 "utilization": self.utilization, "fits": self.fits, "status": self.status,
                 "dominant": self.dominant,
-                "gpu": self.gpu, "colocated": self.colocated, "sequences": self.sequences,
-                "engines": self.engines, "sequences_per_engine": self.sequences_per_engine,
+                "gpu": self.gpu, "colocated": self.colocated, "sleep_mode": self.sleep_mode,
+                "sequences": self.sequences, "engines": self.engines,
+                "sequences_per_engine": self.sequences_per_engine,
                 "seq_len": self.seq_len, "tp": self.tp, "notes": list(self.notes)}
 
 
-def rl_memory(
-    scenario: ScenarioInput, *, prompts: int, samples_per_prompt: int, response_len: int,
-    prompt_len: int, kv_dtype_bytes: int = DEFAULT_DTYPE_BYTES, colocated: bool = True,
-    engines: int | None = None,
-) -> RLMemory:
-    """Per-GPU memory of an RL step: training, rollout KV cache, the engine's weights.
+def resident_bytes(report: Estimate) -> int:
+    """What a trained model keeps between steps: its parameters and optimizer states."""
+    c = report.components
+    return c.get("parameters", 0) + c.get("optimizer_states", 0)
 
-    `engines`: rollout engines sharing the prompts x samples sequences (default: world_size /
-    tp when colocated, else 1).
+
+def frozen_model_bytes(s: Scenario, param_count: int) -> int:
+    """A frozen bf16 copy of the model, sharded as the policy's parameters."""
+    p = s.parallelism
+    shards = p.tp * p.pp * (p.dp if p.zero == 3 else 1)
+    return -(-param_count * INFERENCE_WEIGHT_BYTES // shards)
+
+
+def rl_memory(
+    scenario: ScenarioInput, *, algorithm: Algorithm = "grpo", prompts: int | None = None,
+    samples_per_prompt: int | None = None, response_len: int, prompt_len: int,
+    kv_dtype_bytes: int = DEFAULT_DTYPE_BYTES, colocated: bool = True,
+    engines: int | None = None, reference_model: bool = True,
+    reward_model: bool | None = None, sleep_mode: bool = False,
+) -> RLMemory:
+    """Per-GPU memory of a DPO, PPO or GRPO step.
+
+    `reference_model` False: no reference model on the GPUs (GRPO/PPO without a KL term, DPO
+    with the reference log-probs precomputed); `reward_model` (default: PPO only) a reward
+    model of the policy's size; `sleep_mode`: the engine frees its weights and KV cache while
+    the trainer runs (vLLM's sleep mode); `engines`: rollout engines sharing the prompts x
+    samples sequences (default: world_size / tp when colocated, else 1).
 
         >>> m = rl_memory({"model": "qwen2.5-7b", "parallelism": {"tp": 4}}, prompts=32,
         ...               samples_per_prompt=8, prompt_len=1024, response_len=7168)
         >>> m.kv_cache_bytes == 28 * 2 * 1 * 128 * 8192 * 256 * 2  # 28 GiB per GPU
         True
-        >>> m.inference_weight_bytes == 7_615_616_512 * 2 // 4
+        >>> m.inference_weight_bytes == m.reference_bytes == 7_615_616_512 * 2 // 4
         True
     """
-    for name, value in (("prompts", prompts), ("samples_per_prompt", samples_per_prompt)):
-        bounded(name, value, 1, MAX_COUNT, integer=True)
+    if algorithm not in ALGORITHMS:
+        raise PlanError("algorithm", f"must be one of {', '.join(ALGORITHMS)}, got "
+                        f"{shown(algorithm)}")
+    rollout = algorithm != "dpo"
+    if rollout:
+        for name, value in (("prompts", prompts), ("samples_per_prompt", samples_per_prompt)):
+            if value is None:
+                raise PlanError(name, f"is required for {algorithm} (the rollout batch)")
+            bounded(name, value, 1, MAX_COUNT, integer=True)
+    else:
+        for name, value in (("prompts", prompts), ("samples_per_prompt", samples_per_prompt),
+                            ("engines", engines)):
+            if value is not None:
+                raise PlanError(name, "dpo has no rollout; leave it out")
+        if sleep_mode or not colocated:
+            raise PlanError("sleep_mode" if sleep_mode else "colocated",
+                            "dpo has no rollout engine; leave it out")
     bounded("response_len", response_len, 1, MAX_SEQ, integer=True)
     bounded("prompt_len", prompt_len, 0, MAX_SEQ, integer=True)
     if kv_dtype_bytes not in KV_CACHE_DTYPES:
         raise PlanError("kv_dtype_bytes", f"must be one of {', '.join(map(str, KV_CACHE_DTYPES))}"
                         f" ({', '.join(KV_CACHE_DTYPES.values())}), got {shown(kv_dtype_bytes)}")
+    if reward_model is None:
+        reward_model = algorithm == "ppo"
     base = parse_scenario(scenario)
     p = base.parallelism
     seq = prompt_len + response_len
     notes: list[str] = []
     if base.training.seq_len != seq:
         notes.append(f"training seq_len set to prompt_len + response_len = {seq} (the scenario "
-                     f"had {base.training.seq_len}): the step trains on the rollouts")
-    report = estimate(changed(base, training={"seq_len": seq}))
-    if engines is None:
-        engines = p.world_size // p.tp if colocated else 1
-    else:
-        bounded("engines", engines, 1, MAX_COUNT, integer=True)
-    sequences = prompts * samples_per_prompt
-    per_engine = -(-sequences // engines)
-    kv = kv_cache_bytes(report.resolved.arch, per_engine, seq, kv_dtype_bytes, tp=p.tp)
-    weights = -(-report.param_count * INFERENCE_WEIGHT_BYTES // p.tp)
-    if base.training.finetuning != "full":
-        notes.append(f"{base.training.finetuning}: the engine is counted with bf16 weights "
-                     "(adapters merged or served beside them)")
-    if not colocated:
-        notes.append("not colocated: the engine's GPUs hold the weights and the cache, the "
-                     "trainer's the training step; the figure per GPU is the larger")
+                     f"had {base.training.seq_len}): the step trains on the "
+                     + ("rollouts" if rollout else "preference pairs"))
+    micro = base.training.micro_batch_size * (1 if rollout else 2)
+    if not rollout:
+        notes.append(f"dpo: chosen and rejected responses in one batch, micro-batch "
+                     f"{base.training.micro_batch_size} pairs = {micro} sequences")
+    report = estimate(changed(base, training={"seq_len": seq, "micro_batch_size": micro}))
+    n = report.param_count
+    frozen = frozen_model_bytes(base, n)
+    critic = report if algorithm == "ppo" else None
+    if critic is not None:
+        notes.append("critic: the policy's model and settings, trained beside it")
+    engines_n = per_engine = sequences = kv = weights = workspace = 0
+    if rollout:
+        assert prompts is not None and samples_per_prompt is not None
+        if engines is None:
+            engines_n = p.world_size // p.tp if colocated else 1
+        else:
+            bounded("engines", engines, 1, MAX_COUNT, integer=True)
+            engines_n = engines
+        sequences = prompts * samples_per_prompt
+        per_engine = -(-sequences // engines_n)
+        kv = kv_cache_bytes(report.resolved.arch, per_engine, seq, kv_dtype_bytes, tp=p.tp)
+        model = base.model if isinstance(base.model, str) \
+            else base.model.model_dump(mode="json")
+        engine = inference_memory(model, gpu=report.resolved.gpu.id, tp=p.tp,
+                                  max_model_len=seq, max_num_seqs=min(per_engine, MAX_COUNT),
+                                  kv_cache_dtype=KV_DTYPE_NAMES[kv_dtype_bytes]
+                                  if kv_dtype_bytes != 4 else "auto")
+        weights, workspace = engine.weight_bytes, engine.activation_bytes
+        if base.training.finetuning != "full":
+            notes.append(f"{base.training.finetuning}: the engine is counted with bf16 weights "
+                         "(adapters merged or served beside them)")
+        if sleep_mode:
+            notes.append("sleep mode: the engine's weights go to host memory and its KV cache "
+                         "is freed while the trainer runs; its CUDA graphs stay (not counted)")
+    if not colocated and rollout:
+        notes.append("not colocated: the engine, the critic and the policy with its frozen "
+                     "models each on GPUs of their own; the figure per GPU is the largest")
     return RLMemory(
-        training_bytes=report.device_bytes, kv_cache_bytes=kv, inference_weight_bytes=weights,
+        algorithm=algorithm, training_bytes=report.device_bytes,
+        critic_bytes=critic.device_bytes if critic else 0,
+        policy_resident_bytes=resident_bytes(report),
+        critic_resident_bytes=resident_bytes(critic) if critic else 0,
+        reference_bytes=frozen if reference_model else 0,
+        reward_model_bytes=frozen if reward_model else 0,
+        kv_cache_bytes=kv, inference_weight_bytes=weights, engine_workspace_bytes=workspace,
         usable_bytes=report.usable_bytes, gpu=report.resolved.gpu.id, colocated=colocated,
-        sequences=sequences, engines=engines, sequences_per_engine=per_engine, seq_len=seq,
-        tp=p.tp, notes=tuple(notes))
+        sleep_mode=sleep_mode, sequences=sequences, engines=engines_n,
+        sequences_per_engine=per_engine, seq_len=seq, tp=p.tp, notes=tuple(notes))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -162,34 +275,56 @@ def rl_memory(
 
 class RLRequest(Request):
     scenario: dict[str, Any] = Field(description=SCENARIO_HELP)
-    prompts: int = Field(title="Prompts per rollout batch", description="prompts per rollout "
-                         "batch", examples=[32])
-    samples_per_prompt: int = Field(title="Samples per prompt", description="responses "
-                                    "generated for each prompt", examples=[8])
-    response_len: int = Field(title="Rollout length (tokens per response)",
+    algorithm: Algorithm = Field("grpo", title="Algorithm", description=(
+        "grpo (policy, reference, rollout engine), ppo (and a critic and a reward model) or dpo "
+        "(policy and reference, no rollout)"))
+    prompts: int | None = Field(None, title="Prompts per rollout batch", description=(
+        "prompts per rollout batch (grpo, ppo)"), examples=[32])
+    samples_per_prompt: int | None = Field(None, title="Samples per prompt", description=(
+        "responses generated for each prompt (grpo, ppo)"), examples=[8])
+    response_len: int = Field(title="Response length (tokens)",
                               description="tokens per response", examples=[7168])
     prompt_len: int = Field(512, title="Prompt length (tokens)", description="tokens per prompt")
     kv_dtype_bytes: int = Field(DEFAULT_DTYPE_BYTES, title="KV cache dtype",
                                 description="bytes per cached element (bf16: 2, fp8 cache: 1)")
     colocated: Annotated[bool, Cli(flag="--separate", negate=True, help=(
-        "the rollout engine runs on GPUs of its own (not colocated)"))] = Field(
+        "the rollout engine (and the critic) run on GPUs of their own (not colocated)"))] = Field(
         True, title="Engine on the training GPUs (colocated)",
         description="the rollout engine runs on the training GPUs")
     engines: int | None = Field(None, title="Rollout engines", description="rollout engines "
                                 "(default: GPUs / tp when colocated, else 1)")
+    reference_model: Annotated[bool, Cli(flag="--no-reference-model", negate=True, help=(
+        "no reference model on the GPUs: no KL term (grpo, ppo), or the reference log-probs "
+        "precomputed (dpo)"))] = Field(
+        True, title="Reference model on the GPUs",
+        description="a frozen reference model beside the policy")
+    reward: Literal["model", "rule"] | None = Field(None, title="Reward", description=(
+        "a reward model of the policy's size, or a rule (default: model for ppo, rule for "
+        "grpo)"))
+    sleep_mode: bool = Field(False, title="Engine sleeps while training", description=(
+        "the engine frees its weights and KV cache while the trainer runs (vLLM sleep mode)"))
 
 
 def _run(q: RLRequest) -> RLMemory:
-    return rl_memory(q.scenario, prompts=q.prompts, samples_per_prompt=q.samples_per_prompt,
-                     response_len=q.response_len, prompt_len=q.prompt_len,
-                     kv_dtype_bytes=q.kv_dtype_bytes, colocated=q.colocated, engines=q.engines)
+    return rl_memory(q.scenario, algorithm=q.algorithm, prompts=q.prompts,
+                     samples_per_prompt=q.samples_per_prompt, response_len=q.response_len,
+                     prompt_len=q.prompt_len, kv_dtype_bytes=q.kv_dtype_bytes,
+                     colocated=q.colocated, engines=q.engines,
+                     reference_model=q.reference_model,
+                     reward_model=None if q.reward is None else q.reward == "model",
+                     sleep_mode=q.sleep_mode)
 
 
 def _text(m: RLMemory, request: RLRequest) -> str:
-    lines = [f"{m.sequences} sequences of {m.seq_len} tokens, {m.engines} engine(s) of tp "
-             f"{m.tp}, {m.sequences_per_engine} sequences each, on {m.gpu}:"]
+    if m.algorithm == "dpo":
+        lines = [f"dpo on sequences of {m.seq_len} tokens, on {m.gpu}:"]
+    else:
+        lines = [f"{m.algorithm}: {m.sequences} sequences of {m.seq_len} tokens, {m.engines} "
+                 f"engine(s) of tp {m.tp}, {m.sequences_per_engine} sequences each, on {m.gpu}:"]
     lines += [f"  {name:<18}{gib(value):>14}" + ("  <- dominates" if name == m.dominant else "")
-              for name, value in m.components.items()]
+              for name, value in m.components.items() if value]
+    if m.colocated:
+        lines += [f"  {phase + ' phase':<18}{gib(value):>14}" for phase, value in m.phases.items()]
     lines.append(f"  {'per GPU':<18}{gib(m.total_bytes):>14}  of {gib(m.usable_bytes)} "
                  f"({m.utilization:.0%}, {FIT_WORDS[m.status]})")
     lines += [f"  note: {n}" for n in m.notes]
@@ -203,8 +338,9 @@ def _page(m: RLMemory, request: RLRequest) -> dict[str, Any]:
 
 
 OPERATIONS: tuple[Operation[RLRequest, RLMemory], ...] = (
-    Operation("rl", "RL fine-tuning: training + rollout KV cache + engine weights per GPU",
+    Operation("rl", "DPO / PPO / GRPO fine-tuning: policy, reference, critic, reward model and "
+              "rollout engine per GPU",
               RLRequest, run=_run, text=_text, browser=_page),
 )
 
-__all__ = ["RLMemory", "RLRequest", "rl_memory"]
+__all__ = ["ALGORITHMS", "Algorithm", "RLMemory", "RLRequest", "rl_memory"]

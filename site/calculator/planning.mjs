@@ -71,11 +71,12 @@ const TOOLS = {
     render: renderCheapest,
   },
   rl: {
-    title: "RL fine-tuning: rollouts on the training GPUs", button: "Estimate",
-    intro: `The training step (at prompt + response length) next to the rollouts' KV cache and
-      the rollout engine's own copy of the weights, per GPU, for the scenario above
-      (<code>calc.plan.rl_memory</code>).`,
-    fields: ["prompts", "samples_per_prompt", "prompt_len", "response_len", "kv_dtype_bytes", "engines", "colocated"],
+    title: "RL fine-tuning: GRPO, PPO, DPO", button: "Estimate",
+    intro: `The training step (at prompt + response length) next to the reference, critic and
+      reward models and the rollout engine's weights, KV cache and workspace, per GPU, for the
+      scenario above (<code>calc.plan.rl_memory</code>).`,
+    fields: ["algorithm", "prompts", "samples_per_prompt", "prompt_len", "response_len", "kv_dtype_bytes", "engines",
+      "colocated", "reference_model", "sleep_mode"],
     request: (scenario) => ({ scenario }),
     basis: (s) => s, // rl_memory sets seq_len itself, but the panel also shows the scenario as set
     render: renderRl,

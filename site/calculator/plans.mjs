@@ -77,17 +77,21 @@ export function renderRl(m, request) {
     training: `Training step (at ${count(m.seq_len)} tokens)`,
     kv_cache: `Rollout KV cache (${count(m.sequences_per_engine)} sequences of ${count(m.seq_len)} tokens per engine, ${m.engines} engine${m.engines === 1 ? "" : "s"})`,
     inference_weights: `Rollout engine's weights (split over tp ${m.tp})`,
+    engine_workspace: "Rollout engine's activation workspace",
+    critic: "Critic's training step (PPO)",
+    reference: "Reference model (frozen, bf16)",
+    reward_model: "Reward model (frozen, bf16)",
   };
-  const rows = Object.entries(m.components).map(([k, b]) => `<tr${k === m.dominant ? ' class="calc-peak"' : ""}>
+  const rows = Object.entries(m.components).filter(([, b]) => b > 0).map(([k, b]) => `<tr${k === m.dominant ? ' class="calc-peak"' : ""}>
     <td>${esc(label[k] ?? k)}</td>${numCell(k, b, gib(b))}</tr>`).join("");
   return `<div class="calc-headline calc-verdict--${cls}" data-verdict="${cls}">
       <div class="calc-big" data-key="total_bytes" data-value="${m.total_bytes}">${gib(m.total_bytes)} <small>per GPU</small></div>
       <div>${pct(m.utilization)} of ${esc(gpuName(m.gpu))} (${gib(m.usable_bytes)}): <strong>${word}</strong>;
         the ${esc(m.dominant.replace("_", " "))} dominates.</div></div>
-    <table class="calc-table calc-tool-table" id="calc-rl-table"><caption>${count(m.sequences)} sequences (prompts × samples),
-      ${m.colocated ? "the engine on the training GPUs" : "the engine on GPUs of its own"}</caption>
+    <table class="calc-table calc-tool-table" id="calc-rl-table"><caption>${esc(m.algorithm.toUpperCase())}${m.algorithm === "dpo" ? "" : `: ${count(m.sequences)} sequences (prompts × samples),
+      ${m.colocated ? "the engine on the training GPUs" : "the engine on GPUs of its own"}`}</caption>
       <thead><tr><th>Part</th><th>Per GPU</th></tr></thead><tbody>${rows}</tbody>
-      <tfoot><tr><th>${m.colocated ? "Per GPU: all three" : "Per GPU: the larger of the trainer's and the engine's"}</th>
+      <tfoot><tr><th>${m.colocated ? `Per GPU: the larger phase (${Object.entries(m.phases).map(([k, b]) => `${k} ${gib(b)}`).join(", ")})` : "Per GPU: the largest pool of GPUs"}</th>
       <th class="calc-num">${gib(m.total_bytes)}</th></tr></tfoot></table>
     <p id="calc-rl-alone" data-value="${m.scenario_device_bytes}">The training step alone, as set above
       (${count(request.scenario.training.seq_len)} tokens): ${gib(m.scenario_device_bytes)} per GPU.</p>
