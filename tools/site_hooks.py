@@ -172,7 +172,10 @@ def _request_fields(model: type[BaseModel], choices: dict[str, dict[Any, str]]
         labels = choices.get(name) or ({v: str(v) for v in enum} if enum else None)
         kind = ("bool" if "boolean" in types else "choice" if labels else
                 "int" if "integer" in types else "float" if "number" in types else "text")
-        value = prop.get("default", _example(model, name))
+        # a field with no default (null: required for some choices) opens on its example
+        value = prop.get("default")
+        if value is None:
+            value = _example(model, name)
         out[name] = {"label": prop.get("title", name), "hint": prop.get("description", ""),
                      "kind": kind, "value": value,
                      "min": prop.get("minimum"), "max": prop.get("maximum"),

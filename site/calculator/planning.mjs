@@ -77,7 +77,9 @@ const TOOLS = {
       scenario above (<code>calc.plan.rl_memory</code>).`,
     fields: ["algorithm", "prompts", "samples_per_prompt", "prompt_len", "response_len", "kv_dtype_bytes", "engines",
       "colocated", "reference_model", "sleep_mode"],
-    request: (scenario) => ({ scenario }),
+    // DPO has no rollout: its batch is the scenario's, so the rollout inputs are not sent
+    request: (scenario, inputs) => ({ scenario, ...(inputs.algorithm === "dpo"
+      ? { prompts: null, samples_per_prompt: null } : {}) }),
     basis: (s) => s, // rl_memory sets seq_len itself, but the panel also shows the scenario as set
     render: renderRl,
   },
@@ -198,7 +200,7 @@ async function runTool(name) {
     const problem = textProblem(inputs[f] ?? "", LIMITS, LIMITS.max_config_bytes);
     if (problem) { out.innerHTML = ""; return toolError(name, f, problem); }
   }
-  const request = { ...inputs, ...tool.request(scenario) };
+  const request = { ...inputs, ...tool.request(scenario, inputs) };
   const mine = (toolSeq[name] = (toolSeq[name] ?? 0) + 1);
   out.setAttribute("aria-busy", "true");
   const t0 = performance.now();
