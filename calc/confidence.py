@@ -12,7 +12,7 @@ from typing import Any
 from .architecture import SUPPORTED_MODEL_TYPES
 from .optimizers import OPTIMIZERS
 from .params import count_params
-from .scenario import Resolved
+from .scenario import Parallelism, Resolved
 
 VALIDATED_FAMILIES = frozenset({"llama", "mistral", "qwen2", "qwen3", "gemma2", "phi3", "gpt2",
                                 "mixtral", "qwen3_moe", "deepseek_v3"})
@@ -45,9 +45,8 @@ PARALLEL_FEATURES = {
     "parallelism.ep": "expert parallelism", "parallelism.zero": "ZeRO / FSDP sharding",
     "parallelism.pipeline_schedule": "the pipeline schedule",
 }
-_UNUSED = {"parallelism.tp": 1, "parallelism.sequence_parallel": False, "parallelism.pp": 1,
-           "parallelism.cp": 1, "parallelism.ep": 1, "parallelism.zero": 0,
-           "parallelism.pipeline_schedule": "1f1b"}
+_UNUSED = {f"parallelism.{k}": v for k, v in Parallelism().model_dump().items()}
+"""A parallel feature is in use where its field is not at its default."""
 
 
 # Families traced with one attention path only (transformers runs Gemma 2 with eager attention:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
 
+from .architecture import Architecture
 from .formula import Formula, Term
 from .params import LayerParams, Linear, ParamCounts
 from .sources import MEGATRON_SPLITS
@@ -44,7 +44,7 @@ def _split(L: int, parts: int) -> list[tuple[int, int]]:
     return [(sum(sizes[:i]), sizes[i]) for i in range(parts)]
 
 
-def _piece(arch: Any, index: int, pieces: list[tuple[int, int]], embedding: bool, head: bool,
+def _piece(arch: Architecture, index: int, pieces: list[tuple[int, int]], embedding: bool, head: bool,
            unit: Stage | None = None) -> Stage:
     moe = sum(arch.is_moe_layer(j) for start, n in pieces for j in range(start, start + n))
     layers = sum(n for _, n in pieces)

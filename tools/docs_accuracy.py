@@ -5,15 +5,13 @@ functions (from the committed traces), so the page always describes the library 
 from __future__ import annotations
 
 import importlib.util
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from docs_common import md_table, num_gib, pct
 
-from calc.confidence import VALIDATED_FAMILIES, VALIDATED_FEATURES, confidence
-from calc.scenario import parse_scenario, resolve
+from calc.confidence import VALIDATED_FAMILIES, VALIDATED_FEATURES
 
 ROOT = Path(__file__).resolve().parent.parent
 KEYS = (("error", "calc"), ("korthikanti", "Korthikanti et al. + 16 B/param"),
@@ -39,10 +37,7 @@ def context(src: str) -> dict[str, str]:
         "dev_cases": str(len(by_split["dev"])),
         "test_cases": str(len(by_split["test"])),
     }
-    scenarios = {c["id"]: c["scenario"] for c in json.loads(
-        (ROOT / "validation" / "cases.json").read_text())}
-    validated = {r["id"] for r in rows if confidence(resolve(parse_scenario(
-        scenarios[r["id"]])))["level"] == "validated"}
+    validated = {r["id"] for r in rows if r["validated"]}
     summary_rows = []
     for key, label in KEYS:
         cells = [label]

@@ -28,7 +28,7 @@ from pydantic import BaseModel
 
 from calc import Architecture, Parallelism, Scenario, Training, __version__, gpus, models
 from calc.operations import COMPONENT_LABELS, get
-from calc.plan import DEFAULT_TARGET, FORMATS, IMPORT_FORMATS
+from calc.plan import FORMATS, IMPORT_FORMATS
 from calc.plan.export import FORMAT_NAMES
 from calc.plan.importers import IMPORT_EXAMPLES, IMPORT_FORMAT_NAMES
 from calc.plan.kv_cache import KV_CACHE_DTYPES
@@ -215,8 +215,6 @@ def calculator_html(root: str) -> str:
                    for m in models().values()},
         "gpus": {g.id: {"name": g.name, "aliases": list(g.aliases), "usable_bytes": g.usable_bytes}
                  for g in gpus().values()},
-        # above this share of the GPU a result is "tight": calc.plan's fit target
-        "fit_target": DEFAULT_TARGET,
         # calc.reading's bounds: links, pastes, files and saved entries are measured against them
         "limits": READING_LIMITS,
         "component_labels": COMPONENT_LABELS,

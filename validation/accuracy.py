@@ -45,6 +45,7 @@ def traced_rows(split: str = "all") -> list[dict[str, Any]]:
         row = {
             "id": case["id"], "split": case["split"], "traced": actual,
             "features": features(case["scenario"], report.resolved.arch.model_type),
+            "validated": report.confidence["level"] == "validated",
             "predicted": report.peak_bytes,
             "error": report.peak_bytes / actual - 1,
             "traced_phase": result.get("peak_phase"), "predicted_phase": report.peak_phase,

@@ -136,6 +136,18 @@ def _peft_targets(targets: str) -> str:
             "query_value": "['q_proj', 'v_proj']"}[targets]
 
 
+def layers_per_chunk(r: Resolved, framework: str) -> int:
+    """Decoder layers in each model chunk of an interleaved pipeline: the frameworks split the
+    layers evenly over pp x virtual_stages chunks, so those must divide them."""
+    p, layers = r.parallelism, r.arch.num_hidden_layers
+    chunks = p.pp * p.virtual_stages
+    if layers % chunks:
+        raise ExportError("parallelism.virtual_stages", f"{framework} splits the layers evenly: "
+                          f"num_hidden_layers ({layers}) must divide by pp x virtual_stages "
+                          f"({chunks})")
+    return layers // chunks
+
+
 def no_fp8(r: Resolved, framework: str) -> None:
     if r.training.precision == "fp8":
         raise ExportError("training.precision", f"{framework}: fp8 training needs a "

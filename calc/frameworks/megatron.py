@@ -8,7 +8,7 @@ from __future__ import annotations
 from ..architecture import Architecture
 from ..optimizers import OptimizerId
 from ..scenario import Resolved
-from .common import Export, ExportError
+from .common import Export, ExportError, layers_per_chunk
 
 # `--optimizer` by scenario optimizer: Megatron's adam decouples weight decay (AdamW), its sgd
 # takes the momentum apart (`--sgd-momentum`); both are fused kernels.
@@ -81,13 +81,8 @@ def export_megatron(r: Resolved) -> Export:
              f"--tensor-model-parallel-size {p.tp}", f"--pipeline-model-parallel-size {p.pp}",
              f"--context-parallel-size {p.cp}"]
     if p.pipeline_schedule == "interleaved_1f1b":
-        chunks = p.pp * p.virtual_stages
-        if r.arch.num_hidden_layers % chunks:
-            raise ExportError("parallelism.virtual_stages", "Megatron-LM's interleaved schedule "
-                              f"needs num_hidden_layers ({r.arch.num_hidden_layers}) divisible by "
-                              f"pp x virtual_stages ({chunks})")
         args.append("--num-layers-per-virtual-pipeline-stage "
-                    f"{r.arch.num_hidden_layers // chunks}")
+                    f"{layers_per_chunk(r, 'Megatron-LM')}")
     elif p.pipeline_schedule != "1f1b":
         raise ExportError("parallelism.pipeline_schedule", "Megatron-LM runs 1F1B or "
                           f"interleaved 1F1B, not {p.pipeline_schedule}")

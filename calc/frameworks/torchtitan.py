@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..optimizers import OptimizerId
 from ..scenario import Resolved
-from .common import TORCH_DTYPE, Export, ExportError, fsdp_offload, no_fp8
+from .common import TORCH_DTYPE, Export, ExportError, fsdp_offload, layers_per_chunk, no_fp8
 
 # torchtitan 0.3.0's config registry: preset id -> (--module, --config function). The function
 # fixes the model (its flavor is no command-line setting), so presets without one are refused.
@@ -123,13 +123,8 @@ def export_torchtitan(r: Resolved) -> Export:
         args += [f"--parallelism.pipeline_parallel_microbatch_size {m}",
                  f"--parallelism.pipeline_parallel_schedule {schedule}"]
         if p.virtual_stages > 1:
-            chunks = p.pp * p.virtual_stages
-            if r.arch.num_hidden_layers % chunks:
-                raise ExportError("parallelism.virtual_stages", "torchtitan splits the layers "
-                                  f"evenly: num_hidden_layers ({r.arch.num_hidden_layers}) must "
-                                  f"divide by pp x virtual_stages ({chunks})")
             args.append("--parallelism.pipeline_parallel_layers_per_stage "
-                        f"{r.arch.num_hidden_layers // chunks}")
+                        f"{layers_per_chunk(r, 'torchtitan')}")
     args += [f"--parallelism.context_parallel_degree {p.cp}",
              f"--parallelism.expert_parallel_degree {p.ep}",
              f"--optimizer.param_groups.0.optimizer_name {OPTIMIZER_NAMES[t.optimizer]}",
