@@ -30,7 +30,7 @@ VALIDATED_FEATURES: dict[str, frozenset[Any]] = {
     "parallelism.tp": frozenset({1, 2, 4}),
     "parallelism.pp": frozenset({1, 2, 4}),
     "parallelism.cp": frozenset({1, 2, 4}),
-    "parallelism.ep": frozenset({1}),
+    "parallelism.ep": frozenset({1, 2, 4, 8}),
     "parallelism.zero": frozenset({0, 1, 2, 3}),
     "parallelism.sequence_parallel": frozenset({False, True}),
     "parallelism.pipeline_schedule": frozenset({"1f1b"}),
@@ -77,11 +77,7 @@ def confidence(r: Resolved) -> dict[str, Any]:
     for path, allowed in VALIDATED_FEATURES.items():
         group, name = path.split(".")
         value = getattr(getattr(r.scenario, group), name)
-        if path == "parallelism.ep" and value not in allowed:
-            missing.append(f"{path} = {value!r}: expert parallelism is traced (transformers' "
-                           "all-to-all with FSDP2 over the experts) but its expert FSDP unit's "
-                           "buffers are not modelled yet; the traced cases run above the trace")
-        elif value not in allowed:
+        if value not in allowed:
             missing.append(f"{path} = {value!r} is not in the traced cases")
         elif path in PARALLEL_FEATURES and value != _UNUSED[path] and \
                 not (path == "parallelism.zero" and r.parallelism.shard_group == 1):
@@ -115,7 +111,8 @@ def _sharding_gaps(r: Resolved) -> list[str]:
     DDP + ZeroRedundancyOptimizer (1), FSDP2 with reshard_after_forward False (2) and True
     (3), FSDP2 with a master-weights optimizer, FSDP2's CPUOffloadPolicy; tp (torchtitan's
     plan, loss parallel), sequence parallel, cp (torch's ring attention) and pp (1F1B), alone
-    or with FSDP2."""
+    or with FSDP2; ep (transformers' all-to-all, balanced routing) with FSDP2 over the experts
+    as their own units, tp, cp and pp 1."""
     p, t = r.parallelism, r.training
     gaps = []
     master = t.mixed_precision == "master"
@@ -128,6 +125,11 @@ def _sharding_gaps(r: Resolved) -> list[str]:
     if model_parallel and t.implementation == "hf" and (t.finetuning != "full" or
                                                         t.loss != "standard"):
         gaps.append("tp, cp and pp are traced for full training with the standard loss only")
+    if p.ep > 1 and (p.zero != 3 or master or model_parallel or t.implementation != "hf"
+                     or t.finetuning != "full"):
+        gaps.append("expert parallelism is traced as transformers' all-to-all with FSDP2 (zero "
+                    "3, full training, no tp, cp or pp), not with DDP, ZeRO-1/2, DeepSpeed or "
+                    "Megatron-LM")
     if master and p.zero in (1, 2) and p.shard_group > 1:
         gaps.append(f"zero {p.zero} with master weights is DeepSpeed's ZeRO-{p.zero}, modelled "
                     "from its code (stage_1_and_2.py), not traced")

@@ -32,7 +32,7 @@ from .logits import logits_memory, stage_output
 from .megatron import megatron_layer
 from .placement import Stage
 from .setup import Setup
-from .sources import TRACED_FSDP, TRACED_PEAK
+from .sources import EXPERT_UNITS, TRACED_FSDP, TRACED_PEAK
 from .states import ModelStates, accumulated, model_states
 
 PHASES = ("forward", "backward", "optimizer_step")
@@ -80,6 +80,9 @@ MOMENTS: dict[str, MomentKind] = {
     "forward.last_layer": MomentKind(
         "the forward of the widest layer, every earlier layer's activations saved",
         (*_FORWARD, "layer_forward")),
+    "forward.experts_combine": MomentKind(
+        "expert parallelism: the last MoE layer's experts' outputs back through the all-to-all, "
+        "weighted and summed", (*_FORWARD, "layer_forward")),
     "forward.fsdp_prefetch": MomentKind(
         "FSDP between layers: this layer and the next one gathered", (*_FORWARD, "all_gather")),
     "backward.last_layer": MomentKind(
@@ -99,6 +102,11 @@ MOMENTS: dict[str, MomentKind] = {
         "the first MoE layer's expert backward: its gate/up weight gradient for every local "
         "expert in one tensor, the layers above it done",
         ("states", "gradients_written", "other_micro_batches", "first_layer", "layer_backward")),
+    "backward.experts_reduce": MomentKind(
+        "FSDP2 with the experts their own unit: the first MoE layer's experts reduce their "
+        "gradients, the layers above done",
+        ("states", "gradients_written", "backward_gathered", "other_micro_batches",
+         "first_layer", "layer_backward")),
     "backward.fsdp_root": MomentKind(
         "the end of backward with FSDP: the root unit's post-backward",
         ("states", "gradients", "other_micro_batches", "embedding_grad", "root_reduce_scatter")),
@@ -160,6 +168,41 @@ EXPERTS_BACKWARD = Formula(
 FIRST_LAYER_INPUT = Formula(
     "activations/last_layer", "lambda x_l: x_l", id="peak.first_layer_input", source=TRACED_PEAK,
     title="The first layer's checkpointed input, freed last")
+EXPERTS_REDUCED_ALIVE = Formula(
+    "activations/last_layer", "lambda A_d, x_l, A_l, A_m, x_c: A_d + x_l + A_l - A_m - x_c",
+    id="peak.experts_reduced_alive", source=EXPERT_UNITS,
+    title="At the first MoE layer's expert reduce: the layers below it and its own activations "
+          "but the MLP's",
+    note="checkpointed: its kept input and its recomputed activations (x_c: what both count); "
+         "else x_l = x_c = 0")
+EXPERT_REDUCE = Formula(
+    "temporaries/gathered_grads",
+    "lambda P_l, E_l, U_n, w_g, X_3, d_1, g_r, P_xd, g_u: (P_l - E_l + U_n) * w_g + "
+    "(E_l + ceil(E_l / X_3) + d_1 * E_l) * g_r + P_xd * g_u",
+    id="peak.expert_reduce", source=EXPERT_UNITS,
+    title="FSDP2's post-backward of a MoE layer's expert unit: the layer's own unit and the next "
+          "one gathered, the reduce-scatter's input and output (and on a one-rank expert mesh "
+          "the input divided into a new tensor), the experts' down gradient not yet freed")
+MOE_GRADS_IN = Formula(
+    "temporaries/layer_backward", "lambda T, h, r, c: 2 * T * h * max(r, c)",
+    id="peak.moe_grads_in", source=EXPERT_UNITS,
+    title="The gradients at the MoE block's output and input, T h each at residual width")
+EP_COMBINE = Formula(
+    "temporaries/layer_forward", "lambda t_m, H, x_e, T: t_m * H * (3 * x_e + 4) + T * H * 4",
+    id="peak.ep_combine", source=EXPERT_UNITS,
+    title="transformers' all-to-all expert parallelism at the combine: three rows-wide buffers "
+          "at the experts' width (their output, the rows the all-to-all brings back, the "
+          "unpermuted copy), the rows weighted in fp32 (the routing weights' dtype) and their "
+          "sum per token",
+    note="traced: DeepSeek-V3 shapes, ep 2 x FSDP2 4 (the forward's peak)")
+HEAD_KEPT = Formula(
+    "temporaries/gathered_root", "lambda R_h, w_g: 2 * R_h * w_g", id="peak.head_kept",
+    source=EXPERT_UNITS,
+    title="FSDP2's head unit at the loss: gathered (never resharded after forward) beside its "
+          "all-gather output, freed when backward starts")
+HEAD_GATHERED = Formula(
+    "temporaries/gathered_root", "lambda R_h, w_g: R_h * w_g", id="peak.head_gathered",
+    source=EXPERT_UNITS, title="FSDP2's head unit in its backward: still gathered")
 GRADIENTS_WRITTEN = Formula(
     "gradients/weights", "lambda M_g, m_e, m_l, g: M_g - (m_e + m_l) * g",
     id="peak.written", source=TRACED_PEAK,
@@ -322,6 +365,13 @@ def stage_peak(x: Setup, stage: Stage, detail: bool = False) -> StagePeak:
         extra.append((ms.lingering, 1))
     forward_extra = part(tuple(extra), detail) if extra else None
     loss = logits_memory(x) if stage.head else None
+    units = ms.expert_units is not None
+    head_fwd = head_bwd = gathered
+    if units:
+        head = x.counts.lm_head or x.counts.embedding  # tied: the embedding's unit is kept
+        R_h = head // x.tp if stage.head else 0
+        head_fwd = part_of(HEAD_KEPT(R_h, n.gathered_weight)) if R_h else None
+        head_bwd = part_of(HEAD_GATHERED(R_h, n.gathered_weight)) if R_h else None
     # Recomputing a checkpointed layer rebuilds its activations; the residual it saves is the
     # checkpoint's own input, already counted, where the norms keep the residual itself.
     if ckpt:
@@ -334,11 +384,14 @@ def stage_peak(x: Setup, stage: Stage, detail: bool = False) -> StagePeak:
         layer_fwd, layer_bwd = widest.forward_transient, widest.backward_transient
     moments = []
     if loss:
-        moments.append(_moment("forward.loss", states, earlier, gathered, saved, forward_extra,
+        moments.append(_moment("forward.loss", states, earlier, head_fwd, saved, forward_extra,
                                loss[0]))
     moments.append(_moment("forward.last_layer", states, earlier, gathered, saved, forward_extra,
                            layer_fwd))
-    if ms.gathered_layer:
+    if x.ep > 1 and not x.megatron and stage.moe_layers:
+        moments.append(_moment("forward.experts_combine", states, earlier, gathered, saved,
+                               forward_extra, EP_COMBINE(x.routed, x.H, expert_width(x), x.T)))
+    if ms.gathered_layer and not units:
         moments.append(_moment("forward.fsdp_prefetch", states, earlier, gathered, saved,
                                forward_extra, ALL_GATHER(ms.gathered_layer.bytes)))
     bucket = ms.reduce_bucket
@@ -349,9 +402,13 @@ def stage_peak(x: Setup, stage: Stage, detail: bool = False) -> StagePeak:
     body = ly.body if times == 1 else saved
     moments.append(_moment("backward.last_layer", states, earlier, ms.backward_gathered, body,
                            layer_bwd, bucket))
-    moments.append(_moment("backward.first_layer", states, _written(x, stage, ms),
-                           ms.backward_gathered, others, first, layer_bwd, bucket))
-    late = _first_layer_late(x, stage, ms, ly, ckpt)
+    reduce = _experts_reduce(x, stage, ms, ly, others) if units else None
+    if reduce is not None:
+        moments.append(reduce)
+    else:
+        moments.append(_moment("backward.first_layer", states, _written(x, stage, ms),
+                               ms.backward_gathered, others, first, layer_bwd, bucket))
+    late = None if units else _first_layer_late(x, stage, ms, ly, ckpt)
     if late is not None:
         moments.append(_moment("backward.first_layer_late", states, late[0], late[1], others,
                                late[2], late[3], bucket))
@@ -362,11 +419,11 @@ def stage_peak(x: Setup, stage: Stage, detail: bool = False) -> StagePeak:
     moments.append(_end_of_backward(x, stage, ms, others))
     if loss:  # no layer has gradients yet: only the prefetched layer is gathered
         kept = stage_output(x) if x.pp > 1 else None  # the schedule holds the logits
-        moments.append(_moment("backward.loss_grad", states, earlier, gathered, saved, loss[1],
+        moments.append(_moment("backward.loss_grad", states, earlier, head_bwd, saved, loss[1],
                                kept))
         norm = head_norm_backward(x)
         if norm:
-            moments.append(_moment("backward.head_norm", states, earlier, gathered, saved, norm))
+            moments.append(_moment("backward.head_norm", states, earlier, head_bwd, saved, norm))
     moments.append(_moment("optimizer_step", states, ms.step_gradients, bucket,
                            ms.step_temporary))
     phases: dict[str, Moment] = {}
@@ -446,16 +503,7 @@ def _experts_backward(x: Setup, stage: Stage, ms: ModelStates, ly: Layers
             or ms.gathered_layer is not None or ms.gathered_model is not None):
         return None
     arch = x.arch
-    below = 0
-    while stage.first_layer + below < arch.num_hidden_layers and \
-            not arch.is_moe_layer(stage.first_layer + below):
-        below += 1
-    dense = next((act for kind, act, _ in ly.kinds if kind == "dense"), None)
-    ckpt = ly.checkpointed
-    A_d = 0
-    if dense is not None and below:
-        kept = min(ckpt, below)
-        A_d = kept * dense.checkpoint_input.bytes + (below - kept) * dense.total
+    below, A_d = _below_first_moe(x, stage, ly)
     layer = x.counts.moe_layer
     assert layer is not None  # the stage has MoE layers
     routed = [lin for lin in layer.linears if lin.group == "experts"]
@@ -474,6 +522,56 @@ def _experts_backward(x: Setup, stage: Stage, ms: ModelStates, ly: Layers
     return written, alive, EXPERTS_BACKWARD(gate_up, n.grad, x.routed, f, x.H, x_e)
 
 
+def _below_first_moe(x: Setup, stage: Stage, ly: Layers) -> tuple[int, int]:
+    """The stage's dense layers below its first MoE layer, and their saved activations (their
+    checkpointed inputs, when checkpointed)."""
+    arch = x.arch
+    below = 0
+    while stage.first_layer + below < arch.num_hidden_layers and \
+            not arch.is_moe_layer(stage.first_layer + below):
+        below += 1
+    dense = next((act for kind, act, _ in ly.kinds if kind == "dense"), None)
+    if dense is None or not below:
+        return below, 0
+    kept = min(ly.checkpointed, below)
+    return below, kept * dense.checkpoint_input.bytes + (below - kept) * dense.total
+
+
+def _experts_reduce(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, others: Part | None
+                    ) -> Moment | None:
+    """FSDP2 with the experts their own unit (transformers' plan; traced on Mixtral, Qwen3-MoE
+    and DeepSeek-V3 with ep): the first MoE layer's expert unit reduces its gradients once its
+    backward is done. Its reduce-scatter input and output coexist; on a one-rank expert mesh
+    FSDP2 writes the input divided by dp into a new tensor (foreach_reduce), a third copy."""
+    moe = next((act for kind, act, _ in ly.kinds if kind == "moe"), None)
+    if moe is None:
+        return None
+    local, n = ms.local, x.n
+    below, A_d = _below_first_moe(x, stage, ly)
+    symbols = local.term.symbols
+    E_l, P_l = local.per_layer_experts, local.per_layer
+    X_3 = x.N // x.ep
+    g_u = n.gathered_weight if n.fsdp_mixed else n.grad
+    g_r = 4 if n.fsdp_mixed else n.grad
+    grads = ms.gradients
+    written: Term = grads
+    embedding = x.counts.embedding // x.tp if stage.embedding else 0
+    if x.micro_batches == 1 and accumulated(grads):
+        m_e = 0 if x.arch.tie_word_embeddings else -(-embedding // x.N)
+        m_l = -(-(P_l - E_l) // x.N) + -(-E_l // X_3) + below * -(-symbols["P_dl"] // x.N)
+        written = GRADIENTS_WRITTEN(grads.bytes, m_e, m_l, n.grad)
+    U_n = symbols["P_dl"] if below else embedding
+    reduce = EXPERT_REDUCE(P_l, E_l, U_n, n.gathered_weight, X_3, int(X_3 == 1), g_r,
+                           local.per_layer_experts_down, g_u)
+    if ly.checkpointed:
+        alive = EXPERTS_REDUCED_ALIVE(A_d, moe.checkpoint_input.bytes, moe.total, moe.mlp_bytes,
+                                      moe.kept_in_saved)
+    else:
+        alive = EXPERTS_REDUCED_ALIVE(A_d, 0, moe.total, moe.mlp_bytes, 0)
+    return _moment("backward.experts_reduce", ms.on_device, written, reduce, others, alive,
+                   MOE_GRADS_IN(x.T, x.h, n.residual, n.compute))
+
+
 def _end_of_backward(x: Setup, stage: Stage, ms: ModelStates, others: Part | None) -> Moment:
     n = x.n
     tied = stage.embedding and stage.head and x.arch.tie_word_embeddings and not x.lora
@@ -483,6 +581,8 @@ def _end_of_backward(x: Setup, stage: Stage, ms: ModelStates, others: Part | Non
     else:
         incoming = EMBEDDING_GRAD(x.T, x.h, n.residual, n.compute)
     root = ms.local.root_trainable  # a frozen root (LoRA) has no gradients to reduce
+    if ms.expert_units is not None:  # the embedding is its own unit, the head reduced before
+        root = x.counts.embedding // x.tp if stage.embedding else 0
     if (ms.gathered_layer or ms.gathered_model) and root:
         # FSDP2's last post-backward is the root's: its parameters are resharded, its
         # unsharded gradients and the reduce-scatter input (in the reduce dtype) coexist

@@ -116,6 +116,8 @@ class LocalParams:
     per_layer_mlp: int  # the trainable part of the layer's MLP (experts, shared expert, router)
     experts: int  # the routed experts' parameters held (split by tp and ep), frozen included
     experts_trainable: int  # their trainable part
+    per_layer_experts: int  # one MoE layer's routed experts held (FSDP's expert unit)
+    per_layer_experts_down: int  # and their down projections (the unit's first gradients)
 
     @property
     def total(self) -> int:
@@ -129,7 +131,7 @@ def local_params(counts: ParamCounts, lora: bool, lora_rank: int, tp: int, ep: i
     (a batch or sequence search re-estimates the same model many times)."""
     arch = counts.arch
     linear_w = adapters = factored = largest = per_layer = layer_adapters = layer_linear = 0
-    layer_last = layer_mlp = experts = experts_trainable = 0
+    layer_last = layer_mlp = experts = experts_trainable = layer_experts = layer_down = 0
     per_kind = {}
     for name, layer, n in (("dense", counts.dense_layer, stage.dense_layers),
                            ("moe", counts.moe_layer, stage.moe_layers)):
@@ -139,7 +141,10 @@ def local_params(counts: ParamCounts, lora: bool, lora_rank: int, tp: int, ep: i
         lt, lw, la, big, fac = _layer_local(layer, lora, lora_rank, tp, ep, targets)
         per_kind[name] = lt
         routed = [lin for lin in layer.linears if lin.group == "experts"]
-        experts += n * sum(sum(lin.local_counts(tp, ep)) for lin in routed)
+        if routed:
+            layer_experts = sum(sum(lin.local_counts(tp, ep)) for lin in routed)
+            layer_down = sum(sum(lin.local_counts(tp, ep)) for lin in routed if lin.tp == "row")
+            experts += n * layer_experts
         experts_trainable += n * sum(_trainable(lin, lora, lora_rank, tp, ep, targets)
                                      for lin in routed)
         linear_w += n * lw
@@ -177,7 +182,8 @@ def local_params(counts: ParamCounts, lora: bool, lora_rank: int, tp: int, ep: i
         largest = max(largest, vocab_part if (stage.embedding or stage.head) else 0)
     return LocalParams(total, trainable, largest, per_layer, linear_w, root, factored,
                        layer_adapters if lora else per_layer, layer_linear, 0 if lora else root,
-                       layer_last, layer_mlp, experts, experts_trainable)
+                       layer_last, layer_mlp, experts, experts_trainable, layer_experts,
+                       layer_down)
 
 
 def _last_trainable(layer: LayerParams, lora: bool, rank: int, tp: int, ep: int,

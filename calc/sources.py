@@ -147,11 +147,18 @@ EXPERT_DP = Source(
     "(expert tp x ep x pp)); DeepSpeed MoE (expert parameter groups sharded over the expert data "
     "parallel group); torchtitan (experts sharded over dp_shard x cp / ep)", "code",
     "https://github.com/NVIDIA/Megatron-LM", short="expert data parallelism")
+EXPERT_UNITS = Source(
+    "expert_units", "transformers distributed/fsdp.py (apply_fully_sharded_data_parallelism: "
+    "the experts fully_shard on the expert-data-parallel mesh with set_gradient_divide_factor"
+    "(dp), the layers resharded after forward, lm_head kept); FSDP2 _fsdp_collectives.py "
+    "(foreach_reduce: on a single-rank mesh the input divided into a new tensor); traced: "
+    "validation/cases.json (expert-parallel cases)", "traced",
+    "https://github.com/huggingface/transformers", short="FSDP2 expert units")
 
 SOURCES: dict[str, Source] = {s.id: s for s in (
     ZERO, ZERO_OFFLOAD, KORTHIKANTI, NARAYANAN, MEGATRON_SPLITS, LORA, QLORA, ADAMW, ADAM, SGD,
     ADAFACTOR, LION, BNB_8BIT, HF_PARAMS, HF_LOSS, LIGER, MEGATRON_CODE, TORCH_SAC, TRACED_ACTIVATIONS, TRACED_PEAK,
     TRACED_FSDP, TRACED_OPTIMIZER_STEP, DDP_BUCKETS, ALLOCATOR, CUDA_CONTEXT, NCCL, GPU_PRESETS,
     TRANSFORMER_MATH, MEGATRON_THEORETICAL, EXPERT_DP, TORCH_PIPELINING,
-    TORCH_LOSS_PARALLEL)}
+    TORCH_LOSS_PARALLEL, EXPERT_UNITS)}
 """Every source by id: the docs' bibliography lists them from here."""

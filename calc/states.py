@@ -25,6 +25,7 @@ from .setup import Setup
 from .sources import (
     DDP_BUCKETS,
     EXPERT_DP,
+    EXPERT_UNITS,
     LORA,
     MEGATRON_CODE,
     QLORA,
@@ -191,6 +192,16 @@ GATHERED_MODEL = Formula(
     id="states.gathered_model", source=TRACED_FSDP,
     title="FSDP2 with reshard_after_forward=False (ZeRO-2): every layer gathered from its "
           "forward to the end of backward")
+EXPERT_UNITS_GATHERED = Formula(
+    "temporaries/gathered_params", "lambda P_l, E_l, w_g: (P_l + E_l) * w_g",
+    id="states.expert_units_gathered", source=EXPERT_UNITS,
+    title="FSDP2, the experts their own unit: at a MoE layer's expert forward, the layer and its "
+          "experts gathered, the experts' all-gather output kept until the next all-gather")
+EXPERT_UNIT_GRADS = Formula(
+    "temporaries/gathered_grads", "lambda E_l, g_u: E_l * g_u", id="states.expert_unit_grads",
+    source=EXPERT_UNITS,
+    title="FSDP2, the experts their own unit: in a MoE layer's backward, its experts' unsharded "
+          "gradients")
 LINGERING_ALL_GATHER = Formula(
     "temporaries/all_gather_buffers", "lambda P_l, w_g: P_l * w_g",
     id="states.lingering_all_gather", source=TRACED_FSDP,
@@ -243,6 +254,9 @@ class ModelStates:
     backward_gathered: Part | None  # and, in a layer's backward, its gathered gradients
     gathered_model: Term | None  # FSDP2 at stage 2: every layer gathered, fwd to end of bwd
     lingering: Term | None  # and the last layer's all-gather buffer, alive through forward
+    # FSDP2 with the experts their own unit (transformers' plan): a MoE layer's forward gathers
+    # both; the root is not kept (the embedding is resharded, the head gathered at the loss)
+    expert_units: Term | None = None
 
 
 def local(x: Setup, stage: Stage) -> LocalParams:
@@ -315,7 +329,7 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool, amp:
             NO_GRADIENTS()
 
     step = None if offloaded else _step_temporary(opt, impl, local, N_1, w_s, g, ex)
-    gathered = gathered_grads = root = everything = lingering = accumulated = None
+    gathered = gathered_grads = root = everything = lingering = accumulated = units = None
     w_g = n.gathered_weight
     # autograd's unsharded gradients come in the gathered dtype under a mixed-precision
     # policy, else in the parameters' own; the reduce-scatter runs in fp32 under the policy
@@ -328,6 +342,11 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool, amp:
         everything = GATHERED_MODEL(P, w_g)
         accumulated = PIPELINED_GRADS(P_t, g_r)
         gathered_grads = PIPELINED_LAYER_GRADS(local.per_layer_trainable, g_u)
+    elif z == 3 and fsdp2 and N > 1 and ex is not None and local.per_layer_experts \
+            and not megatron:
+        gathered = GATHERED_LAYER(local.per_layer, w_g)
+        gathered_grads = EXPERT_UNIT_GRADS(local.per_layer_experts, g_u)
+        units = EXPERT_UNITS_GATHERED(local.per_layer, local.per_layer_experts, w_g)
     elif z == 3:
         if qlora:
             gathered = GATHERED_LAYER_NF4(local.per_layer, local.per_layer_linear, w_g)
@@ -360,9 +379,9 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool, amp:
     return ModelStates(local, tuple(params), gradients, tuple(states), tuple(host), step_grads,
                        step, gathered, gathered_grads, root, ddp, reduce,
                        part_of(*params, *states, ddp),
-                       part_of(gathered, root, everything, accumulated),
+                       part_of(units or gathered, root, everything, accumulated),
                        part_of(gathered, root, everything, accumulated, gathered_grads),
-                       everything, lingering)
+                       everything, lingering, units)
 
 
 def accumulated(gradients: Term) -> bool:

@@ -104,6 +104,15 @@ SYMBOLS: dict[str, Symbol] = {name: Symbol(tex, meaning) for name, tex, meaning 
      "routed experts"),
     ("x_e", "x_e", "bytes of the routed experts' activations (fp32 under amp: grouped_mm runs "
      "outside autocast)"),
+    ("E_l", "P_\\text{layer,experts}", "one MoE layer's routed experts on one GPU (FSDP's "
+     "expert unit)"),
+    ("P_xd", "P_\\text{experts,down}", "one MoE layer's down weights of its local routed "
+     "experts"),
+    ("d_1", "d_1", "1 when the experts' data-parallel mesh is one rank (FSDP2 then writes the "
+     "gradients divided by dp into a new tensor), else 0"),
+    ("R_h", "R_\\text{head}", "the output head's unit on one GPU (lm_head)"),
+    ("U_n", "U_\\text{next}", "the next unit backward gathers (the layer below, or the "
+     "embedding)"),
     ("P_ll", "P_\\text{layer,last}", "the trainable part of a layer's last projection (its "
      "backward's first weight gradient)"),
     ("L_l", "P_\\text{layer,linear}", "one layer's linear weights on one GPU (QLoRA's 4-bit part)"),

@@ -102,3 +102,54 @@ def test_routing_load_scales_the_routed_tokens() -> None:
     assert routed() == 4096 * 2
     assert routed(moe_capacity_factor=1.25) == 4096 * 2 * 5 // 4
     assert routed(moe_load_imbalance=1.5) == 4096 * 3
+
+
+def _moments(scenario: dict) -> dict:
+    from calc.peak import stage_peak
+    x = _setup(scenario)
+    return {m.name: m for m in stage_peak(x, x.stages[0], detail=True).moments}
+
+
+EP_FSDP = {"model": "mixtral-8x7b", "training": {"micro_batch_size": 1, "seq_len": 2048,
+                                                 "mixed_precision": "pure"},
+           "parallelism": {"dp": 8, "ep": 8, "zero": 3}}
+
+
+def test_a_one_rank_expert_mesh_reduces_into_three_copies() -> None:
+    """FSDP2's expert unit on an expert-data-parallel mesh of one rank (dp = ep): the
+    reduce-scatter input, its output (same size) and the input divided by dp into a new tensor
+    (foreach_reduce's single-rank path); on two ranks the output is half and divided in place."""
+    one = _moments(EP_FSDP)["backward.experts_reduce"]
+    two = _moments({**EP_FSDP, "parallelism": {"dp": 8, "ep": 4, "zero": 3}})[
+        "backward.experts_reduce"]
+    (reduce_one,) = [p for p in one.parts if getattr(p, "key", "") == "temporaries/gathered_grads"]
+    x = _setup(EP_FSDP)
+    E_l = x.counts.moe_layer.group_count("experts") // 8
+    assert reduce_one.values[reduce_one.formula.args.index("d_1")] == 1
+    assert reduce_one.values[reduce_one.formula.args.index("E_l")] == E_l
+    (reduce_two,) = [p for p in two.parts if getattr(p, "key", "") == "temporaries/gathered_grads"]
+    assert reduce_two.values[reduce_two.formula.args.index("d_1")] == 0
+
+
+def test_expert_units_gather_the_experts_beside_their_all_gather_output_in_forward() -> None:
+    """The layer and its experts gathered, the experts' all-gather output kept: (P_l + E_l) w_g;
+    no root unit (the embedding resharded, the head gathered at the loss only)."""
+    moments = _moments(EP_FSDP)
+    x = _setup(EP_FSDP)
+    E_l = x.counts.moe_layer.group_count("experts") // 8
+    moe = x.counts.moe_layer
+    P_l = moe.linear_weight_count + moe.bias_count + moe.norm_count - 7 * E_l  # one expert of 8
+    layer = moments["forward.last_layer"].parts[2]
+    assert layer.bytes == (P_l + E_l) * 2
+    assert "forward.fsdp_prefetch" not in moments
+    head = moments["forward.loss"].parts[2]
+    assert head.bytes == 2 * x.counts.lm_head * 2  # the head and its all-gather output
+
+
+def test_expert_parallelism_is_validated_only_where_traced() -> None:
+    r = estimate(EP_FSDP).as_dict()["confidence"]
+    assert "expert parallelism (ep = 8)" in r["traced"]
+    assert not any("expert" in m for m in r["missing"])
+    ddp = estimate({**EP_FSDP, "parallelism": {"dp": 8, "ep": 8, "zero": 1}}).as_dict()
+    assert any("expert parallelism is traced as transformers' all-to-all with FSDP2" in m
+               for m in ddp["confidence"]["missing"])
