@@ -17,7 +17,10 @@ What lands there, and from where:
   every start;
 - `pyodide/pyodide-lock.json`: a small lock file naming exactly those wheels with their sha256.
   Pyodide reads it from its `indexURL`, checks each wheel against it, and installs them with no
-  micropip and no network beyond the site itself.
+  micropip and no network beyond the site itself;
+- `pyodide/snapshot-KEY.bin.gz` and `pyodide/snapshot.json`: the interpreter's memory right after
+  it has initialised, made by this very runtime under Node (tools/snapshot.mjs), which every
+  visit restores instead of initialising CPython again (site/assets/pyodide_start.mjs).
 
 The build fails, with the reason, when the wheels do not satisfy each other's requirements (a
 pydantic / pydantic_core mismatch imports fine and breaks at the first model) or when the
@@ -177,6 +180,7 @@ def main() -> None:
                     *(w.name for w in wheels)], check=True)
     data = lock([OUT / "pyodide" / w.name for w in wheels], info)
     (OUT / "pyodide" / "pyodide-lock.json").write_text(json.dumps(data, indent=1) + "\n")
+    subprocess.run(["node", str(ROOT / "tools" / "snapshot.mjs"), str(OUT / "pyodide")], check=True)
     versions = {
         "pyscript": json.loads((NODE / "@pyscript" / "core" / "package.json").read_text())["version"],
         "pyodide": json.loads((NODE / "pyodide" / "package.json").read_text())["version"],

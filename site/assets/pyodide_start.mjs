@@ -1,78 +1,75 @@
-// Pyodide, started from a memory snapshot when this browser has one.
+// Pyodide, started from the memory snapshot the site ships.
 //
 // PyScript imports the module named by a PyWorker's `version` option and calls its
 // `loadPyodide`; this module is that module. Starting the interpreter is most of the time to the
-// first live result (measured: about 2.3 s of a 3.4 s repeat visit on a 2-core machine, with
-// every file already cached), and almost all of it is CPython initialising itself, which is the
-// same every time. So the first start in a browser passes Pyodide's `_makeSnapshot` option, takes
-// a copy of the interpreter's memory right after it has initialised (before any package is
-// installed: package files live outside that memory), and keeps it in Cache Storage. Later
-// starts hand that copy to `_loadSnapshot`, which restores it instead of initialising (about
-// 0.4 s), then install the packages as usual.
+// first live result (about 2.2 s of a 3.6 s cold visit on a 2-core machine), and almost all of it
+// is CPython initialising itself, the same every time. So the build (tools/snapshot.mjs) starts
+// the vendored Pyodide under Node, takes a copy of the interpreter's memory right after it has
+// initialised, and ships it gzip-compressed next to the runtime, named in vendor/pyodide/
+// snapshot.json. Every visit, the first one too, hands it to Pyodide's `_loadSnapshot`, which
+// restores it instead of initialising (about 0.3 s), then installs the packages as usual. The
+// snapshot is fetched while Pyodide fetches and compiles its wasm, and is decompressed here, in
+// the worker, never on the page's main thread.
 //
-// The snapshot is only ever restored by the Pyodide build that made it (Pyodide checks its build
-// id and throws otherwise); any failure to read, restore or check it deletes it and starts
-// normally, so the worst case is the ordinary start. Both options are underscore-prefixed, i.e.
-// experimental in Pyodide 314: the e2e tests cover both paths.
+// The snapshot is only restored by the runtime it was made from: snapshot.json must name this
+// Pyodide version, and Pyodide checks its own build id in the snapshot's header and throws
+// otherwise. Anything wrong (no manifest, another version, a damaged file, a failed restore) is
+// said on the console and Python starts normally, so the worst case is the ordinary start. Both
+// options are underscore-prefixed, i.e. experimental in Pyodide 314: the e2e tests cover both
+// paths (tests/e2e/test_snapshot.py).
 
 import { loadPyodide as loadFresh, version } from "../vendor/pyodide/pyodide.mjs";
 
 export { version };
 
 const INDEX_URL = new URL("../vendor/pyodide/", import.meta.url).href;
-const CACHE = "trainmem-pyodide-snapshot"; // not "trainmem-site-": the service worker leaves it be
-const KEY = new URL(`snapshot-${version}.bin`, INDEX_URL).href;
+const GZIP_MAGIC = [0x1f, 0x8b];
+const OLD_CACHE = "trainmem-pyodide-snapshot"; // where browsers kept a snapshot they made: unused now
 
-async function readSnapshot() {
-  try {
-    const response = await (await caches.open(CACHE)).match(KEY);
-    return response ? new Uint8Array(await response.arrayBuffer()) : null;
-  } catch {
-    return null; // no Cache Storage (an insecure context): start normally
-  }
+async function fetchOk(url) {
+  const response = await fetch(url, { credentials: "same-origin" });
+  if (!response.ok) throw new Error(`${url}: HTTP ${response.status}`);
+  return response;
 }
 
-async function saveSnapshot(bytes) {
-  try {
-    await (await caches.open(CACHE)).put(KEY, new Response(bytes, {
-      headers: { "content-type": "application/octet-stream" },
-    }));
-  } catch (e) {
-    console.info(`pyodide: the start-up snapshot was not saved (${e?.message ?? e})`);
+// The shipped snapshot's bytes, uncompressed (a host that sent the file with `Content-Encoding:
+// gzip` has had the browser do it already: then they are used as they came).
+async function shippedSnapshot() {
+  const manifest = await (await fetchOk(new URL("snapshot.json", INDEX_URL))).json();
+  if (manifest.pyodide !== version) {
+    throw new Error(`it was made for Pyodide ${manifest.pyodide}, this is ${version}`);
   }
-}
-
-async function forgetSnapshot() {
-  try { await caches.delete(CACHE); } catch { /* nothing to forget */ }
+  let bytes = new Uint8Array(await (await fetchOk(new URL(manifest.file, INDEX_URL))).arrayBuffer());
+  if (bytes[0] === GZIP_MAGIC[0] && bytes[1] === GZIP_MAGIC[1]) {
+    const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+    bytes = new Uint8Array(await new Response(stream).arrayBuffer());
+  }
+  if (bytes.length !== manifest.bytes) {
+    throw new Error(`${manifest.file} has ${bytes.length} bytes, the manifest says ${manifest.bytes}`);
+  }
+  return bytes;
 }
 
 export async function loadPyodide(options = {}) {
   const { packages = [], ...rest } = options;
   const config = { ...rest, indexURL: INDEX_URL };
   const t0 = performance.now();
-  const snapshot = await readSnapshot();
-  if (snapshot) {
-    try {
-      const py = await loadFresh({ ...config, _loadSnapshot: snapshot });
-      if (py.runPython("6 * 7") !== 42) throw new Error("the restored interpreter does not compute");
-      console.info(`pyodide: started from the saved snapshot in ${Math.round(performance.now() - t0)} ms`);
-      await py.loadPackage(packages);
-      return py;
-    } catch (e) {
-      console.info(`pyodide: the saved snapshot could not be used (${e?.message ?? e}); starting afresh`);
-      await forgetSnapshot();
-    }
-  }
-  const py = await loadFresh({ ...config, _makeSnapshot: true });
-  console.info(`pyodide: started afresh in ${Math.round(performance.now() - t0)} ms`);
-  let copy = null;
+  globalThis.caches?.delete(OLD_CACHE).catch(() => {});
+  const snapshot = shippedSnapshot();
+  snapshot.catch(() => {}); // its failure is reported below, where loadFresh awaits it
+  let py;
   try {
-    copy = py.makeMemorySnapshot();
+    py = await loadFresh({ ...config, _loadSnapshot: snapshot });
+    // Every visitor restores the same memory: reseed `random`, which Python seeded at start-up.
+    if (py.runPython("import random; random.seed(); 6 * 7") !== 42) {
+      throw new Error("the restored interpreter does not compute");
+    }
+    console.info(`pyodide: started from the shipped snapshot in ${Math.round(performance.now() - t0)} ms`);
   } catch (e) {
-    console.info(`pyodide: no start-up snapshot (${e?.message ?? e})`);
+    console.info(`pyodide: the shipped snapshot could not be used (${e?.message ?? e}); starting afresh`);
+    py = await loadFresh(config);
+    console.info(`pyodide: started afresh in ${Math.round(performance.now() - t0)} ms`);
   }
-  const installed = py.loadPackage(packages);
-  if (copy) await saveSnapshot(copy);
-  await installed;
+  await py.loadPackage(packages);
   return py;
 }

@@ -171,6 +171,14 @@ class Calculator:
         return locator
 
 
+def python_start_messages(calc: Calculator) -> list[str]:
+    """What site/assets/pyodide_start.mjs says from now on about starting Python (the worker's
+    console, which Playwright reports as the page's)."""
+    said: list[str] = []
+    calc.page.on("console", lambda m: m.text.startswith("pyodide: ") and said.append(m.text))
+    return said
+
+
 @pytest.fixture
 def calculator(browser: Any, base_url: str, request: pytest.FixtureRequest) -> Iterator[Calculator]:
     context = browser.new_context(viewport={"width": 1280, "height": 900})

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from serve import server  # tools/, put on sys.path by conftest
 
-from .conftest import LIVE_TIMEOUT_MS, SITE, Calculator
+from .conftest import LIVE_TIMEOUT_MS, SITE, Calculator, python_start_messages
 
 WORKER_ACTIVE = """async () => {
   const r = await navigator.serviceWorker.ready;
@@ -87,6 +87,8 @@ def test_precache_lists_the_runtime_wheels_and_pages(site: Site) -> None:
     lock = json.loads((site.root / "vendor" / "pyodide" / "pyodide-lock.json").read_text())
     wheels = {f"vendor/pyodide/{p['file_name']}" for p in lock["packages"].values()}
     assert wheels <= files
+    snapshot = json.loads((site.root / "vendor" / "pyodide" / "snapshot.json").read_text())
+    assert {"vendor/pyodide/snapshot.json", f"vendor/pyodide/{snapshot['file']}"} <= files
     assert {"./", "calculator/", "calculator/calc_worker.py", "calculator/calculator.js",
             "vendor/pyodide/pyodide-lock.json", "vendor/pyodide/pyodide.mjs",
             "vendor/pyodide/pyodide.asm.wasm", "vendor/pyodide/python_stdlib.zip",
@@ -101,8 +103,10 @@ def test_calculator_works_offline_after_the_first_visit(offline_calculator: Calc
     calc.open()
     wait_saved(calc)
     site.stop()
+    said = python_start_messages(calc)
     calc.page.reload()
     calc.wait_live()
+    assert any("started from the shipped snapshot" in m for m in said), said  # precached too
     calc.page.wait_for_selector("#offline-notice[data-state=offline]", timeout=LIVE_TIMEOUT_MS)
     assert "offline" in calc.page.inner_text("#offline-notice")
     assert manifest(site)["version"] in calc.page.inner_text("#offline-notice")
@@ -141,56 +145,3 @@ def test_new_deployment_is_offered_not_mixed(offline_calculator: Calculator, sit
     calc.page.wait_for_function("() => window.siteOffline && window.siteOffline.ready", timeout=LIVE_TIMEOUT_MS)
     assert calc.page.evaluate("window.siteOffline.version") == "0000deploy02"
     assert "deployment 2" in calc.page.evaluate("fetch('calculator.js').then(r => r.text())")
-
-
-SNAPSHOT_CACHE = "trainmem-pyodide-snapshot"  # site/assets/pyodide_start.mjs
-
-
-def start_messages(calc: Calculator) -> list[str]:
-    """Collects what assets/pyodide_start.mjs says about how Python started (worker console)."""
-    said: list[str] = []
-    calc.page.on("console", lambda m: m.text.startswith("pyodide: ") and said.append(m.text))
-    return said
-
-
-def test_repeat_visit_restores_python_from_the_snapshot_with_the_same_results(
-        offline_calculator: Calculator) -> None:
-    """The first visit starts Python afresh and saves a memory snapshot; the next one restores
-    it, and computes exactly what a fresh start computes."""
-    calc = offline_calculator
-    said = start_messages(calc)
-    scenario = {"model": "qwen2.5-7b", "training": {"seq_len": 4096, "micro_batch_size": 2}}
-    calc.open(scenario)
-    first = calc.wait_report_for(calc.report()["scenario"])
-    assert any("started afresh" in m for m in said), said
-    calc.page.wait_for_function(
-        f"() => caches.open('{SNAPSHOT_CACHE}').then(c => c.keys()).then(k => k.length === 1)",
-        timeout=LIVE_TIMEOUT_MS)
-    said.clear()
-    calc.page.reload()
-    calc.wait_live()
-    assert any("started from the saved snapshot" in m for m in said), said
-    assert calc.wait_report_for(first["scenario"]) == first
-    calc.field("training.seq_len").fill("2048")  # and it keeps computing
-    scenario = {**first["scenario"], "training": {**first["scenario"]["training"], "seq_len": 2048}}
-    assert calc.wait_report_for(scenario)["peak_bytes"] < first["peak_bytes"]
-
-
-def test_an_unusable_snapshot_is_dropped_and_python_starts_afresh(
-        offline_calculator: Calculator) -> None:
-    calc = offline_calculator
-    said = start_messages(calc)
-    calc.open()
-    calc.page.wait_for_function(
-        f"() => caches.open('{SNAPSHOT_CACHE}').then(c => c.keys()).then(k => k.length === 1)",
-        timeout=LIVE_TIMEOUT_MS)
-    calc.page.evaluate(f"""async () => {{
-        const cache = await caches.open('{SNAPSHOT_CACHE}');
-        const [key] = await cache.keys();
-        await cache.put(key, new Response(new Uint8Array(4096)));  // not a snapshot
-    }}""")
-    said.clear()
-    calc.page.reload()
-    calc.wait_live()
-    assert any("could not be used" in m for m in said), said
-    assert any("started afresh" in m for m in said), said
