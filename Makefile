@@ -93,8 +93,9 @@ param-counts: $(VAL)/.installed
 clean:
 	rm -rf $(VENV) $(VAL) build dist vendor node_modules .mypy_cache .ruff_cache .pytest_cache
 
-## bench-site: the site's speed in headless Chromium (cold, repeat, long tasks, recalculation,
-## transfer); writes benchmarks/results/site_speed.json and prints a summary
+## bench-site: the site's speed in headless Chromium (cold, against a bare Pyodide page in the
+## same run, repeat, long tasks, recalculation, transfer); writes build/bench/site_speed.json and
+## prints a summary (the committed reference: python benchmarks/bench_site.py --out benchmarks/results/site_speed.json)
 .PHONY: bench-site
 bench-site: site chromium
 	CALC_CHROMIUM="$(CHROMIUM)" $(BIN)/python benchmarks/bench_site.py
