@@ -62,6 +62,7 @@ DECLARED_IN: dict[str, str] = {
     # the calculator page's own (no command): a pasted config.json, and "Batch and speed"
     "architecture": "calc.operations",
     "batch-and-speed": "calc.plan.cost",
+    "charts": "calc.charts",
 }
 
 SCENARIO_HELP = ("the scenario (calc's JSON: model, training, parallelism, gpu); on the command "

@@ -229,7 +229,9 @@ def calculator_html(root: str) -> str:
     basic = _fields("training", training, BASIC, kinds)
     adv_training = _fields("training", training, ADVANCED_TRAINING, kinds)
     adv_parallel = _fields("parallelism", parallel, tuple(parallel["properties"]), kinds)
-    payload = json.loads(_worker().call("estimate", json.dumps({"scenario": DEFAULT_SCENARIO})))
+    request = json.dumps({"scenario": DEFAULT_SCENARIO})
+    payload = json.loads(_worker().call("estimate", request))
+    payload["charts"] = json.loads(_worker().call("charts", request))["charts"]  # charts.mjs
     report_text = html.escape(payload.pop("report_text"))
     return f"""
 <div class="calc" id="calc">

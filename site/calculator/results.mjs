@@ -4,6 +4,7 @@
 
 import { $, DATA, ask, count, esc, failed, gib, gpuName, isLatest, label, live, pct, say, secs,
   share, verdict } from "./page.mjs";
+import { addCharts, showCharts } from "./charts.mjs";
 
 let recommended = []; // what each recommendation's "Apply" loads
 
@@ -13,6 +14,7 @@ export function addResultSections() {
   const side = Object.assign(document.createElement("div"), { className: "calc-side" });
   results.replaceWith(side);
   side.append(results);
+  addCharts(results);
   const formats = Object.entries(DATA.export.formats).map(([id, name]) =>
     `<option value="${id}"${id === DATA.export.default ? " selected" : ""}>${esc(name)} (${id})</option>`).join("");
   side.insertAdjacentHTML("beforeend", `<div id="calc-plan" class="calc-plan"></div>
@@ -86,6 +88,8 @@ export function render(payload, state) {
 // as soon as a newer scenario is asked for.
 export async function afterResult(scenario, mine) {
   await showPlan(scenario, mine);
+  if (!isLatest(mine)) return;
+  await showCharts(scenario, mine);
   if (!isLatest(mine)) return;
   await showExport(scenario, mine);
   if (!isLatest(mine)) return;

@@ -1,0 +1,49 @@
+"""Charts and live documentation: every mark of a chart is the library's number, and the
+documentation's embedded examples recompute in the browser what calc computes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from calc import estimate
+from calc.charts import memory_sweep, phase_timeline
+
+from .conftest import LIVE_TIMEOUT_MS, Calculator
+
+# What a chart's marks say: each sweep point's x and bytes, each level's GPU and bytes, each
+# timeline bar's moment and bytes.
+CHART_DATA = """svg => ({
+  points: [...svg.querySelectorAll('circle[data-bytes]')].map(c => [Number(c.dataset.x), Number(c.dataset.bytes)]),
+  levels: [...svg.querySelectorAll('.chart-level')].map(g => [g.dataset.gpu, Number(g.dataset.bytes)]),
+  moments: [...svg.querySelectorAll('[data-moment]')].map(g => [g.dataset.moment, Number(g.dataset.bytes)]),
+  peak: [...svg.querySelectorAll('.chart-bar--peak')].map(g => g.dataset.moment)})"""
+
+
+def chart_data(page: Any, selector: str) -> dict[str, Any]:
+    return page.locator(selector).evaluate(CHART_DATA)  # type: ignore[no-any-return]
+
+
+def expected_sweep(scenario: dict[str, Any], field: str) -> list[list[int]]:
+    return [[p.x, p.bytes] for p in memory_sweep(scenario, field).series[0].points]  # type: ignore[arg-type]
+
+
+def test_calculator_charts_follow_the_scenario_with_the_librarys_numbers(
+        calculator: Calculator) -> None:
+    """The calculator's charts, recomputed live for a linked scenario, equal calc.charts'."""
+    scenario = {"model": "qwen2.5-7b", "training": {"seq_len": 2048, "micro_batch_size": 2},
+                "parallelism": {"dp": 4, "zero": 2}, "gpu": "a100-80gb"}
+    calculator.open(scenario)
+    page = calculator.page
+    page.wait_for_selector("#calc-charts .chart-charts[data-state=live]", state="attached",
+                           timeout=LIVE_TIMEOUT_MS)
+    e = estimate(scenario)
+    mb = chart_data(page, "#chart-sweep-micro-batch-size")
+    assert mb["points"] == expected_sweep(scenario, "training.micro_batch_size")
+    seq = chart_data(page, "#chart-sweep-seq-len")
+    assert seq["points"] == expected_sweep(scenario, "training.seq_len")
+    timeline = chart_data(page, "#chart-timeline")
+    assert timeline["moments"] == [[b.moment, b.bytes] for b in phase_timeline(e).bars]
+    assert timeline["peak"] == [e.peak_moment]
+    assert ["a100-80gb", e.usable_bytes] in mb["levels"]
+    assert page.locator("#chart-sweep-micro-batch-size .chart-level--current").get_attribute(
+        "data-gpu") == "a100-80gb"
