@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from docs_common import billions, calc_link, gib, md_table, num_gib, pct
+from docs_live import STATUS_WORDS, live_example
 
 from calc import COMPONENTS, PHASES, Estimate, estimate
 from calc.plan import DEFAULT_TARGET, advise, max_micro_batch, recommend
@@ -27,18 +28,19 @@ class Story:
             raise AssertionError(f"{self.src}: the page says {what!r}, the estimator no longer "
                                  "agrees; revise the page")
 
-    def step(self, name: str, scenario: dict[str, Any]) -> Estimate:
+    def step(self, name: str, scenario: dict[str, Any], levers: tuple[str, ...] = ()) -> Estimate:
+        """Estimate a step; `levers` are the scenario fields (paths) its live example offers
+        beside the micro-batch, the sequence length and the GPU."""
         e = estimate(scenario)
         self.est[name] = e
-        within = e.utilization <= DEFAULT_TARGET
         self.ctx.update({
             f"{name}_device": gib(e.device_bytes),
             f"{name}_peak": gib(e.peak_bytes),
             f"{name}_util": pct(e.utilization),
-            f"{name}_fits": ("fits within the target" if within else
-                             "fits, but above the target" if e.fits else "does not fit"),
+            f"{name}_fits": STATUS_WORDS[e.status],
             f"{name}_phase": e.peak_phase.replace("_", " "),
             f"{name}_link": calc_link(e.scenario, self.src),
+            f"{name}_live": live_example(e, self.src, levers),
             f"{name}_components": components_table(e),
             f"{name}_confidence": e.confidence["level"],
         })
@@ -99,18 +101,20 @@ def llama_8k(src: str) -> dict[str, str]:
     s = Story(src)
     M, G, S = "llama-3.1-8b", "a100-40gb", 8192
     AC = {"seq_len": S, "activation_checkpointing": "full"}
-    base = s.step("base", _scenario(M, G, {"seq_len": S}))
+    base = s.step("base", _scenario(M, G, {"seq_len": S}), ("training.activation_checkpointing", "parallelism.tp"))
     s.ctx.update(params=billions(base.param_count), usable=gib(base.usable_bytes),
                  limit=gib(int(DEFAULT_TARGET * base.usable_bytes)))
     s.claim(not base.fits, "one GPU does not fit")
-    tp4 = s.step("tp4", _scenario(M, G, {"seq_len": S}, {"tp": 4}))
+    tp4 = s.step("tp4", _scenario(M, G, {"seq_len": S}, {"tp": 4}),
+                 ("parallelism.tp", "training.activation_checkpointing", "parallelism.sequence_parallel"))
     s.claim(not tp4.fits, "TP=4 alone does not fit")
     s.claim(tp4.components["activations"] > tp4.components["optimizer_states"],
             "activations are the largest component under TP=4")
     s.max_batch("tp4")
     s.claim(s.ctx["tp4_maxmb"] == "none", "no micro-batch fits with TP=4 alone")
     s.step("tp4ac", _scenario(M, G, AC, {"tp": 4}))
-    tp4sp = s.step("tp4acsp", _scenario(M, G, AC, {"tp": 4, "sequence_parallel": True}))
+    tp4sp = s.step("tp4acsp", _scenario(M, G, AC, {"tp": 4, "sequence_parallel": True}),
+                   ("parallelism.sequence_parallel", "training.gradient_accumulation_steps"))
     s.claim(tp4sp.utilization <= DEFAULT_TARGET, "TP=4 + checkpointing + SP fits the target")
     s.max_batch("tp4acsp")
     gas = 8
@@ -119,7 +123,8 @@ def llama_8k(src: str) -> dict[str, str]:
                                           {"tp": 4, "sequence_parallel": True}))
     s.ctx["gas_grads"] = gib(acc.stage.phases["forward"].components["gradients"])
     s.claim(acc.device_bytes > tp4sp.device_bytes, "accumulation keeps the gradients")
-    z2 = s.step("z2", _scenario(M, G, AC, {"dp": 4, "zero": 2}))
+    z2 = s.step("z2", _scenario(M, G, AC, {"dp": 4, "zero": 2}),
+                ("parallelism.zero", "training.mixed_precision", "training.loss"))
     s.claim(not z2.fits, "ZeRO-2 + DP=4 + checkpointing does not fit")
     s.ctx["z2_gathered"] = num_gib(z2.components["temporaries"])
     z2m = s.step("z2m", _scenario(M, G, {**AC, "mixed_precision": "master"}, {"dp": 4, "zero": 2}))
@@ -129,7 +134,8 @@ def llama_8k(src: str) -> dict[str, str]:
     s.step("z3pure", _scenario(M, G, {**AC, "mixed_precision": "pure"}, {"dp": 4, "zero": 3}))
     s.step("lora_amp", _scenario(M, G, {**AC, "finetuning": "lora", "mixed_precision": "amp"},
                                  {"dp": 4}))
-    lora = s.step("lora", _scenario(M, G, {**AC, "finetuning": "lora"}, {"dp": 4}))
+    lora = s.step("lora", _scenario(M, G, {**AC, "finetuning": "lora"}, {"dp": 4}),
+                  ("training.finetuning", "training.mixed_precision", "training.lora_rank"))
     s.claim(lora.scenario.training.mixed_precision == "autocast", "LoRA defaults to a bf16 base")
     s.ctx["lora_trainable"] = billions(lora.trainable_param_count)
     s.step("qlora", _scenario(M, G, {**AC, "finetuning": "qlora"}, {"dp": 4}))
@@ -179,7 +185,8 @@ def qwen_bytes(src: str) -> dict[str, str]:
     s = Story(src)
     M, G = "qwen2.5-7b", "h100-sxm-80gb"
     e = s.step("run", _scenario(M, G, {"seq_len": 4096, "micro_batch_size": 1},
-                                {"dp": 8, "zero": 3}))
+                                {"dp": 8, "zero": 3}),
+               ("parallelism.zero", "training.activation_checkpointing", "training.loss"))
     s.ctx.update(params=billions(e.param_count), phases_table=phases_table(e),
                  vocab=f"{e.resolved.arch.vocab_size:,}")
     top = sorted(e.stage.peak.breakdown.items(), key=lambda kv: -kv[1])[:12]
@@ -202,7 +209,8 @@ def qwen_bytes(src: str) -> dict[str, str]:
 def debug_oom(src: str) -> dict[str, str]:
     s = Story(src)
     e = s.step("oom", _scenario("llama-3-8b", "a100-80gb",
-                                {"seq_len": 8192, "micro_batch_size": 2}, {"dp": 8, "zero": 3}))
+                                {"seq_len": 8192, "micro_batch_size": 2}, {"dp": 8, "zero": 3}),
+               ("training.activation_checkpointing", "training.loss", "training.gradient_accumulation_steps"))
     s.claim(not e.fits, "the configuration does not fit")
     s.claim(e.peak_phase == "backward", "the peak is in the backward pass")
     s.ctx["usable"] = gib(e.usable_bytes)
@@ -211,7 +219,7 @@ def debug_oom(src: str) -> dict[str, str]:
     recs = recommend(e.scenario)
     first = next(r for r in recs.levers if r.fits)
     s.ctx["first_fit"] = first.title
-    s.step("fixed", first.scenario.model_dump(mode="json"))
+    s.step("fixed", first.scenario.model_dump(mode="json"), ("training.activation_checkpointing", "training.loss"))
     s.step("mb1", _scenario("llama-3-8b", "a100-80gb", {"seq_len": 8192, "micro_batch_size": 1,
                                                         "gradient_accumulation_steps": 2},
                             {"dp": 8, "zero": 3}))
@@ -229,7 +237,8 @@ def to_70b(src: str) -> dict[str, str]:
     AC = {"seq_len": S, "activation_checkpointing": "full"}
     small = s.step("small", _scenario("llama-3.1-8b", "a100-40gb", AC,
                                       {"tp": 4, "sequence_parallel": True}))
-    big = s.step("tp4", _scenario(M, "a100-40gb", AC, {"tp": 4, "sequence_parallel": True}))
+    big = s.step("tp4", _scenario(M, "a100-40gb", AC, {"tp": 4, "sequence_parallel": True}),
+                 ("parallelism.tp", "parallelism.pp"))
     s.ctx.update(params=billions(big.param_count), params_small=billions(small.param_count))
     s.claim(not big.fits, "70B with TP=4 does not fit")
     s.step("tp4pp2", _scenario(M, "a100-40gb", AC, {"tp": 4, "pp": 2, "sequence_parallel": True}))
@@ -238,7 +247,8 @@ def to_70b(src: str) -> dict[str, str]:
     s.claim(not s.est["tp4pp2"].fits, "TP=4 x PP=2 does not fit")
     states = sum(big.components[c] for c in ("parameters", "gradients", "optimizer_states"))
     s.ctx["states_tp4"] = gib(states)
-    s.step("qlora", _scenario(M, "h100-sxm-80gb", {**AC, "finetuning": "qlora"}))
+    s.step("qlora", _scenario(M, "h100-sxm-80gb", {**AC, "finetuning": "qlora"}),
+           ("training.finetuning", "training.lora_rank"))
     gpus, batch = 64, 64
     res = advise(M, "h100-sxm-80gb", gpus, S, batch)
     s.ctx.update(adv_gpus=str(gpus), adv_batch=str(batch), adv_searched=str(res.searched),

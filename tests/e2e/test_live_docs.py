@@ -3,12 +3,17 @@ documentation's embedded examples recompute in the browser what calc computes.""
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+from docs_live import STATUS_WORDS  # tools/, put on sys.path by conftest
 
 from calc import estimate
 from calc.charts import memory_sweep, phase_timeline
 
-from .conftest import LIVE_TIMEOUT_MS, Calculator
+from .conftest import LIVE_TIMEOUT_MS, Calculator, decode
+
+GiB = 1024**3
 
 # What a chart's marks say: each sweep point's x and bytes, each level's GPU and bytes, each
 # timeline bar's moment and bytes.
@@ -47,3 +52,37 @@ def test_calculator_charts_follow_the_scenario_with_the_librarys_numbers(
     assert ["a100-80gb", e.usable_bytes] in mb["levels"]
     assert page.locator("#chart-sweep-micro-batch-size .chart-level--current").get_attribute(
         "data-gpu") == "a100-80gb"
+
+
+def test_a_walkthrough_step_edited_in_place_recomputes_the_librarys_figure(
+        calculator: Calculator) -> None:
+    """Debugging an OOM, step 1: the micro-batch and the loss changed in place; the step shows
+    what calc computes for the edited scenario, and its link opens that scenario."""
+    page = calculator.page
+    page.goto(calculator.base_url + "walkthroughs/debug-oom/")
+    box = page.locator(".live-example").first
+    built = json.loads(box.locator("script").text_content())["scenario"]
+    assert int(box.get_attribute("data-device-bytes")) == estimate(built).device_bytes
+    box.locator('[name="training.micro_batch_size"]').fill("1")
+    box.locator('[name="training.loss"]').select_option(label="chunked")
+    edited = {**built, "training": {**built["training"], "micro_batch_size": 1, "loss": "chunked"}}
+    want = estimate(edited)
+    page.wait_for_function(
+        """([el, bytes]) => el.dataset.state === 'live' && el.dataset.deviceBytes === bytes""",
+        arg=[box.element_handle(), str(want.device_bytes)], timeout=LIVE_TIMEOUT_MS)
+    assert box.locator('[data-key="device_bytes"]').text_content() == f"{want.device_bytes / GiB:.2f} GiB"
+    assert box.locator('[data-key="status"]').text_content() == STATUS_WORDS[want.status]
+    link = box.locator(".live-open").get_attribute("href")
+    assert decode(link.split("#", 1)[1].removeprefix("s=")) == want.scenario.model_dump(mode="json")
+
+
+def test_a_bad_value_in_a_live_example_is_calcs_error_naming_the_field(
+        calculator: Calculator) -> None:
+    page = calculator.page
+    page.goto(calculator.base_url + "walkthroughs/where-the-bytes-go/")
+    box = page.locator(".live-example").first
+    box.locator('[name="training.seq_len"]').fill("0")
+    page.wait_for_function("el => el.dataset.state === 'error'", arg=box.element_handle(),
+                           timeout=LIVE_TIMEOUT_MS)
+    assert "training.seq_len:" in box.locator(".live-status").text_content()
+    assert box.locator('[name="training.seq_len"]').get_attribute("aria-invalid") == "true"
