@@ -63,6 +63,7 @@ DECLARED_IN: dict[str, str] = {
     "architecture": "calc.operations",
     "batch-and-speed": "calc.plan.cost",
     "charts": "calc.charts",
+    "gpus": "calc.plan.compare",  # the GPU comparison page's
 }
 
 SCENARIO_HELP = ("the scenario (calc's JSON: model, training, parallelism, gpu); on the command "

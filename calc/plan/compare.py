@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from ..estimate import COMPONENTS, FIT_WORDS, Estimate, FitStatus, estimate, fit_status
-from ..operations import Cli, Operation, Request
+from ..operations import SCENARIO_HELP, Cli, Operation, Request
 from ..presets import gpus
 from ..scenario import ScenarioError, parse_scenario
 from ._common import PlanError, ScenarioInput, gib
@@ -146,8 +146,27 @@ def compare_gpus(scenario: ScenarioInput) -> list[GpuFit]:
     return out
 
 
+class GpusRequest(Request):
+    scenario: dict[str, Any] = Field(description=SCENARIO_HELP)
+
+
+def _gpu_comparison(request: GpusRequest) -> dict[str, Any]:
+    """The GPU comparison page's answer: the scenario on every GPU preset, with the largest
+    micro-batch within the fit target where it runs (calc.plan.fit)."""
+    from .fit import max_micro_batch
+
+    scenario = parse_scenario(request.scenario).model_dump(mode="json")
+    rows = []
+    for fit in compare_gpus(scenario):
+        row = fit.as_dict()
+        if fit.error is None:
+            row["max_micro_batch"] = max_micro_batch({**scenario, "gpu": fit.gpu}).value
+        rows.append(row)
+    return {"scenario": scenario, "gpus": rows}
+
+
 # ---------------------------------------------------------------------------------------------
-# The operation: calc compare
+# The operations: calc compare, and the GPU comparison page's
 # ---------------------------------------------------------------------------------------------
 
 class CompareRequest(Request):
@@ -178,7 +197,9 @@ def _text(comparison: Comparison, request: CompareRequest) -> str:
     return "\n".join(rows)
 
 
-OPERATIONS: tuple[Operation[CompareRequest, Comparison], ...] = (
+OPERATIONS: tuple[Operation[Any, Any], ...] = (
     Operation("compare", "scenarios side by side", CompareRequest,
               run=lambda q: compare(q.scenarios, q.labels), text=_text),
+    Operation("gpus", "one scenario on every GPU preset, with its largest micro-batch",
+              GpusRequest, run=_gpu_comparison, data=lambda r, q: r, cli=False),
 )

@@ -5,6 +5,7 @@
 import { $, DATA, ask, count, esc, failed, gib, gpuName, isLatest, label, live, pct, say, secs,
   share, verdict } from "./page.mjs";
 import { addCharts, showCharts } from "./charts.mjs";
+import { encodeScenario } from "../assets/scenario_link.mjs";
 
 let recommended = []; // what each recommendation's "Apply" loads
 
@@ -75,7 +76,8 @@ export function render(payload, state) {
       ${r.host_bytes ? `Host memory for offload: ${gib(r.host_bytes)}.` : ""}
       Confidence: ${esc(r.confidence.level)} (${esc(r.confidence.basis)}).</p>
     ${warnings ? `<ul class="calc-warnings">${warnings}</ul>` : ""}
-    <h3>On every GPU</h3><div class="calc-cards">${cards}</div>`;
+    <h3>On every GPU <a class="calc-link" id="calc-gpus" href="${DATA.root}gpus/#s=${encodeScenario(r.scenario)}">compare in detail</a></h3>
+    <div class="calc-cards">${cards}</div>`;
   // The bar's sizes through the CSSOM: the Content-Security-Policy allows no style attributes.
   for (const el of $("calc-results").querySelectorAll("[data-width]")) el.style.width = `${el.dataset.width}%`;
   for (const el of $("calc-results").querySelectorAll("[data-left]")) el.style.left = `${el.dataset.left}%`;

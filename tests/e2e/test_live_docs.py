@@ -10,8 +10,9 @@ from docs_live import STATUS_WORDS  # tools/, put on sys.path by conftest
 
 from calc import estimate
 from calc.charts import memory_sweep, phase_timeline
+from calc.plan import compare_gpus, max_micro_batch
 
-from .conftest import LIVE_TIMEOUT_MS, Calculator, decode
+from .conftest import LIVE_TIMEOUT_MS, Calculator, decode, encode
 
 GiB = 1024**3
 
@@ -86,3 +87,31 @@ def test_a_bad_value_in_a_live_example_is_calcs_error_naming_the_field(
                            timeout=LIVE_TIMEOUT_MS)
     assert "training.seq_len:" in box.locator(".live-status").text_content()
     assert box.locator('[name="training.seq_len"]').get_attribute("aria-invalid") == "true"
+
+
+def test_the_gpu_comparison_follows_a_share_link(calculator: Calculator) -> None:
+    """A linked scenario (fp16 on Qwen2.5-7B, LoRA) is computed for every GPU preset in the
+    browser: each row's bytes, verdict and largest micro-batch are the library's."""
+    scenario = {"model": "qwen2.5-7b", "training": {"seq_len": 2048, "finetuning": "lora",
+                                                     "precision": "fp16"}, "gpu": "a100-80gb"}
+    page = calculator.page
+    page.goto(calculator.base_url + f"gpus/#s={encode(scenario)}")
+    page.wait_for_selector("#gpu-live[data-state=live]", state="attached", timeout=LIVE_TIMEOUT_MS)
+    for fit in compare_gpus(scenario):
+        row = page.locator(f'tr[data-gpu="{fit.gpu}"]')
+        assert row.get_attribute("data-device-bytes") == str(fit.device_bytes or "")
+        status = row.locator('[data-key="status"]').text_content()
+        if fit.error:
+            assert status == f"not supported ({fit.error})"
+            continue
+        assert status == STATUS_WORDS[fit.status]
+        best = max_micro_batch({**scenario, "gpu": fit.gpu}).value
+        assert row.locator('[data-key="max_micro_batch"]').text_content() == str(best or "none")
+    assert "qwen2.5-7b, lora fine-tuning, 2048-token" in page.text_content("#gpu-scenario")
+
+
+def test_the_gpu_comparison_names_a_bad_linked_field(calculator: Calculator) -> None:
+    page = calculator.page
+    page.goto(calculator.base_url + "gpus/#s=" + encode({"model": "gpt2", "training": {"seq_len": -1}}))
+    page.wait_for_selector("#gpu-live[data-state=error]", state="attached", timeout=LIVE_TIMEOUT_MS)
+    assert "training.seq_len:" in page.text_content("#gpu-status")
