@@ -55,6 +55,11 @@ def _num(v: float) -> str:
     return f"{v:.1f}".removesuffix(".0")
 
 
+def _exact(x: float) -> str:
+    """A data attribute's number, whole numbers in full (bytes: 2458171392, not 2.45817e+09)."""
+    return str(int(x)) if float(x).is_integer() else repr(x)
+
+
 def _nice_step(span: float, ticks: int = 5) -> float:
     """A round step (1, 2 or 5 x 10^k) giving about `ticks` divisions of `span`."""
     raw = span / ticks
@@ -156,7 +161,7 @@ class XYChart:
         if self.current_x is not None:
             x = _num(px(self.current_x))
             out.append(f'<line class="chart-current" x1="{x}" y1="{TOP}" x2="{x}" '
-                       f'y2="{TOP + ph}" data-x="{self.current_x:g}"><title>this scenario'
+                       f'y2="{TOP + ph}" data-x="{_exact(self.current_x)}"><title>this scenario'
                        '</title></line>')
         for s in self.series:
             out.append(f'<g class="chart-series chart-series--{s.key}" data-series="{s.key}">'
@@ -167,7 +172,7 @@ class XYChart:
             for p in s.points:
                 clipped = ' class="chart-clipped"' if p.bytes > y_hi else ""
                 out.append(f'<circle{clipped} cx="{_num(px(p.x))}" cy="{_num(py(p.bytes))}" r="3"'
-                           f' data-x="{p.x:g}" data-bytes="{p.bytes}">'
+                           f' data-x="{_exact(p.x)}" data-bytes="{p.bytes}">'
                            f'<title>{html.escape(p.label)}</title></circle>')
             out.append("</g>")
         out.append("</svg>")

@@ -11,11 +11,13 @@ from typing import Any
 
 from docs_common import md_table, num_gib, pct
 
+from calc.charts import Point, scatter
 from calc.confidence import VALIDATED_FAMILIES, VALIDATED_FEATURES
 
 ROOT = Path(__file__).resolve().parent.parent
 KEYS = (("error", "calc"), ("korthikanti", "Korthikanti et al. + 16 B/param"),
         ("megatron", "Megatron-LM theoretical"), ("eleuther", "EleutherAI Transformer Math 101"))
+CLIP = 1.5  # the scatter's height, in largest traces: above it a prediction is drawn clipped
 
 
 def _accuracy() -> Any:
@@ -26,6 +28,21 @@ def _accuracy() -> Any:
     sys.modules.setdefault("validation_accuracy", module)
     spec.loader.exec_module(module)
     return module
+
+
+def scatter_figure(rows: list[dict[str, Any]]) -> str:
+    """Every traced case, calc's prediction and the other formulas' against the trace."""
+    series = [(label, key, [Point(r["traced"], r["predicted" if key == "calc" else f"{key}_bytes"],
+                                  f"{r['id']} ({label})") for r in rows])
+              for key, label in (*KEYS[1:], ("calc", KEYS[0][1]))]  # calc's drawn on top
+    chart = scatter("accuracy", "Predicted against traced peak memory, every traced case", series,
+                    clip=CLIP)
+    keys = "".join(f'<li><span class="chart-key chart-key--{key}"></span>{label}</li>'
+                   for label, key, _ in series)
+    return (f'<figure class="chart-figure">{chart.svg()}<ul class="chart-legend">{keys}</ul>'
+            "<figcaption>One dot per traced case and predictor; on the diagonal, the prediction "
+            f"equals the trace. A prediction above {CLIP:g} times the largest trace is drawn at "
+            "the top, faded (hover a dot for its case).</figcaption></figure>")
 
 
 def context(src: str) -> dict[str, str]:
@@ -56,6 +73,7 @@ def context(src: str) -> dict[str, str]:
     ctx["summary_table"] = md_table(
         ["", "dev: median abs. error", "dev: worst", "test: median abs. error", "test: worst"],
         summary_rows, "lrrrr")
+    ctx["scatter"] = scatter_figure(rows)
     phase_match = sum(r["traced_phase"] == r["predicted_phase"] for r in rows)
     ctx["phase_match"] = str(phase_match)
     table = []

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from docs_live import STATUS_WORDS  # tools/, put on sys.path by conftest
+import docs_accuracy  # tools/, put on sys.path by conftest
+from docs_live import STATUS_WORDS
 
 from calc import estimate
 from calc.charts import memory_sweep, phase_timeline
@@ -115,3 +116,14 @@ def test_the_gpu_comparison_names_a_bad_linked_field(calculator: Calculator) -> 
     page.goto(calculator.base_url + "gpus/#s=" + encode({"model": "gpt2", "training": {"seq_len": -1}}))
     page.wait_for_selector("#gpu-live[data-state=error]", state="attached", timeout=LIVE_TIMEOUT_MS)
     assert "training.seq_len:" in page.text_content("#gpu-status")
+
+
+def test_accuracy_scatter_plots_every_traced_case_for_calc_and_the_other_formulas(
+        calculator: Calculator) -> None:
+    rows = docs_accuracy._accuracy().traced_rows("all")
+    page = calculator.page
+    page.goto(calculator.base_url + "accuracy/")
+    for key in ("calc", "korthikanti", "megatron", "eleuther"):
+        drawn = chart_data(page, f'#chart-accuracy [data-series="{key}"]')["points"]
+        want = [[r["traced"], r["predicted" if key == "calc" else f"{key}_bytes"]] for r in rows]
+        assert drawn == want, key
