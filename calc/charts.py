@@ -25,7 +25,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from .estimate import COMPONENTS, Estimate, estimate
-from .operations import SCENARIO_HELP, Operation, Request
+from .operations import COMPONENT_LABELS, SCENARIO_HELP, Operation, Request
 from .peak import MOMENTS, stage_peak
 from .presets import gpus
 from .scenario import Scenario, ScenarioError, parse_scenario
@@ -33,6 +33,7 @@ from .scenario import Scenario, ScenarioError, parse_scenario
 GiB = 1024**3
 W, H = 440, 260  # the viewBox; the page scales it to the column's width
 LEFT, RIGHT, TOP, BOTTOM = 44, 12, 12, 40  # room for the axes' labels
+LEGEND_COLUMNS = 3
 TIMELINE_NAMES = 90  # the timeline's extra height: its moments' names, rotated, and phases'
 LABEL_GAP = 11  # least vertical distance, in viewBox units, between two level labels
 
@@ -315,7 +316,16 @@ class Timeline:
         def py(b: float) -> float:
             return TOP + ph * (1 - b / y_hi)
 
-        out = [_open(self.id, self.title, H + TIMELINE_NAMES)]
+        drawn = [c for c in COMPONENTS if any(b.components[c] for b in self.bars)]
+        legend_rows = -(-len(drawn) // LEGEND_COLUMNS)
+        out = [_open(self.id, self.title, H + TIMELINE_NAMES + 16 * legend_rows)]
+        for i, comp in enumerate(drawn):  # the legend, under the phases' names
+            x = LEFT + (i % LEGEND_COLUMNS) * (W - LEFT) / LEGEND_COLUMNS
+            y = H + TIMELINE_NAMES + 16 * (i // LEGEND_COLUMNS)
+            out.append(f'<g class="chart-legend-item"><rect class="chart-part chart-part--{comp}" '
+                       f'x="{_num(x)}" y="{y}" width="10" height="10"/><text class="chart-tick" '
+                       f'x="{_num(x + 14)}" y="{y + 9}">{html.escape(COMPONENT_LABELS[comp])}'
+                       '</text></g>')
         out += _y_axis(y_hi, y_step, py, "GiB allocated")
         slot = pw / len(self.bars)
         phases = [b.moment.partition(".")[0] for b in self.bars]

@@ -14,6 +14,7 @@ from docs_common import billions, calc_link, gib, md_table, num_gib, pct
 from docs_live import STATUS_WORDS, live_example
 
 from calc import COMPONENTS, PHASES, Estimate, estimate
+from calc.charts import phase_timeline
 from calc.plan import DEFAULT_TARGET, advise, max_micro_batch, recommend
 
 
@@ -188,6 +189,7 @@ def qwen_bytes(src: str) -> dict[str, str]:
                                 {"dp": 8, "zero": 3}),
                ("parallelism.zero", "training.activation_checkpointing", "training.loss"))
     s.ctx.update(params=billions(e.param_count), phases_table=phases_table(e),
+                 timeline=f'<figure class="chart-figure">{phase_timeline(e).svg()}</figure>',
                  vocab=f"{e.resolved.arch.vocab_size:,}")
     top = sorted(e.stage.peak.breakdown.items(), key=lambda kv: -kv[1])[:12]
     s.ctx["breakdown_table"] = md_table(

@@ -3,7 +3,7 @@
 // (calc.charts, the `charts` operation: SVG whose marks carry their bytes as data attributes);
 // this only places them. The page opens on the charts computed at build time (STATIC.charts).
 
-import { $, STATIC, ask, esc, isLatest, label } from "./page.mjs";
+import { $, STATIC, ask, esc, isLatest } from "./page.mjs";
 
 // The charts' place, after `results` (the report); drawn at once from the build's answer.
 export function addCharts(results) {
@@ -12,16 +12,13 @@ export function addCharts(results) {
   drawCharts(STATIC.charts, "static");
 }
 
-function legend(chart) {
+function caption(chart) {
   if (chart.id !== "timeline") {
     return `<figcaption>Dots: calc's estimate at each value (the dashed line: this scenario).
       Level lines: each GPU preset's usable memory, this scenario's GPU in red; the scenario stops
       fitting a card where the curve crosses its line. Hover a line for its GPU.</figcaption>`;
   }
-  const parts = Object.keys(chart.moments[0]?.components ?? {})
-    .filter((c) => chart.moments.some((m) => m.components[c] > 0));
-  return `<ul class="chart-legend">${parts.map((c) => `<li><span class="chart-key chart-key--${esc(c)}"></span>${esc(label(c))}</li>`).join("")}</ul>
-    <figcaption>Each bar is a moment of the step on the GPU with the peak, in the order they happen:
+  return `<figcaption>Each bar is a moment of the step on the GPU with the peak, in the order they happen:
     forward, backward, optimizer step. The line is the GPU's usable memory; the CUDA context,
     NCCL buffers and the allocator's cache come on top of the bars.</figcaption>`;
 }
@@ -29,7 +26,7 @@ function legend(chart) {
 // calc's charts (the `charts` answer's list) in the page; `state` "static" or "live".
 export function drawCharts(charts, state) {
   const box = $("calc-charts").querySelector(".chart-charts");
-  box.innerHTML = charts.map((c) => `<figure class="chart-figure" data-chart="${esc(c.id)}">${c.svg}${legend(c)}</figure>`).join("");
+  box.innerHTML = charts.map((c) => `<figure class="chart-figure" data-chart="${esc(c.id)}">${c.svg}${caption(c)}</figure>`).join("");
   box.dataset.state = state;
 }
 

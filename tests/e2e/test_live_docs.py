@@ -127,3 +127,15 @@ def test_accuracy_scatter_plots_every_traced_case_for_calc_and_the_other_formula
         drawn = chart_data(page, f'#chart-accuracy [data-series="{key}"]')["points"]
         want = [[r["traced"], r["predicted" if key == "calc" else f"{key}_bytes"]] for r in rows]
         assert drawn == want, key
+
+
+def test_the_walkthroughs_phase_timeline_is_the_librarys(calculator: Calculator) -> None:
+    """Qwen2.5-7B, where the bytes go: each moment's bar and the marked peak are calc's."""
+    page = calculator.page
+    page.goto(calculator.base_url + "walkthroughs/where-the-bytes-go/")
+    scenario = json.loads(page.locator(".live-example script").first.text_content())["scenario"]
+    e = estimate(scenario)
+    drawn = chart_data(page, "#chart-timeline")
+    assert drawn["moments"] == [[b.moment, b.bytes] for b in phase_timeline(e).bars]
+    assert drawn["peak"] == [e.peak_moment]
+    assert max(b for _, b in drawn["moments"]) == e.peak_bytes
