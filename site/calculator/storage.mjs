@@ -8,6 +8,7 @@
 // saved scenarios with a download and a discard button. It is never used, and never deleted
 // without the user's word; the good entries stay in use.
 
+import { FIT_WORDS } from "../assets/format.mjs";
 import { encodeScenario } from "../assets/scenario_link.mjs";
 import { depthOf, depthRule, isObject, sizeRule, textProblem, utf8 } from "../assets/untrusted.mjs";
 import { readScenario } from "./form.mjs";
@@ -181,7 +182,7 @@ export async function showComparison() {
     ${row("Peak allocated", "peak_bytes", bytesWithDiff("peak_bytes"))}
     ${row("Device memory", "device_bytes", bytesWithDiff("device_bytes"))}
     ${row("Utilization", "utilization", (v) => pct(v))}
-    ${row("Fits", "fits", (v) => (v ? "yes" : "<strong>no</strong>"))}
+    ${row("Verdict", "status", (v) => (v === "fits" ? FIT_WORDS[v] : `<strong>${FIT_WORDS[v]}</strong>`))}
     ${row("Peak phase", "peak_phase", (v) => esc(v.replace("_", " ")))}
     ${row("Micro-batch", "micro_batch_size", String)}
     ${row("Accumulation steps", "gradient_accumulation_steps", String)}
