@@ -213,9 +213,12 @@ export function addStorage(page) {
   });
   $("calc-save").addEventListener("click", () => {
     const scenario = readScenario();
+    // the figure shown, where it is this scenario's (not while pending, nor stale)
+    const current = ["live", "static"].includes($("calc-results").closest(".calc-side").dataset.state);
     const report = JSON.parse($("estimate-json").textContent);
     const name = nameOf(scenario);
-    if (!setItem(STORE, JSON.stringify([...saved(), { name, scenario, device_bytes: report.device_bytes }]))) return;
+    const entry = { name, scenario, ...(current ? { device_bytes: report.device_bytes } : {}) };
+    if (!setItem(STORE, JSON.stringify([...saved(), entry]))) return;
     renderSaved();
     say(`Saved “${name}” in this browser.`);
   });
