@@ -1,6 +1,7 @@
 // What every part of the calculator page shares: the data the build embedded (calc's presets,
 // defaults, labels and reading limits, tools/site_hooks.py), the worker running calc, the status
-// line, number formatting and the results' state. Nothing here knows a domain number: those are all in DATA.
+// line, number formatting (site/assets/format.mjs) and the results' state. Nothing here knows a
+// domain number: those are all in DATA.
 
 import { PythonRestarted } from "../assets/calc_python.mjs";
 import { FIT_WORDS, percent } from "../assets/format.mjs";
