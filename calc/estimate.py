@@ -21,8 +21,7 @@ from .scenario import Resolved, Scenario, parse_scenario, resolve
 from .setup import Setup, setup
 
 FIT_TARGET = 0.85  # of the GPU's usable memory; the rest is headroom for the unmodelled
-FitStatus = Literal["fits", "tight", "does_not_fit"]
-FIT_WORDS: dict[FitStatus, str] = {"fits": "fits", "tight": "tight", "does_not_fit": "DOES NOT FIT"}
+FitStatus = Literal["fits", "tight", "does_not_fit"]  # in words: calc.formatting.FIT_WORDS
 
 
 def fit_status(device_bytes: int, usable_bytes: int, target: float = FIT_TARGET) -> FitStatus:
@@ -183,5 +182,5 @@ def estimate(scenario: Scenario | dict[str, Any] | str) -> Estimate:
     )
 
 
-__all__ = ["COMPONENTS", "FIT_TARGET", "FIT_WORDS", "PHASES", "Estimate", "FitStatus", "Moment",
+__all__ = ["COMPONENTS", "FIT_TARGET", "PHASES", "Estimate", "FitStatus", "Moment",
            "estimate", "fit_status"]

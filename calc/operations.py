@@ -33,14 +33,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ._version import __version__
 from .architecture import ConfigError, from_hf_config
 from .errors import FieldError, rule
-from .estimate import COMPONENTS, FIT_TARGET, FIT_WORDS, Estimate, estimate
+from .estimate import COMPONENTS, FIT_TARGET, Estimate, estimate
+from .formatting import FIT_WORDS, params, percent, setup_line, setup_parts
+from .formatting import GiB as GiB
+from .formatting import gib as gib
 from .presets import GpuPreset, ModelPreset, gpus, models
 from .scenario import ScenarioError
 
 if TYPE_CHECKING:
     from .explain import Explanation
 
-GiB = 1024**3
 
 # name -> the module that declares it (in its OPERATIONS), in the command line's order
 DECLARED_IN: dict[str, str] = {
@@ -104,10 +106,6 @@ R = TypeVar("R")
 def json_text(data: Any) -> str:
     """JSON as `calc ... --json` prints it (and the page shows it)."""
     return json.dumps(data, indent=2)
-
-
-def gib(n: int | float) -> str:
-    return f"{n / GiB:,.2f} GiB"
 
 
 def _as_dict(result: Any, request: Any) -> Any:
@@ -216,8 +214,9 @@ def format_table(e: Estimate) -> str:
     name = s.model if isinstance(s.model, str) else s.model.__class__.__name__
     lines = [
         f"{name} on {e.resolved.gpu.name}  (calc {__version__})",
+        f"  {setup_line(e)}",
         f"  device memory  {gib(e.device_bytes):>14}  of {gib(e.usable_bytes)}"
-        f"  ({e.utilization:.0%}, {FIT_WORDS[e.status]}; target {FIT_TARGET:.0%})",
+        f"  ({percent(e.utilization)}, {FIT_WORDS[e.status]}; target {percent(FIT_TARGET)})",
         f"  peak allocated {gib(e.peak_bytes):>14}  during {e.peak_phase}",
         f"  reserved       {gib(e.reserved_bytes):>14}",
         "",
@@ -230,7 +229,7 @@ def format_table(e: Estimate) -> str:
     lines += [f"    {k.split('/')[1]:<18}{gib(v):>14}" for k, v in e.overhead.items()]
     if e.host_bytes:
         lines += ["", f"  host memory (offload) {gib(e.host_bytes)} per GPU"]
-    lines += ["", f"  parameters {e.param_count:,} ({e.trainable_param_count:,} trainable)"]
+    lines += ["", f"  parameters {params(e.param_count)} ({params(e.trainable_param_count)} trainable)"]
     lines.append(f"  confidence: {e.confidence['level']}")
     lines += [f"    traced: {t}" for t in e.confidence["traced"]]
     lines += [f"    - {m}" for m in e.confidence["missing"]]
@@ -239,12 +238,13 @@ def format_table(e: Estimate) -> str:
 
 
 def _estimate_page(report: Estimate, request: EstimateRequest) -> dict[str, Any]:
-    """The report, the same scenario on every GPU preset (the page's cards), and the report
-    as `calc estimate --json` prints it."""
+    """The report, the same scenario on every GPU preset (the page's cards), the setup line
+    (calc.formatting.setup_parts), and the report as `calc estimate --json` prints it."""
     from .plan.compare import compare_gpus
 
     d = report.as_dict()
     return {"report": d, "gpus": [fit.as_dict() for fit in compare_gpus(report.scenario)],
+            "setup": [{"field": f, "text": t, "join": j} for f, t, j in setup_parts(report)],
             "report_text": json_text(d)}
 
 
@@ -280,7 +280,7 @@ def _presets_text(result: Presets, request: PresetsRequest) -> str:
     out = ["models:"]
     out += [f"  {m.id:<16} {m.name}" for m in ms.values()]
     out += ["gpus:"]
-    out += [f"  {g.id:<16} {g.name} ({g.usable_bytes / GiB:.1f} GiB usable)" for g in gs.values()]
+    out += [f"  {g.id:<16} {g.name} ({gib(g.usable_bytes)} usable)" for g in gs.values()]
     return "\n".join(out)
 
 

@@ -15,6 +15,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from .architecture import Architecture, from_hf_config
+from .formatting import natural_key
 
 HardwareDtype = Literal["fp32", "tf32", "fp16", "bf16", "fp8", "fp4"]
 
@@ -103,19 +104,19 @@ def _presets_dir() -> Path:
 
 @cache
 def models() -> dict[str, ModelPreset]:
-    """All model presets by id."""
+    """All model presets by id, in natural order (llama-2-7b before llama-2-13b)."""
     return _load("models", ModelPreset)
 
 
 @cache
 def gpus() -> dict[str, GpuPreset]:
-    """All GPU presets by id."""
+    """All GPU presets by id, in natural order."""
     return _load("gpus", GpuPreset)
 
 
 def _load(kind: str, cls: type[_P]) -> dict[str, _P]:
     out: dict[str, _P] = {}
-    for path in sorted((_presets_dir() / kind).glob("*.json")):
+    for path in sorted((_presets_dir() / kind).glob("*.json"), key=lambda p: natural_key(p.stem)):
         item = cls.model_validate(json.loads(path.read_text()))
         if item.id != path.stem:
             raise ValueError(f"{path.name}: id {item.id!r} does not match the file name")

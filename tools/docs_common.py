@@ -1,7 +1,8 @@
 """Shared helpers of the documentation pages: how a number is written, and links to the calculator.
 
 Every number a page shows goes through these functions at build time, so prose and tables use
-one format: GiB with two decimals (bytes / 1024**3), percentages with one.
+one format, calc.formatting's (the command line's and the calculator's): GiB with two decimals
+(bytes / 1024**3), percentages with one, parameter counts to three significant figures.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import json
 import posixpath
 from typing import Any
 
-from calc import Estimate, Scenario, parse_scenario
+from calc import Estimate, Scenario, formatting, parse_scenario
 from calc.reading import MAX_CONFIG_BYTES, MAX_DEPTH, MAX_TEXT_BYTES
 
 # The scenario the calculator opens on (and the GPU comparison and formula pages use): a common
@@ -27,24 +28,22 @@ DEFAULT_SCENARIO = Scenario.model_validate({
 READING_LIMITS = {"max_depth": MAX_DEPTH, "max_text_bytes": MAX_TEXT_BYTES,
                   "max_config_bytes": MAX_CONFIG_BYTES}
 
-GiB = 1024**3
-
-
 def gib(n: float) -> str:
-    return f"{n / GiB:.2f} GiB"
+    return formatting.gib(n)
 
 
 def num_gib(n: float) -> str:
     """GiB without the unit, for table columns that name it in the header."""
-    return f"{n / GiB:.2f}"
+    return formatting.fixed(n / formatting.GiB, 2)
 
 
 def pct(x: float, signed: bool = False) -> str:
-    return f"{100 * x:+.1f}%" if signed else f"{100 * x:.1f}%"
+    return f"{'+' if signed and x >= 0 else ''}{formatting.percent(x)}"
 
 
 def billions(n: int) -> str:
-    return f"{n / 1e9:.2f} B"
+    """A parameter count (calc.formatting.params: three significant figures, "7.62 B")."""
+    return formatting.params(n)
 
 
 def encode_scenario(scenario: Any) -> str:
@@ -64,7 +63,7 @@ def calc_link(scenario: Any, page_src: str) -> str:
 
 
 def verdict(e: Estimate) -> str:
-    return "fits" if e.fits else "does not fit"
+    return formatting.FIT_WORDS[e.status]
 
 
 def md_table(header: list[str], rows: list[list[str]], align: str | None = None) -> str:

@@ -27,6 +27,7 @@ from mkdocs.exceptions import PluginError
 from pydantic import BaseModel
 
 from calc import Architecture, Parallelism, Scenario, Training, __version__, gpus, models
+from calc.formatting import natural_key
 from calc.operations import COMPONENT_LABELS, get
 from calc.plan import FORMATS, IMPORT_FORMATS
 from calc.plan.export import FORMAT_NAMES
@@ -194,12 +195,13 @@ def calculator_html(root: str) -> str:
     arch_schema = Architecture.model_json_schema()
     arch_labels = {n: n for n in ARCH_FIELDS}
     model_opts = []
+    by_name = lambda p: natural_key(p.name)  # noqa: E731  (Llama 2 7B, 13B, 70B)
     for family in sorted({m.family for m in models().values()}):
         opts = "".join(f'<option value="{m.id}">{html.escape(m.name)}</option>'
-                       for m in models().values() if m.family == family)
+                       for m in sorted(models().values(), key=by_name) if m.family == family)
         model_opts.append(f'<optgroup label="{html.escape(family)}">{opts}</optgroup>')
     gpu_opts = "".join(f'<option value="{g.id}">{html.escape(g.name)}</option>'
-                       for g in gpus().values())
+                       for g in sorted(gpus().values(), key=by_name))
     data = {
         "root": root,
         "calc_version": __version__,

@@ -12,7 +12,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from ..estimate import COMPONENTS, FIT_WORDS, Estimate, FitStatus, estimate, fit_status
+from ..estimate import COMPONENTS, Estimate, FitStatus, estimate, fit_status
+from ..formatting import FIT_WORDS
 from ..operations import SCENARIO_HELP, Cli, Operation, Request
 from ..presets import gpus
 from ..scenario import ScenarioError, parse_scenario

@@ -43,7 +43,8 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, model_validator
 
 from ..architecture import Architecture
-from ..estimate import FIT_WORDS, FitStatus
+from ..estimate import FitStatus
+from ..formatting import FIT_WORDS
 from ..operations import Operation, Request, request_error
 from ..overhead import CUDA_CONTEXT_BYTES, NCCL_PER_GROUP
 from ..params import count_params

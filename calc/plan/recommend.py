@@ -32,7 +32,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from ..estimate import FIT_WORDS, Estimate, FitStatus, estimate
+from ..estimate import Estimate, FitStatus, estimate
+from ..formatting import FIT_WORDS
 from ..operations import SCENARIO_HELP, Operation, Request
 from ..presets import gpus
 from ..scenario import Scenario, ScenarioError, parse_scenario

@@ -47,7 +47,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from ..errors import shown
-from ..estimate import FIT_WORDS, Estimate, FitStatus, estimate, fit_status
+from ..estimate import Estimate, FitStatus, estimate, fit_status
+from ..formatting import FIT_WORDS
 from ..operations import SCENARIO_HELP, Cli, Operation, Request
 from ..scenario import Scenario, parse_scenario
 from ._common import MAX_COUNT, MAX_SEQ, PlanError, ScenarioInput, bounded, changed, gib

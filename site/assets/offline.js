@@ -6,6 +6,9 @@
 // The notice is <div id="offline-notice" data-state="...">, states: "saved" (first visit: the
 // site is now saved for offline use), "cached" (this page came from the saved copy), "offline"
 // (from the saved copy, and the site cannot be reached), "update" (a new version waits).
+// It sits in the page's flow above the content, so it covers nothing. "saved" and "cached" go
+// after a few seconds and are said once a visit (sessionStorage), not on every page; "offline"
+// stays until closed, and once closed is not said again in the visit; "update" stays until taken.
 (() => {
   if (!("serviceWorker" in navigator)) return;
   const script = document.currentScript;
@@ -15,15 +18,22 @@
   let notice = null;
   let reloading = false;
   let updateShown = false;
+  let hideTimer = null;
+  const BRIEF = { saved: 6000, cached: 6000 }; // ms on screen; the others stay until closed
+  const said = (kind) => { try { return sessionStorage.getItem(`offline-notice.${kind}`) !== null; } catch { return false; } };
+  const remember = (kind) => { try { sessionStorage.setItem(`offline-notice.${kind}`, "1"); } catch { /* storage off */ } };
 
   function show(kind, text, action) {
     if (updateShown && kind !== "update") return; // the reload offer stays until it is taken
+    if (kind !== "update" && said(kind)) return; // once a visit
     if (!notice) { // styled by assets/docs.css (the Content-Security-Policy allows no <style>)
       notice = document.createElement("div");
       notice.id = "offline-notice";
       notice.setAttribute("role", "status");
-      document.body.appendChild(notice);
+      const content = document.querySelector(".md-content__inner") ?? document.body;
+      content.prepend(notice);
     }
+    clearTimeout(hideTimer);
     notice.dataset.state = kind;
     notice.textContent = text;
     if (action) {
@@ -39,10 +49,14 @@
       close.className = "offline-close";
       close.setAttribute("aria-label", "Dismiss");
       close.textContent = "×";
-      close.addEventListener("click", () => { notice.hidden = true; });
+      close.addEventListener("click", () => { notice.hidden = true; remember(kind); });
       notice.appendChild(close);
     }
     notice.hidden = false;
+    if (kind in BRIEF) {
+      remember(kind);
+      hideTimer = setTimeout(() => { notice.hidden = true; }, BRIEF[kind]);
+    }
   }
 
   const versionNote = () => (state.version ? ` (version ${state.version})` : "");
@@ -131,7 +145,6 @@
       state.version = await askVersion(active.active);
       if (state.version) {
         show("saved", `This site is now saved on this device${versionNote()} and works offline.`);
-        setTimeout(() => { if (notice && notice.dataset.state === "saved") notice.hidden = true; }, 8000);
       }
     }
     state.ready = true;

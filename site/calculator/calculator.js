@@ -19,11 +19,11 @@
 import { StartError, keepCalcPython } from "../assets/calc_python.mjs";
 import { LinkError, scenarioTextInAddress } from "../assets/scenario_link.mjs";
 import { isObject, parsed } from "../assets/untrusted.mjs";
-import { askArchitecture, clearErrors, currentModel, field, fillForm, readScenario, showError,
-  watchForm, writeField } from "./form.mjs";
+import { askArchitecture, clearErrors, currentModel, field, fillForm, focusField, readScenario,
+  showError, watchForm, writeField } from "./form.mjs";
 import { $, DATA, LIMITS, STATIC, ask, failed, live, say, timings } from "./page.mjs";
 import { addPlanning, planningScenario } from "./planning.mjs";
-import { addResultSections, afterResult, recommendation, render, watchExport } from "./results.mjs";
+import { addResultSections, afterResult, pending, recommendation, render, watchExport } from "./results.mjs";
 import { addStorage, linkTo, pinned, showComparison } from "./storage.mjs";
 
 let timer = null;
@@ -31,6 +31,9 @@ let held = null; // {source, text, problem}: a scenario from outside, not yet ac
 
 async function update() {
   if (held) return updateHeld(held);
+  if (currentModel() === null) {
+    return pending("Paste a model's config.json into the box on the left (“Paste a Hugging Face config.json”): its memory is computed as soon as it is read.");
+  }
   const scenario = readScenario();
   linkTo(scenario);
   if (!live.worker) return;
@@ -61,8 +64,12 @@ async function updateHeld(h) {
 }
 
 function notApplied(h, path, message) {
-  showError(path, message, `${h.source} was not applied: ${path}: ${message}. The result below is the last one computed, not this scenario's.`);
+  showError(path, message, `${h.source} was not applied: ${path}: ${message}.`);
+  pending(`No result: ${h.source.toLowerCase()} was not applied (${path}: ${message}).`);
 }
+
+// Sorted keys: the same scenario whatever order a link wrote its fields in.
+const canonical = (v) => JSON.stringify(v, (k, x) => (isObject(x) ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => (a < b ? -1 : 1))) : x));
 
 function showLive(payload, scenario, mine) {
   render(payload, "live");
@@ -85,13 +92,16 @@ function changed(delay) {
 
 // Hold a scenario from outside (`text`, or the `problem` the page found before reading it) and
 // show in the form what can be shown of it.
+// Until calc has computed it, the results show no number: the page's own result (the build's)
+// only when it is for this very scenario.
 function hold(source, text, problem = null) {
   held = { source, text, problem };
   const scenario = problem ? undefined : parsed(text);
   if (isObject(scenario)) fillForm(scenario, { read: false });
   clearErrors();
+  if (!live.worker && canonical(scenario) === canonical(STATIC.report.scenario)) render(STATIC, "static");
+  else pending(`Computing ${source.toLowerCase()}…`);
   schedule(0); // shows `problem`, or asks calc
-
 }
 
 // The scenario in the page address, held; false when there is none.
@@ -115,10 +125,11 @@ function applyScenario(scenario, title) {
 }
 
 async function start() {
-  const built = "The result shown was computed when the site was built.";
+  const built = () => ($("calc-results").closest(".calc-side").dataset.state === "pending"
+    ? "No result is shown until it can compute this scenario." : "The result shown was computed when the site was built.");
   try {
     live.worker = await keepCalcPython(DATA.root, {
-      onSlow: (why) => { if (!live.worker) say(`The live calculator could not start yet: ${why}. ${built}`, "error"); },
+      onSlow: (why) => { if (!live.worker) say(`The live calculator could not start yet: ${why}. ${built()}`, "error"); },
       onRestart: (why) => {
         live.note = `Python failed (${why}) and was restarted; the form was kept.`;
         say(`Python failed (${why}); it was restarted and the form is computed again…`, "error");
@@ -127,7 +138,7 @@ async function start() {
     });
   } catch (e) {
     if (!(e instanceof StartError)) throw e;
-    return say(`The live calculator could not start: ${e.message}. ${built}`, "error");
+    return say(`The live calculator could not start: ${e.message}. ${built()}`, "error");
   }
   timings.pythonReady = performance.now();
   const model = currentModel();
@@ -143,13 +154,13 @@ addPlanning({ apply: applyScenario, schedule: changed });
 watchForm(changed);
 watchExport(() => (held ? null : readScenario()));
 fillForm(DATA.opening);
-render(STATIC, "static");
-if (holdLink() && !held.problem) {
-  say("Showing the result computed when the site was built, for the default scenario; your linked scenario is computed as soon as Python is ready…");
-}
+if (!holdLink()) render(STATIC, "static");
+else if (!held.problem && !live.worker) say("Your linked scenario is computed as soon as Python is ready…");
 $("calc-results").addEventListener("click", (e) => {
   const card = e.target.closest("[data-gpu]");
   if (card) { field("gpu").value = card.dataset.gpu; changed(0); }
+  const part = e.target.closest("[data-field]");
+  if (part) focusField(part.dataset.field);
 });
 document.addEventListener("click", (e) => {
   const applied = e.target.closest("[data-apply]");

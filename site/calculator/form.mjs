@@ -3,14 +3,22 @@
 // scenario's pydantic models (tools/site_hooks.py); DATA.kinds says how to read each input.
 
 import { isObject, textProblem } from "../assets/untrusted.mjs";
-import { $, DATA, LIMITS, ask, failed, live, say } from "./page.mjs";
+import { $, DATA, LIMITS, ask, failed, live, resultState, say } from "./page.mjs";
 
 const form = $("calc-form");
-let modelSpec = DATA.defaults.model; // what goes into scenario.model
+let modelSpec = DATA.defaults.model; // what goes into scenario.model; null: a config.json is awaited
 let archBase = null; // the full architecture the architecture fields edit
 
 export const field = (path) => form.elements.namedItem(path);
 export const currentModel = () => modelSpec;
+
+// The input named `path` in view and focused, the <details> around it opened.
+export function focusField(path) {
+  const el = field(path);
+  if (!el) return;
+  for (let d = el.closest("details"); d; d = d.parentElement.closest("details")) d.open = true;
+  el.focus();
+}
 
 function readField(path) {
   const el = field(path);
@@ -120,6 +128,7 @@ export function showError(path, message, status = `Check ${path}: ${message}. Th
     if (el.closest("details")) el.closest("details").open = true;
   }
   say(status, "error");
+  resultState("stale", `Not current: ${key || path} is not valid. The result below is for the last valid input.`);
 }
 
 // A pasted config.json, read by calc (the `architecture` operation) into the architecture fields.
@@ -139,8 +148,11 @@ export function watchForm(schedule) {
     if (name === "model") {
       const v = event.target.value;
       if (v === "custom") modelSpec = { ...(archBase ?? {}), ...readArch() };
-      else if (v === "hf_config") { field("model.hf_config").focus(); return; }
-      else setModel(v);
+      else if (v === "hf_config") {
+        focusField("model.hf_config");
+        modelSpec = null; // until a config.json is read from the box (its input event, below)
+        if (field("model.hf_config").value.trim()) return onInput({ type: "input", target: field("model.hf_config") });
+      } else setModel(v);
     } else if (name === "model.hf_config") {
       clearErrors();
       const text = event.target.value;

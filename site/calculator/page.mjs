@@ -1,8 +1,10 @@
 // What every part of the calculator page shares: the data the build embedded (calc's presets,
 // defaults, labels and reading limits, tools/site_hooks.py), the worker running calc, the status
-// line, and number formatting. Nothing here knows a domain number: those are all in DATA.
+// line, number formatting (site/assets/format.mjs) and the results' state. Nothing here knows a
+// domain number: those are all in DATA.
 
 import { PythonRestarted } from "../assets/calc_python.mjs";
+import { FIT_WORDS, percent } from "../assets/format.mjs";
 import { depthRule, nesting, textProblem } from "../assets/untrusted.mjs";
 
 export const $ = (id) => document.getElementById(id);
@@ -49,21 +51,27 @@ export function failed(error) {
   say(`The live calculator stopped: ${error?.message ?? error}. The last result stays on the page.`, "error");
 }
 
-// ---- formatting ----
-const GiB = 1024 ** 3;
-export const gib = (b) => `${(b / GiB).toFixed(2)} GiB`;
-export const pct = (x) => `${(100 * x).toFixed(1)}%`;
+// ---- formatting: the shared rules (site/assets/format.mjs, the twin of calc.formatting) ----
+export { count, gib, hours, params, secs, signed, tflops, usd } from "../assets/format.mjs";
+export const pct = percent;
 export const share = (x) => pct(x).replace(".0%", "%");
 export const esc = (s) => String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-export const count = (n) => Math.round(n).toLocaleString("en-US");
-export const signed = (b) => `${b > 0 ? "+" : b < 0 ? "−" : "±"}${gib(Math.abs(b))}`;
-export const secs = (s) => (s >= 100 ? `${s.toFixed(0)} s` : s >= 1 ? `${s.toFixed(2)} s` : `${(1000 * s).toFixed(0)} ms`);
-export const hours = (h) => (h >= 48 ? `${h.toFixed(0)} h (${(h / 24).toFixed(1)} days)` : h >= 1 ? `${h.toFixed(1)} h` : `${(60 * h).toFixed(0)} min`);
-export const usd = (x) => `$${x.toLocaleString("en-US", { maximumFractionDigits: x < 100 ? 2 : 0 })}`;
 export const gpuName = (id) => DATA.gpus[id]?.name ?? id;
 export const label = (key) => DATA.component_labels[key] ?? key;
 
-// A result's verdict, calc's `status` (calc.estimate.fit_status, the rule of every tool): over
-// the GPU, within it but above the fit target ("tight"), or fine.
-const VERDICTS = { fits: ["ok", "fits"], tight: ["tight", "tight"], does_not_fit: ["no", "does not fit"] };
-export const verdict = (r) => VERDICTS[r.status];
+// A result's verdict, calc's `status` (calc.estimate.fit_status, the rule of every tool): its
+// class and calc's word for it.
+const CLASSES = { fits: "ok", tight: "tight", does_not_fit: "no" };
+export const verdict = (r) => [CLASSES[r.status], FIT_WORDS[r.status]];
+
+// ---- what the results column shows: whose result, and whether it is current ----
+// "static" (built for the default), "live", "pending" (no result yet for the scenario asked:
+// no number at all is shown), "stale" (the form has an error: the last valid result, dimmed and
+// marked not current, with `note` saying why).
+export function resultState(state, note = "") {
+  const side = $("calc-results").closest(".calc-side");
+  side.dataset.state = state;
+  const banner = $("calc-stale");
+  banner.textContent = note;
+  banner.hidden = state !== "stale";
+}

@@ -2,8 +2,9 @@
 // scenario after it (the largest micro-batch and the step time, the export, the
 // recommendations). Every number is calc's; this only formats it.
 
-import { $, DATA, ask, count, esc, failed, gib, gpuName, isLatest, label, live, pct, say, secs,
-  share, verdict } from "./page.mjs";
+import { FIT_WORDS, fixed } from "../assets/format.mjs";
+import { $, DATA, ask, count, esc, failed, gib, gpuName, isLatest, label, live, params, pct, resultState,
+  say, secs, share, tflops, verdict } from "./page.mjs";
 import { addCharts, showCharts } from "./charts.mjs";
 import { encodeScenario } from "../assets/scenario_link.mjs";
 
@@ -15,6 +16,7 @@ export function addResultSections() {
   const side = Object.assign(document.createElement("div"), { className: "calc-side" });
   results.replaceWith(side);
   side.append(results);
+  results.insertAdjacentHTML("beforebegin", '<p id="calc-stale" class="calc-stale-note" role="status" hidden></p>');
   addCharts(results);
   const formats = Object.entries(DATA.export.formats).map(([id, name]) =>
     `<option value="${id}"${id === DATA.export.default ? " selected" : ""}>${esc(name)} (${id})</option>`).join("");
@@ -34,6 +36,23 @@ export function addResultSections() {
 
 export const recommendation = (i) => recommended[i];
 
+// ---- no result yet for the scenario asked: a skeleton and why, never another scenario's numbers ----
+export function pending(message) {
+  $("calc-results").innerHTML = `
+    <div class="calc-headline calc-verdict--pending" data-verdict="pending" aria-busy="true">
+      <div class="calc-big"><span class="calc-skeleton calc-skeleton--number"></span> <small>per GPU</small></div>
+      <div id="calc-pending">${esc(message)}</div>
+    </div>
+    <div class="calc-bar calc-skeleton" aria-hidden="true"></div>
+    <div class="calc-skeleton calc-skeleton--table" aria-hidden="true"></div>`;
+  resultState("pending");
+}
+
+// The setup behind the number in one line (calc.formatting.setup_parts), each part a link to
+// the field it comes from.
+const setupLine = (parts) => parts.map((p) => `${esc(p.join)}<button type="button" class="calc-link"
+  data-field="${esc(p.field)}">${esc(p.text)}</button>`).join("");
+
 // ---- the report (calc estimate's JSON) and the same scenario on every GPU ----
 export function render(payload, state) {
   const r = payload.report;
@@ -51,6 +70,7 @@ export function render(payload, state) {
   const phases = Object.entries(r.phases).map(([name, ph]) =>
     `<tr${name === r.peak_phase ? ' class="calc-peak"' : ""}><td>${esc(name.replace("_", " "))}</td>
      <td class="calc-num">${gib(ph.peak_bytes)}</td></tr>`).join("");
+  const missing = r.confidence.missing.map((m) => `<li>${esc(m)}</li>`).join("");
   const warnings = r.warnings.map((w) => `<li><code>${esc(w.field)}</code>: ${esc(w.message)}</li>`).join("");
   const cards = payload.gpus.map((g) => {
     const [c, w] = g.error ? ["no", "not supported"] : verdict(g);
@@ -60,6 +80,7 @@ export function render(payload, state) {
   }).join("");
   $("calc-results").innerHTML = `
     <div class="calc-headline calc-verdict--${cls}" data-verdict="${cls}">
+      <p class="calc-setup" id="calc-setup">${setupLine(payload.setup)}</p>
       <div class="calc-big">${gib(r.device_bytes)} <small>per GPU</small></div>
       <div>${pct(r.utilization)} of ${esc(gpu)} (${gib(r.usable_bytes)}): <strong>${word}</strong></div>
     </div>
@@ -71,10 +92,12 @@ export function render(payload, state) {
     <table class="calc-table"><caption>Peak allocated memory per phase</caption>
       <thead><tr><th>Phase</th><th>Peak</th></tr></thead><tbody>${phases}</tbody></table>
     <p class="calc-facts">Peak phase: <strong>${esc(r.peak_phase.replace("_", " "))}</strong>
-      (${esc(r.peak_rank.why)}). Parameters: ${(r.param_count / 1e9).toFixed(2)} B,
-      trainable ${(r.trainable_param_count / 1e9).toFixed(3)} B.
+      (${esc(r.peak_rank.why)}). Parameters: ${params(r.param_count)},
+      trainable ${params(r.trainable_param_count)}.
       ${r.host_bytes ? `Host memory for offload: ${gib(r.host_bytes)}.` : ""}
-      Confidence: ${esc(r.confidence.level)} (${esc(r.confidence.basis)}).</p>
+      Confidence: <strong id="calc-confidence" data-level="${esc(r.confidence.level)}">${esc(r.confidence.level)}</strong>
+      (${esc(r.confidence.basis)})${missing ? ", because:" : "."}</p>
+    ${missing ? `<ul class="calc-facts" id="calc-confidence-why">${missing}</ul>` : ""}
     ${warnings ? `<ul class="calc-warnings">${warnings}</ul>` : ""}
     <h3>On every GPU <a class="calc-link" id="calc-gpus" href="${DATA.root}gpus/#s=${encodeScenario(r.scenario)}">compare in detail</a></h3>
     <div class="calc-cards">${cards}</div>`;
@@ -84,6 +107,7 @@ export function render(payload, state) {
   const pre = $("estimate-json");
   pre.textContent = payload.report_text ?? JSON.stringify(r, null, 2);
   pre.dataset.state = state;
+  resultState(state);
 }
 
 // After the result, off the recalculation path: each answer is dropped, and the chain stops,
@@ -121,7 +145,7 @@ async function showPlan(scenario, mine) {
        Step time ≈ <strong class="calc-num">${secs(c.step_seconds)}</strong> for ${count(c.tokens_per_step)} tokens,
        ≈ <strong class="calc-num">${count(c.tokens_per_second)}</strong> tokens/s on ${c.gpus} GPU${c.gpus > 1 ? "s" : ""}.
        <small>An estimate, not a measurement: it assumes the job sustains ${share(c.mfu)} of the GPU's dense
-       ${esc(scenario.training.precision)} peak (${c.peak_tflops_per_gpu} TFLOPS) on the FLOPs it executes (the model FLOPs
+       ${esc(scenario.training.precision)} peak (${tflops(c.peak_tflops_per_gpu)} TFLOPS) on the FLOPs it executes (the model FLOPs
        utilisation, MFU, is an assumption); communication and pipeline bubbles are not modelled apart.
        ${c.notes.map(esc).join(" ")}</small></p>`;
   box.innerHTML = `<h3>Batch and speed</h3>${maxmb}${cost}`;
@@ -159,13 +183,13 @@ async function showRecommendations(scenario, mine) {
   if (!isLatest(mine) || !answer.ok) return;
   recommended = [...answer.recommendations, ...answer.larger_gpus];
   const item = (rec, i, by) => `<li><div><strong>${esc(rec.title)}</strong>
-      <span class="calc-num">${by(rec)}</span>${speed(rec)}${rec.status === "fits" ? ' <span class="calc-fits">fits</span>' : rec.status === "tight" ? ' <span class="calc-fits">tight</span>' : ""}
+      <span class="calc-num">${by(rec)}</span>${speed(rec)} <span class="calc-fits" data-status="${esc(rec.status)}">${FIT_WORDS[rec.status]}</span>
       <small>${esc(rec.cost)}</small></div>
       <button type="button" class="md-button" data-apply="${i}">Apply</button></li>`;
-  const saving = (r) => (r.saving_bytes >= 0 ? `saves ${gib(r.saving_bytes)} (${r.saving_percent.toFixed(1)}%)`
+  const saving = (r) => (r.saving_bytes >= 0 ? `saves ${gib(r.saving_bytes)} (${fixed(r.saving_percent, 1)}%)`
     : `uses ${gib(-r.saving_bytes)} more`);
   const speed = (r) => (r.slowdown_percent === null ? ""
-    : ` <span class="calc-num" data-key="slowdown_percent" data-value="${r.slowdown_percent}">${Math.abs(r.slowdown_percent).toFixed(1)}% ${r.slowdown_percent >= 0 ? "slower" : "faster"}</span>`);
+    : ` <span class="calc-num" data-key="slowdown_percent" data-value="${r.slowdown_percent}">${fixed(Math.abs(r.slowdown_percent), 1)}% ${r.slowdown_percent >= 0 ? "slower" : "faster"}</span>`);
   const n = answer.recommendations.length;
   $("calc-recs").innerHTML = `<h3>What to change</h3><p class="calc-hint" id="calc-recs-rule">Ranked: ${esc(answer.rank_rule)}.</p>
     ${n ? `<ol class="calc-recs">${answer.recommendations.map((r, i) => item(r, i, saving)).join("")}</ol>`

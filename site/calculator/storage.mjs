@@ -8,6 +8,7 @@
 // saved scenarios with a download and a discard button. It is never used, and never deleted
 // without the user's word; the good entries stay in use.
 
+import { FIT_WORDS } from "../assets/format.mjs";
 import { encodeScenario } from "../assets/scenario_link.mjs";
 import { depthOf, depthRule, isObject, sizeRule, textProblem, utf8 } from "../assets/untrusted.mjs";
 import { readScenario } from "./form.mjs";
@@ -181,7 +182,7 @@ export async function showComparison() {
     ${row("Peak allocated", "peak_bytes", bytesWithDiff("peak_bytes"))}
     ${row("Device memory", "device_bytes", bytesWithDiff("device_bytes"))}
     ${row("Utilization", "utilization", (v) => pct(v))}
-    ${row("Fits", "fits", (v) => (v ? "yes" : "<strong>no</strong>"))}
+    ${row("Verdict", "status", (v) => (v === "fits" ? FIT_WORDS[v] : `<strong>${FIT_WORDS[v]}</strong>`))}
     ${row("Peak phase", "peak_phase", (v) => esc(v.replace("_", " ")))}
     ${row("Micro-batch", "micro_batch_size", String)}
     ${row("Accumulation steps", "gradient_accumulation_steps", String)}
@@ -212,9 +213,12 @@ export function addStorage(page) {
   });
   $("calc-save").addEventListener("click", () => {
     const scenario = readScenario();
+    // the figure shown, where it is this scenario's (not while pending, nor stale)
+    const current = ["live", "static"].includes($("calc-results").closest(".calc-side").dataset.state);
     const report = JSON.parse($("estimate-json").textContent);
     const name = nameOf(scenario);
-    if (!setItem(STORE, JSON.stringify([...saved(), { name, scenario, device_bytes: report.device_bytes }]))) return;
+    const entry = { name, scenario, ...(current ? { device_bytes: report.device_bytes } : {}) };
+    if (!setItem(STORE, JSON.stringify([...saved(), entry]))) return;
     renderSaved();
     say(`Saved “${name}” in this browser.`);
   });

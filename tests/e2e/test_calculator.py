@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from calc import estimate
+from calc.formatting import gib, natural_key, setup_line
 
-from .conftest import LIVE_TIMEOUT_MS, SITE, Calculator, decode
+from .conftest import LIVE_TIMEOUT_MS, SITE, Calculator, decode, encode
 
 SCENARIOS = {
     "lora-on-a100": {
@@ -121,8 +122,14 @@ def test_bad_input_marks_the_field_and_keeps_the_last_result(
     assert words in calculator.page.inner_text(f"#{error_id}")
     assert calculator.report() == before
     assert calculator.page.get_attribute("#estimate-json", "data-state") == "live"
+    # the last valid result stays, dimmed and marked not current, until the input is valid again
+    assert "Not current" in calculator.page.inner_text("#calc-stale")
+    assert float(calculator.page.eval_on_selector("#calc-results", "el => getComputedStyle(el).opacity")) < 1
     calculator.field(name).fill("1")
     calculator.page.wait_for_selector(f'[name="{name}"]:not([aria-invalid])', timeout=10_000)
+    calculator.page.wait_for_selector(".calc-side[data-state=live]", timeout=10_000)
+    assert not calculator.page.is_visible("#calc-stale")
+    assert calculator.page.eval_on_selector("#calc-results", "el => getComputedStyle(el).opacity") == "1"
 
 
 @pytest.mark.parametrize(("name", "value", "marked", "words"), [
@@ -189,15 +196,134 @@ def test_mixed_precision_left_to_calc_follows_finetuning(calculator: Calculator)
 
 def test_calculator_fits_a_phone_width(browser: Any, base_url: str) -> None:
     """At 390 px nothing is wider than the screen: a select as wide as its longest option (a
-    GPU's full name) stays inside its column, advanced settings open too."""
+    GPU's full name) stays inside its column, advanced settings open too; the longest setup
+    line, the confidence's reasons, the pending skeleton and the not-current note wrap."""
     context = browser.new_context(viewport={"width": 390, "height": 900})
+    wide = lambda: page.evaluate("document.documentElement.scrollWidth")  # noqa: E731
     try:
         page = context.new_page()
-        page.goto(f"{base_url}calculator/")
+        page.goto(f"{base_url}calculator/#s={encode(LONG_SETUP)}")
+        assert wide() <= 390  # pending
         page.wait_for_selector("#estimate-json[data-state=live]", state="attached",
                                timeout=LIVE_TIMEOUT_MS)
-        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        page.wait_for_selector("#calc-confidence-why li")
+        assert wide() <= 390
         page.click("text=Advanced settings")
-        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+        assert wide() <= 390
+        page.fill('[name="training.seq_len"]', "0")
+        page.wait_for_selector(".calc-side[data-state=stale]", timeout=10_000)
+        assert wide() <= 390
     finally:
         context.close()
+
+
+# Every part of the setup line at once: tp, pp, cp, LoRA, offload; 70B is beyond the traced models.
+LONG_SETUP = {"model": "llama-3.1-70b", "gpu": "a100-40gb",
+              "training": {"finetuning": "lora", "activation_checkpointing": "selective", "seq_len": 32768},
+              "parallelism": {"dp": 2, "tp": 8, "pp": 4, "cp": 2, "zero": 1, "offload_optimizer": True}}
+OUT_OF_MEMORY = {"model": "llama-3.1-70b", "gpu": "a100-40gb"}
+
+# Every state of the headline from the first paint, recorded as it changes (an init script runs
+# before the page's own scripts): its verdict and its text.
+RECORD_HEADLINE = """
+window.__headlines = [];
+const note = () => { const h = document.querySelector('#calc-results .calc-headline');
+  window.__headlines.push(h ? [h.dataset.verdict, h.innerText] : [null, '']); };
+document.addEventListener('DOMContentLoaded', () => {
+  const box = document.getElementById('calc-results');
+  note();
+  new MutationObserver(note).observe(box.parentElement, { childList: true, subtree: true, characterData: true });
+});"""
+
+
+def test_setup_line_states_the_scenario_and_links_each_part_to_its_field(calculator: Calculator) -> None:
+    """Issue 13: the opening "22.34 GiB per GPU, fits" came from dp 8, ZeRO-3 and full
+    checkpointing hidden in the closed advanced settings. The header says them, each part a
+    link that opens its section and focuses its field."""
+    calculator.open(live=False)
+    want = setup_line(estimate(page_data()["defaults"]))
+    assert calculator.page.inner_text("#calc-setup") == want  # before Python: the build's
+    calculator.wait_live()
+    assert calculator.page.inner_text("#calc-setup") == want
+    advanced = calculator.page.locator("details.calc-advanced")
+    assert advanced.get_attribute("open") is None
+    for name in ("parallelism.zero", "training.activation_checkpointing", "training.seq_len", "gpu", "model"):
+        calculator.page.click(f'#calc-setup [data-field="{name}"]')
+        assert calculator.page.evaluate("document.activeElement.name") == name
+    assert advanced.get_attribute("open") is not None
+    calculator.field("parallelism.zero").select_option("2")
+    calculator.page.wait_for_function(
+        "() => document.getElementById('calc-setup').innerText.includes('ZeRO-2')", timeout=LIVE_TIMEOUT_MS)
+
+
+def test_share_link_out_of_memory_never_shows_fits_or_another_figure(calculator: Calculator) -> None:
+    """Issue 13: a cold share link showed the default scenario's green "fits" beside the linked
+    out-of-memory form for up to 20 s. From the first paint until live: a pending skeleton, then
+    this scenario's verdict, never "fits" and never the default's figure."""
+    calculator.page.context.add_init_script(RECORD_HEADLINE)
+    want = expected(OUT_OF_MEMORY)
+    assert want["status"] == "does_not_fit"
+    default_figure = gib(expected(page_data()["defaults"])["device_bytes"]).split()[0]
+    calculator.open(OUT_OF_MEMORY, live=False)
+    calculator.wait_report_for(want["scenario"])
+    seen = calculator.page.evaluate("window.__headlines")
+    assert seen and seen[0][0] == "pending", seen[:3]
+    for verdict, text in seen:
+        assert verdict in ("pending", "no"), (verdict, text)
+        assert not re.search(r"\bfits\b", text) and default_figure not in text, text
+    assert seen[-1] == ["no", calculator.page.inner_text("#calc-results .calc-headline")]
+    assert gib(want["device_bytes"]) in seen[-1][1]
+
+
+def test_share_link_to_the_built_scenario_shows_the_built_result_at_once(calculator: Calculator) -> None:
+    """Only where the link is the scenario the build computed does the page show a number before
+    Python is ready."""
+    calculator.open(expected(page_data()["defaults"])["scenario"], live=False)
+    calculator.page.wait_for_selector(".calc-headline[data-verdict=ok]", timeout=5_000)
+    assert calculator.page.get_attribute("#estimate-json", "data-state") == "static"
+
+
+def test_choosing_pasted_config_opens_the_box_and_waits_for_it(calculator: Calculator) -> None:
+    """Issue 13: choosing "Pasted config.json" did nothing visible and kept Llama's numbers
+    marked Live. Now it opens and focuses the box, the result waits for a config.json, and a
+    pasted one is computed."""
+    calculator.open()
+    calculator.page.select_option('[name="model"]', "hf_config")
+    assert calculator.page.evaluate("document.activeElement.name") == "model.hf_config"
+    assert calculator.page.locator('[name="model.hf_config"]').is_visible()
+    calculator.page.wait_for_selector(".calc-headline[data-verdict=pending]", timeout=10_000)
+    assert "config.json" in calculator.page.inner_text("#calc-pending")
+    assert calculator.page.query_selector("#calc-results .calc-big").inner_text().strip() == "per GPU"
+    config = SCENARIOS["pasted-config-zero3"]["model"]["hf_config"]
+    calculator.page.fill('[name="model.hf_config"]', json.dumps(config))
+    report = calculator.page.wait_for_function(
+        """() => { const el = document.getElementById('estimate-json');
+            const r = JSON.parse(el.textContent);
+            return el.dataset.state === 'live' && r.scenario.model.hf_config ? r : null; }""",
+        timeout=LIVE_TIMEOUT_MS).json_value()
+    assert report["scenario"]["model"]["hf_config"] == config
+    assert report == expected(report["scenario"])
+    assert calculator.page.inner_text("#calc-setup").startswith("pasted config.json")
+
+
+def test_extrapolated_confidence_names_its_reasons(calculator: Calculator) -> None:
+    """The CLI lists why an estimate is extrapolated; the page shows the same reasons."""
+    want = expected(OUT_OF_MEMORY)
+    assert want["confidence"]["level"] == "extrapolated" and want["confidence"]["missing"]
+    calculator.open(OUT_OF_MEMORY, live=False)
+    calculator.wait_report_for(want["scenario"])
+    assert calculator.page.inner_text("#calc-confidence") == "extrapolated"
+    assert calculator.page.eval_on_selector_all("#calc-confidence-why li", "els => els.map(e => e.innerText)") \
+        == want["confidence"]["missing"]
+
+
+def test_model_and_gpu_lists_are_in_natural_order(calculator: Calculator) -> None:
+    """Llama 2 7B, 13B, 70B; not 13B, 70B, 7B."""
+    calculator.open(live=False)
+    groups = calculator.page.eval_on_selector_all(
+        '[name="model"] optgroup, [name="gpu"]', "els => els.map(g => [...g.querySelectorAll('option')].map(o => o.text))")
+    assert len(groups) > 2
+    for names in groups:
+        assert names == sorted(names, key=natural_key)
+    llama2 = [n for g in groups for n in g if "Llama 2 " in n]
+    assert [n.split()[-1] for n in llama2] == ["7B", "13B", "70B"]

@@ -145,3 +145,21 @@ def test_new_deployment_is_offered_not_mixed(offline_calculator: Calculator, sit
     calc.page.wait_for_function("() => window.siteOffline && window.siteOffline.ready", timeout=LIVE_TIMEOUT_MS)
     assert calc.page.evaluate("window.siteOffline.version") == "0000deploy02"
     assert "deployment 2" in calc.page.evaluate("fetch('calculator.js').then(r => r.text())")
+
+
+def test_the_notice_covers_nothing_goes_and_is_said_once_a_visit(offline_calculator: Calculator, site: Site) -> None:
+    """Issue 13: "served from the copy saved on this device" stayed for good, fixed over tables
+    and inputs. It sits in the page's flow, goes after a few seconds, and the next page of the
+    same visit does not say it again."""
+    calc = offline_calculator
+    calc.open()
+    wait_saved(calc)
+    calc.page.reload()
+    notice = calc.page.wait_for_selector("#offline-notice[data-state=cached]", timeout=LIVE_TIMEOUT_MS)
+    assert "saved on this device" in notice.inner_text()
+    assert notice.evaluate("el => getComputedStyle(el).position") == "static"
+    assert notice.evaluate("el => el.closest('.md-content') !== null"), "the notice is in the page's content"
+    calc.page.wait_for_selector("#offline-notice", state="hidden", timeout=10_000)
+    calc.page.goto(site.url)
+    calc.page.wait_for_function("() => window.siteOffline && window.siteOffline.ready", timeout=LIVE_TIMEOUT_MS)
+    assert calc.page.evaluate("document.querySelector('#offline-notice:not([hidden])')") is None

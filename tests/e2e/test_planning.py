@@ -72,7 +72,7 @@ def test_pinned_scenarios_compare_as_calc_compares_them(calculator: Calculator) 
                 "tokens_per_step", "gradient_accumulation_steps"):
         assert [int(v) for v in got[key]] == [s[key] for s in want["scenarios"]], key
     assert [float(v) for v in got["utilization"]] == [s["utilization"] for s in want["scenarios"]]
-    assert got["fits"] == [str(s["fits"]).lower() for s in want["scenarios"]]
+    assert got["status"] == [s["status"] for s in want["scenarios"]]
     for comp, values in want["scenarios"][0]["components"].items():
         assert int(got[f"components.{comp}"][0]) == values
     diffs = [int(d) for d in page.eval_on_selector_all(
