@@ -45,6 +45,13 @@ def scatter_figure(rows: list[dict[str, Any]]) -> str:
             "the top, faded (hover a dot for its case).</figcaption></figure>")
 
 
+def _case_cells(case_id: str) -> list[str]:
+    """A case id (`model_b2_s1024_...`) as two short cells, model and setting, the full id on
+    hover: one id in one cell wrapped over several lines and made every row tall."""
+    model, setting = case_id.split("_", 1)
+    return [f"`{model}`", f'<code title="{case_id}">{setting}</code>']
+
+
 def context(src: str) -> dict[str, str]:
     acc = _accuracy()
     rows = acc.traced_rows("all")
@@ -80,12 +87,12 @@ def context(src: str) -> dict[str, str]:
     for r in sorted(rows, key=lambda r: (r["split"], r["id"])):
         phase = r["traced_phase"] if r["traced_phase"] == r["predicted_phase"] else \
             f"{r['traced_phase']} / **{r['predicted_phase']}**"
-        table.append([f"`{r['id']}`", r["split"], num_gib(r["traced"]), num_gib(r["predicted"]),
+        table.append([*_case_cells(r["id"]), r["split"], num_gib(r["traced"]), num_gib(r["predicted"]),
                       pct(r["error"], True), pct(r["korthikanti"], True),
                       pct(r["megatron"], True), pct(r["eleuther"], True), phase])
     ctx["cases_table"] = md_table(
-        ["case", "split", "traced GiB", "calc GiB", "calc", "Korthikanti", "Megatron",
-         "EleutherAI", "peak phase (traced / calc)"], table, "llrrrrrrl")
+        ["model", "setting (hover: the case id)", "split", "traced GiB", "calc GiB", "calc", "Korthikanti", "Megatron",
+         "EleutherAI", "peak phase (traced / calc)"], table, "lllrrrrrrl")
 
     pub = acc.published_rows()
     kept = [r for r in pub if "excluded" not in r]
