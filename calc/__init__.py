@@ -1,5 +1,7 @@
 """calc: per-GPU memory of LLM training, phase by phase, validated against traced steps.
 
+A first estimate:
+
     >>> from calc import estimate
     >>> report = estimate({"model": "llama-3-8b", "training": {"seq_len": 2048}})
     >>> report.peak_phase in ("forward", "backward", "optimizer_step")

@@ -172,7 +172,7 @@ EAGER_MASK = _f("attention_mask", "lambda b, s, m: b * s**2 * m", "eager_mask",
                 "Eager attention's (b, 1, s, s) additive causal mask, alive through the forward")
 
 class LayerActivations(NamedTuple):
-    """Memory of one decoder layer for one micro-batch (build it with :func:`layer_activations`)."""
+    """Memory of one decoder layer for one micro-batch (build it with `layer_activations`)."""
 
     saved: tuple[Term, ...]  # saved for backward (a term twice when two ops save alike)
     forward_transient: Term  # extra bytes alive at the layer's worst forward moment
@@ -443,7 +443,7 @@ def _adapter_copies(x: Setup, dropout: float) -> bool:
 
 def _adapter_input(x: Setup, saved: list[Term], key: str, width: int, dropout: float,
                    shared: int = 0) -> None:
-    """What one LoRA adapter keeps of its input (see :func:`_adapter_copies`); `shared`: the
+    """What one LoRA adapter keeps of its input (see `_adapter_copies`); `shared`: the
     width of x itself when the adapters keep it rather than a copy."""
     formula = ADAPTER_INPUT if key == "attention" else _MLP_KEYED[ADAPTER_INPUT]
     width_kept = shared or (x.n.compute if x.n.autocast else 4)

@@ -1,12 +1,12 @@
 """Model architecture: Hugging Face `config.json` field names, read per `model_type`.
 
-An :class:`Architecture` is the canonical, validated description the estimator works from.
+An `Architecture` is the canonical, validated description the estimator works from.
 It is built three ways: from a preset (whose file embeds the published `config.json`), from a
-pasted `config.json` (:func:`from_hf_config`, unknown keys ignored) or from an explicit dict of
+pasted `config.json` (`from_hf_config`, unknown keys ignored) or from an explicit dict of
 the same field names (strict: unknown keys are an error).
 
 What differs between families is not the field names but the module structure behind them
-(norm kind, MLP kind, biases, fused projections, extra norms). :class:`Traits` holds those
+(norm kind, MLP kind, biases, fused projections, extra norms). `Traits` holds those
 structural facts, looked up from `model_type` once, so formulas never branch on family names.
 """
 
@@ -249,10 +249,10 @@ class ConfigError(FieldError):
 
 
 def from_hf_config(config: dict[str, Any]) -> tuple[Architecture, list[str]]:
-    """Read a Hugging Face `config.json` (unknown keys ignored) into an :class:`Architecture`.
+    """Read a Hugging Face `config.json` (unknown keys ignored) into an `Architecture`.
 
     Returns the architecture and notes for the report (e.g. an unsupported `model_type` read as
-    llama-like). Raises :class:`ConfigError` naming the key when a required field is missing or
+    llama-like). Raises `ConfigError` naming the key when a required field is missing or
     malformed.
     """
     if not isinstance(config, dict):

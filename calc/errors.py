@@ -4,7 +4,7 @@ Each stage subclasses it (a config.json key, a scenario field, a planning reques
 setting), so the library, the CLI (`calc: error: field: message`, exit code 2) and the page
 (the message beside the field) report all of them the same way. Both parts are printable on
 one line: a key with a newline or a terminal escape in it is shown escaped, never obeyed.
-:class:`PlanError` lives here rather than in `calc.plan` because the framework import
+`PlanError` lives here rather than in `calc.plan` because the framework import
 (`calc.frameworks`), a layer below the planning tools, raises it too.
 """
 

@@ -111,7 +111,7 @@ class Estimate:
 
     @property
     def status(self) -> FitStatus:
-        """:func:`fit_status` at the default target."""
+        """`fit_status` at the default target."""
         return fit_status(self.device_bytes, self.usable_bytes)
 
     def as_dict(self) -> dict[str, Any]:
@@ -168,7 +168,7 @@ def _why(x: Setup, stage: Stage) -> str:
 
 
 def estimate(scenario: Scenario | dict[str, Any] | str) -> Estimate:
-    """Estimate per-GPU training memory for a scenario (a :class:`Scenario`, dict or JSON)."""
+    """Estimate per-GPU training memory for a scenario (a `Scenario`, dict or JSON)."""
     resolved = resolve(parse_scenario(scenario))
     x = setup(resolved)
     worst = max((stage_peak(x, st) for st in x.stages), key=lambda e: e.peak.bytes)

@@ -5,10 +5,10 @@
     >>> steps["params.model"].value, steps["params.model"].report
     (124439808, 'param_count')
 
-Each :class:`Step` renders one term the estimator computed (`calc.formula.Term`), or a sum or a
+Each `Step` renders one term the estimator computed (`calc.formula.Term`), or a sum or a
 maximum of them (the peak moment's parts, the moments, the phases): the formula in LaTeX
 (`formula`), the same with the numbers in place ending in its result (`substituted`: always
-``... = `` + :func:`result`), the value, where the report shows it (`report`, a dotted path into
+``... = `` + `result`), the value, where the report shows it (`report`, a dotted path into
 ``estimate(...).as_dict()``, split on "." only) and its source. Nothing here computes bytes.
 """
 
@@ -160,7 +160,7 @@ class _Renderer:
 def explain(scenario: Scenario | dict[str, Any] | str) -> Explanation:
     """The estimate's terms for `scenario`, in the order the estimator applies them.
 
-    Raises :class:`calc.ScenarioError` for a bad scenario (as :func:`calc.estimate` does)."""
+    Raises `calc.ScenarioError` for a bad scenario (as `calc.estimate` does)."""
     e = estimate(parse_scenario(scenario))
     x = e.setup
     sp = stage_peak(x, e.stage.stage, detail=True)  # the reported stage, every term kept

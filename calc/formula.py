@@ -1,6 +1,6 @@
 r"""Formulas written once: the estimator evaluates them, the explanation and the docs render them.
 
-A :class:`Formula` is a Python lambda over named symbols, kept as text:
+A `Formula` is a Python lambda over named symbols, kept as text:
 
     >>> from calc.sources import ADAMW
     >>> f = Formula("optimizer_states/exp_avg", "lambda P_t, N_1, w_s: ceil(P_t / N_1) * w_s",
@@ -13,15 +13,15 @@ A :class:`Formula` is a Python lambda over named symbols, kept as text:
     >>> term.substituted
     '\\left\\lceil 8\\,030\\,261\\,248 / 8 \\right\\rceil \\cdot 4'
 
-Calling it with the symbols' values (in the lambda's order) gives a :class:`Term`: the values and
+Calling it with the symbols' values (in the lambda's order) gives a `Term`: the values and
 the bytes the lambda computed. The same text renders as LaTeX with the symbols (`tex`) or with
 the values in their place (`Term.substituted`), so what a page shows is what was computed.
 
 The language: integers and floats, ``+ - * / **``, parentheses, and
-- ``ceil(x / y)``: integer ceiling division (a ZeRO shard, :math:`\lceil x / y \rceil`);
+- ``ceil(x / y)``: integer ceiling division (a ZeRO shard, \(\lceil x / y \rceil\));
 - ``floor(x / y)``: integer division; ``floor(x)``: a float rounded down;
 - ``max(...)``, ``min(...)``.
-Symbol names are those of :data:`calc.symbols.SYMBOLS`, which gives their LaTeX and meaning.
+Symbol names are those of `calc.symbols.SYMBOLS`, which gives their LaTeX and meaning.
 Formulas are parsed and compiled on first use, so importing calc compiles nothing.
 """
 
@@ -110,7 +110,7 @@ class Formula:
 
     def _compile(self) -> None:
         """Give this formula a class of its own whose `__call__` evaluates the lambda's body
-        (in integer arithmetic: see :class:`_Integer`) and builds the :class:`Term` in place."""
+        (in integer arithmetic: see `_Integer`) and builds the `Term` in place."""
         body = ast.unparse(_Integer().visit(_copy(self.body)))
         args = "".join(f"{a}, " for a in self.args)
         source = (f"def __call__(self, {args}):\n"

@@ -3,9 +3,11 @@ r"""Activations of a Megatron-LM layer (`implementation: megatron`).
 Korthikanti et al. (2022), "Reducing Activation Recomputation in Large Transformer Models",
 Table 2, per layer in bytes with 16-bit activations:
 
-.. math:: sbh\left(34 + 5\frac{as}{h}\right) \;\text{(no parallelism)},\quad
-          sbh\left(10 + \frac{24}{t} + 5\frac{as}{ht}\right) \;\text{(TP)},\quad
-          \frac{sbh}{t}\left(34 + 5\frac{as}{h}\right) \;\text{(TP + SP)}
+\[
+sbh\left(34 + 5\frac{as}{h}\right) \;\text{(no parallelism)},\quad
+sbh\left(10 + \frac{24}{t} + 5\frac{as}{ht}\right) \;\text{(TP)},\quad
+\frac{sbh}{t}\left(34 + 5\frac{as}{h}\right) \;\text{(TP + SP)}
+\]
 
 generalised: the 24 sbh of attention and MLP internals are rebuilt from q/k/v widths and the
 MLP intermediate (8 sbh for Q/K/V with MHA, 16 sbh for a 4h GeLU MLP), flash attention drops

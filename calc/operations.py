@@ -1,9 +1,9 @@
 """The operations: every user-facing tool declared once, and the registry of them.
 
-An :class:`Operation` is a name, a one-line help, a request model (pydantic: frozen,
+An `Operation` is a name, a one-line help, a request model (pydantic: frozen,
 ``extra="forbid"``, every field described, with its default), the library call and the text
-the command line prints. The command line (:mod:`calc.cli`), the browser worker
-(``site/calculator/calc_worker.py``, through :func:`answer`) and the CLI reference
+the command line prints. The command line (`calc.cli`), the browser worker
+(``site/calculator/calc_worker.py``, through `answer`) and the CLI reference
 (``tools/docs_reference.py``) are generated from the registry, so a default is decided once, in
 the request model, and adding a tool is one declaration in its module plus its docs page.
 
@@ -16,7 +16,7 @@ the request model, and adding a tool is one declaration in its module plus its d
 
 Each planning tool declares its operations at the end of its own module (``OPERATIONS``); the
 registry names that module and imports it on first use, so the browser worker loads
-:mod:`calc.plan` only when the page first asks for a planning answer. `estimate`, `presets`,
+`calc.plan` only when the page first asks for a planning answer. `estimate`, `presets`,
 `explain` and the page's `architecture` (a pasted config.json read) are declared here.
 """
 
@@ -135,7 +135,7 @@ class Operation(Generic[Q, R]):
     cli: bool = True  # False: the calculator page's alone
 
     def parse(self, data: Mapping[str, Any]) -> Q:
-        """The request from JSON-like data, or a :class:`FieldError` naming the field."""
+        """The request from JSON-like data, or a `FieldError` naming the field."""
         try:
             return self.request.model_validate(data)
         except ValidationError as exc:

@@ -1,6 +1,6 @@
 """Parameter counts, exactly as the Hugging Face implementation instantiates them.
 
-A decoder layer is described as its list of linear projections (:class:`Linear`, with shapes)
+A decoder layer is described as its list of linear projections (`Linear`, with shapes)
 plus small vectors (norms, biases). The same description drives everything that depends on
 which weights exist: the count, LoRA adapter sizes, tensor-parallel splits, QLoRA quantisation
 and the bf16 weight copies autocast makes for each matmul.
@@ -147,7 +147,7 @@ class ParamCounts:
 
 def lora_targets(targets: str) -> frozenset[str]:
     """The projections a LoRA adapter attaches to, by `training.lora_targets` (the names of
-    :func:`layer_params`'s linears; `query_value` is peft's default for Llama-family models,
+    `layer_params`'s linears; `query_value` is peft's default for Llama-family models,
     the fused qkv projection where there is one)."""
     if targets == "query_value":
         return frozenset({"q_proj", "v_proj", "qkv_proj"})

@@ -4,8 +4,8 @@ One step as Hugging Face Trainer runs it, the step `validation/trace.py` traces:
 `gradient_accumulation_steps` micro-batches a forward (the loss computed inside the model), the
 outputs dropped, a backward; then `optimizer.step()` and `zero_grad(set_to_none=True)`. Memory
 is that of a steady-state step (the second), when the optimizer states already exist and the
-gradients start empty. The moments where live memory can be largest (:data:`MOMENTS`) are each
-the sum of parts (:data:`PARTS`), every part a list of terms; each phase's peak is its worst
+gradients start empty. The moments where live memory can be largest (`MOMENTS`) are each
+the sum of parts (`PARTS`), every part a list of terms; each phase's peak is its worst
 moment and the step's peak the worst of all (the first, on a tie).
 
 With pipeline parallelism every rank whose share differs is evaluated (`calc.placement.stages`)
@@ -232,7 +232,7 @@ ROOT_REDUCE_SCATTER = Formula(
 
 
 class Moment(NamedTuple):
-    """One named moment of the step: its parts (in :data:`MOMENTS`' order; a single term
+    """One named moment of the step: its parts (in `MOMENTS`' order; a single term
     stands for a part of one, None for an empty one) and their bytes."""
 
     name: str

@@ -1,7 +1,7 @@
 """The resolved setup: every symbol the formulas need, unpacked once from a validated scenario.
 
 The formula modules (`placement`, `states`, `activations`, `logits`, `overhead`, `peak`) take a
-:class:`Setup` and never import the scenario module, so the input contract can change without
+`Setup` and never import the scenario module, so the input contract can change without
 touching a formula. Mode questions are answered here once, by name: `lora`, `qlora`, `eager`,
 `full_checkpointing`, `chunked_loss`, `megatron`...
 

@@ -1,6 +1,6 @@
 """Where each formula comes from, written once: papers, traced mechanisms, empirical constants.
 
-Every :class:`~calc.formula.Formula` names one of these; the report's explanation, the formula
+Every `calc.formula.Formula` names one of these; the report's explanation, the formula
 reference and the docs print them from here. `kind` says what sort of evidence it is:
 `paper` (a published equation or table), `traced` (a mechanism measured in the traced PyTorch
 steps of `validation/`), `code` (read from a framework's source), `empirical` (a constant

@@ -4,7 +4,7 @@ Rajbhandari et al. (2020), "ZeRO: Memory Optimizations Toward Training Trillion 
 Models", section 3: with mixed-precision Adam, 2 + 2 + 12 bytes per parameter; stage 1 shards
 the 12 (optimizer states, master weights included), stage 2 also the gradients, stage 3 also the
 parameters, over the N = dp x cp data-parallel ranks. A shard is a ceiling division:
-:math:`N_d^{[z\\ge k]}` is N when the stage in effect is at least k, else 1.
+\\(N_d^{[z\\ge k]}\\) is N when the stage in effect is at least k, else 1.
 
 Frozen weights (LoRA, QLoRA) have no gradients or optimizer states; peft keeps the adapters and
 their gradients and states in fp32. ZeRO-Offload keeps the optimizer states and fp32 gradient

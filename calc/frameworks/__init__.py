@@ -1,15 +1,15 @@
 """Training frameworks' configurations: a scenario written as one (export) and one read back as
 a scenario (import), one module per framework holding both directions and its name maps.
 
-- :mod:`.registry`: which formats export and which import; :func:`export`, :func:`import_config`;
-- :mod:`.deepspeed`: DeepSpeed's JSON config, both ways;
-- :mod:`.accelerate`: Accelerate's YAML (FSDP2 written; FSDP1/2, DeepSpeed, DDP read);
-- :mod:`.hf_trainer`: Hugging Face `TrainingArguments`, both ways (DeepSpeed nested);
-- :mod:`.torchtitan`: torchtitan 0.3.0's command line (export only);
-- :mod:`.megatron`: Megatron-LM's command line (export only);
-- :mod:`.common`: the result and error types and the rules several frameworks share;
-- :mod:`.reader`: reading a config with every key accounted for;
-- :mod:`.yaml`: the YAML subset Accelerate's files use, read and written.
+- `.registry`: which formats export and which import; `export`, `import_config`;
+- `.deepspeed`: DeepSpeed's JSON config, both ways;
+- `.accelerate`: Accelerate's YAML (FSDP2 written; FSDP1/2, DeepSpeed, DDP read);
+- `.hf_trainer`: Hugging Face `TrainingArguments`, both ways (DeepSpeed nested);
+- `.torchtitan`: torchtitan 0.3.0's command line (export only);
+- `.megatron`: Megatron-LM's command line (export only);
+- `.common`: the result and error types and the rules several frameworks share;
+- `.reader`: reading a config with every key accounted for;
+- `.yaml`: the YAML subset Accelerate's files use, read and written.
 
 Optimizer names are each framework's own; the optimizers they name are `calc.optimizers`'.
 

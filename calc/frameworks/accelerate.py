@@ -6,7 +6,7 @@ Export writes `distributed_type: FSDP` with FSDP2 (`fsdp_version: 2`), the decod
 wrap, resharding (zero 3) or not (zero 2), CPU offload and activation checkpointing; the batch
 sizes and the optimizer belong to the training script and come back as notes. Import reads
 FSDP1 or FSDP2 and also `distributed_type` MULTI_GPU, NO and DEEPSPEED with an inline
-`deepspeed_config`; only the YAML subset Accelerate writes is read (:mod:`.yaml`), and JSON is
+`deepspeed_config`; only the YAML subset Accelerate writes is read (`.yaml`), and JSON is
 accepted too.
 """
 

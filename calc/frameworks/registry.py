@@ -1,9 +1,9 @@
 """Which framework formats calc writes and which it reads, each handled by its framework's
-module, and the two entry points, :func:`export` and :func:`import_config`.
+module, and the two entry points, `export` and `import_config`.
 
 Export: every scenario setting is either written into the output, named in `notes` (it belongs
 to another place: the model loading, peft, the data pipeline) or refused with an
-:class:`ExportError` naming the field, when the framework cannot run it that way. Nothing is
+`ExportError` naming the field, when the framework cannot run it that way. Nothing is
 dropped silently. Learning rates and schedules are not part of a scenario and not exported.
 
 Import, the natural start when debugging someone else's OOM: the configs name no model and
@@ -12,7 +12,7 @@ default unless the config has one (TRL's `max_length`), and every setting the im
 turn into a scenario field comes back in `notes`: settings that do not change memory are listed
 together, the rest one note each. Nothing is dropped silently. Settings that contradict each
 other (bf16 and fp16 both on, a DeepSpeed `train_batch_size` that is not micro-batch x
-accumulation x dp) raise :class:`ConfigImportError` naming the setting.
+accumulation x dp) raise `ConfigImportError` naming the setting.
 
     >>> FORMATS
     ('deepspeed', 'accelerate-fsdp', 'torchtitan', 'megatron', 'hf-trainer')
@@ -72,7 +72,7 @@ IMPORT_EXAMPLES: dict[str, str] = {  # a short config of each format (the page's
 
 
 def export(scenario: Scenario | dict[str, Any] | str, format: ExportFormat) -> Export:
-    """The scenario as `format`'s configuration; :class:`ExportError` where it cannot be.
+    """The scenario as `format`'s configuration; `ExportError` where it cannot be.
 
         >>> e = export({"model": "llama-3-8b", "training": {"mixed_precision": "master"},
         ...             "parallelism": {"dp": 8, "zero": 3}}, "deepspeed")

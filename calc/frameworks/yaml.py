@@ -2,7 +2,7 @@
 
 Accelerate writes its config with PyYAML; calc has no YAML dependency (it also runs in
 Pyodide), so both directions are written here for the small, fixed shapes involved:
-:func:`parse_yaml` reads the block-style subset `accelerate config` writes, :func:`to_yaml`
+`parse_yaml` reads the block-style subset `accelerate config` writes, `to_yaml`
 writes nested mappings of str, bool, int, float and lists of str, quoting any string that could
 read as anything else. Booleans are YAML 1.1's (`yes`/`no` too), as PyYAML reads them.
 

@@ -5,17 +5,17 @@ configure it.
     >>> max_micro_batch({"model": "gpt2", "training": {"seq_len": 1024}}).value > 1
     True
 
-- :func:`max_micro_batch`, :func:`max_seq_len`: the largest value that fits a memory target;
-- :func:`recommend`: single changes ranked by the device memory they save;
-- :func:`compare`: scenarios side by side; :func:`compare_gpus`: one scenario on every GPU;
-- :func:`training_cost`: FLOPs, step time, time and money to train N tokens;
-- :func:`export`: DeepSpeed, Accelerate FSDP, torchtitan, Megatron-LM, HF Trainer settings;
-- :func:`kv_cache_bytes`: the KV cache of inference and RL rollouts;
-- :func:`advise`: parallelism layouts of N GPUs that fit, ranked by estimated step time;
-- :func:`import_config`: a DeepSpeed, Accelerate or HF Trainer config as a scenario;
-- :func:`cheapest`: the cheapest GPU type and count that fits and meets a deadline;
-- :func:`rl_memory`: RL fine-tuning: training, rollout KV cache and engine weights per GPU;
-- :func:`inference_memory`: serving memory (vLLM's arithmetic) and concurrent sequences.
+- `max_micro_batch`, `max_seq_len`: the largest value that fits a memory target;
+- `recommend`: single changes ranked by the device memory they save;
+- `compare`: scenarios side by side; `compare_gpus`: one scenario on every GPU;
+- `training_cost`: FLOPs, step time, time and money to train N tokens;
+- `export`: DeepSpeed, Accelerate FSDP, torchtitan, Megatron-LM, HF Trainer settings;
+- `kv_cache_bytes`: the KV cache of inference and RL rollouts;
+- `advise`: parallelism layouts of N GPUs that fit, ranked by estimated step time;
+- `import_config`: a DeepSpeed, Accelerate or HF Trainer config as a scenario;
+- `cheapest`: the cheapest GPU type and count that fits and meets a deadline;
+- `rl_memory`: RL fine-tuning: training, rollout KV cache and engine weights per GPU;
+- `inference_memory`: serving memory (vLLM's arithmetic) and concurrent sequences.
 
 Each name is imported from its module on first use (PEP 562), so that importing one tool (as the
 calculator's worker does, through calc.operations) does not load all of them.

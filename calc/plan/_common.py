@@ -1,5 +1,5 @@
 """Helpers shared by the planning tools: changed copies of a scenario, the plan error (defined
-in :mod:`calc.errors`, below the framework import that raises it too)."""
+in `calc.errors`, below the framework import that raises it too)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ MAX_SEQ = 1 << 24
 
 def bounded(name: str, value: Any, lo: float, hi: float, *, integer: bool = False,
             low_open: bool = False) -> None:
-    """Raise a :class:`PlanError` naming `name` unless `value` is a finite number (an integer
+    """Raise a `PlanError` naming `name` unless `value` is a finite number (an integer
     where `integer`) in [lo, hi] ((lo, hi] where `low_open`)."""
     kind = "an integer" if integer else "a number"
     if isinstance(value, bool) or not isinstance(value, int if integer else int | float) \

@@ -8,16 +8,16 @@ checkpointing (none / selective / partial / full) and the micro-batch.
     >>> p.tp * p.pp * p.dp * p.cp
     8
 
-**Fit** is :func:`calc.estimate.fit_status` = "fits": `device_bytes <= target x usable_bytes`;
+**Fit** is `calc.estimate.fit_status` = "fits": `device_bytes <= target x usable_bytes`;
 with offload, the host memory of a node (GPUs per node x the estimate's `host_bytes`) must
 also stay within `host_memory_gib`.
 
 **Global batch**: given, or the scenario's own where it sets micro-batch, accumulation or dp;
-else :data:`DEFAULT_TOKENS_PER_STEP` tokens as a power of two of sequences (common practice:
+else `DEFAULT_TOKENS_PER_STEP` tokens as a power of two of sequences (common practice:
 0.5-4M tokens per step, e.g. 4M for Llama 2 and GPT-3 175B's 3.2M), at least one sequence per
-:data:`SEQUENCES_PER_GPU_FLOOR` GPUs.
+`SEQUENCES_PER_GPU_FLOOR` GPUs.
 
-**Step time**: :mod:`calc.plan.step_time` (compute, recompute, each parallelism's
+**Step time**: `calc.plan.step_time` (compute, recompute, each parallelism's
 communication, offload traffic and the CPU optimizer step, the pipeline bubble).
 
 **Precision** is searched unless the training settings name `mixed_precision` (LoRA/QLoRA keep
@@ -26,7 +26,7 @@ weights and gradients, fp32 master copy: DeepSpeed / Megatron-LM) and `pure` (ev
 bf16: half the model states, a convergence risk without stochastic rounding or Kahan
 summation; it ranks last among ties).
 
-**Ranking**: by step time; plans within :data:`TIE_TOLERANCE` of the fastest plan of their
+**Ranking**: by step time; plans within `TIE_TOLERANCE` of the fastest plan of their
 group are a tie (the step-time model is not more precise than that), listed simplest first:
 fp32 master weights kept (amp or master before pure), no offload, fewer parallel dimensions,
 less recomputation, amp before master, a lower ZeRO stage.
@@ -392,7 +392,7 @@ def advise(
     pcie_gbps: float = DEFAULT_PCIE_GBPS, suggest: bool = True,
 ) -> AdviceResult:
     """The `top` fastest layouts of `gpus` GPUs that fit, for `global_batch` sequences of
-    `seq_len` tokens per step (default: :func:`default_global_batch`). `base_training` gives
+    `seq_len` tokens per step (default: `default_global_batch`). `base_training` gives
     the other training settings (optimizer, LoRA...; a `mixed_precision` there is kept, else
     it is searched); micro-batch, accumulation, checkpointing, ZeRO and offload are searched.
     `offload_optimizer` / `offload_params`: True requires, False forbids, None searches.

@@ -7,14 +7,14 @@ dp = count / (tp x pp x cp). Every option trains the same global batch G (the sc
 micro-batch x accumulation x dp, or `global_batch`), so options are compared at equal
 optimisation settings: each replica gets G / dp sequences, as the scenario's micro-batch (or
 its largest divisor of G / dp below it) times the accumulation; counts with dp not dividing G
-are skipped. A layout qualifies when it fits (the :func:`calc.plan.fits_target` rule, default
-target 0.85) and :func:`calc.plan.training_cost` finishes `tokens` within the deadline.
+are skipped. A layout qualifies when it fits (the `calc.plan.fits_target` rule, default
+target 0.85) and `calc.plan.training_cost` finishes `tokens` within the deadline.
 
 Under that cost model the GPU-hours of a GPU type do not depend on the count (step time is
 FLOPs / (GPUs x peak x mfu): twice the GPUs, half the time), so within a GPU type the ranking
 is by cost and then by fewer GPUs: the smallest job that fits and meets the deadline. What
 more GPUs really cost (communication, a lower MFU at scale) is in `mfu`, not modelled apart;
-:func:`calc.plan.advise` estimates it for one GPU type.
+`calc.plan.advise` estimates it for one GPU type.
 """
 
 from __future__ import annotations

@@ -2,27 +2,27 @@ r"""Time and cost of training: FLOPs per step, step time at an assumed utilisati
 
 FLOPs per token (training: forward + backward), the usual dense-transformer count:
 
-.. math::
+\[
+C_{token} = 6 N + 6 L H (d_{qk} + d_v) T
+\]
 
-    C_{token} = 6 N + 6 L H (d_{qk} + d_v) T
-
-- :math:`N`: weights that take part in a matmul for each token: the decoder layers' linear
+- \(N\): weights that take part in a matmul for each token: the decoder layers' linear
   weights (routed experts counted top-k, as a token passes through them) plus the output head
-  (:math:`h V`, tied or not). Norms, biases and the embedding lookup are not matmuls.
+  (\(h V\), tied or not). Norms, biases and the embedding lookup are not matmuls.
   Kaplan et al. (2020), "Scaling Laws for Neural Language Models", section 2.1: 2N per token
   forward, twice that backward.
-- Attention scores and their use: per layer and token :math:`2 H d_{qk} T` for
-  :math:`QK^\top` and :math:`2 H d_v T` for :math:`AV` forward, 3x for training.
-  With :math:`d_{qk} = d_v = Q` this is the :math:`12 L H Q T` of Chowdhery et al. (2022),
-  "PaLM", appendix B (no saving for the causal mask counted, as there). :math:`L` layers,
-  :math:`H` query heads, :math:`T` = seq_len; MLA: :math:`d_{qk}` = qk_nope + qk_rope.
+- Attention scores and their use: per layer and token \(2 H d_{qk} T\) for
+  \(QK^\top\) and \(2 H d_v T\) for \(AV\) forward, 3x for training.
+  With \(d_{qk} = d_v = Q\) this is the \(12 L H Q T\) of Chowdhery et al. (2022),
+  "PaLM", appendix B (no saving for the causal mask counted, as there). \(L\) layers,
+  \(H\) query heads, \(T\) = seq_len; MLA: \(d_{qk}\) = qk_nope + qk_rope.
 - LoRA / QLoRA: the frozen base runs forward (2N) and computes input gradients (2N) but no
   weight gradients, so 4N instead of 6N; the adapters cost 6 x their parameters.
 
 Recomputation (executed, not model, FLOPs; Korthikanti et al. (2022), "Reducing Activation
 Recomputation in Large Transformer Models", section 4): full checkpointing runs the forward of
-each checkpointed layer again (:math:`2N_{layers} + 2LH(d_{qk}+d_v)T` times the checkpointed
-fraction); selective runs the attention core again (:math:`2LH(d_{qk}+d_v)T`).
+each checkpointed layer again (\(2N_{layers} + 2LH(d_{qk}+d_v)T\) times the checkpointed
+fraction); selective runs the attention core again (\(2LH(d_{qk}+d_v)T\)).
 
 Step time = executed FLOPs per step / (GPUs x dense peak TFLOPS x `mfu`), with the GPU
 preset's dense (non-sparse) rate for the training precision. `mfu` is the fraction of peak the

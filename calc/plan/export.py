@@ -2,8 +2,8 @@
 Megatron-LM or Hugging Face Trainer settings, and the `calc export` operation.
 
 Every scenario setting is written into the output, named in `notes` or refused with an
-:class:`ExportError` naming the field; nothing is dropped silently. The planning tools' name
-for :mod:`calc.frameworks`, where each framework's module holds its export and import.
+`ExportError` naming the field; nothing is dropped silently. The planning tools' name
+for `calc.frameworks`, where each framework's module holds its export and import.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """Framework configuration import: a DeepSpeed, Accelerate or Hugging Face Trainer config as
 a scenario, the natural start when debugging someone else's OOM (the reverse of
-:mod:`export`), and the `calc import` operation.
+`export`), and the `calc import` operation.
 
 Every key of the config is read into the scenario, named in `notes` or (when settings
-contradict each other) refused with a :class:`ConfigImportError` naming the setting. The
-planning tools' name for :mod:`calc.frameworks`, where each framework's module holds its
-import and export; :func:`parse_yaml` is the YAML subset Accelerate's files use.
+contradict each other) refused with a `ConfigImportError` naming the setting. The
+planning tools' name for `calc.frameworks`, where each framework's module holds its
+import and export; `parse_yaml` is the YAML subset Accelerate's files use.
 """
 
 from __future__ import annotations

@@ -4,30 +4,30 @@ sequences of a context length its KV cache takes at once.
 vLLM's startup arithmetic (``vllm/v1/worker/gpu_worker.py``, ``determine_available_memory``,
 and ``vllm/v1/core/kv_cache_utils.py``), which this module follows:
 
-.. math::
+\[
+M_{KV} = u \cdot M_{GPU} - W - A - O, \qquad
+T_{KV} = \left\lfloor \frac{M_{KV}}{B \cdot m_{tok}} \right\rfloor B, \qquad
+n = \min\left(\left\lfloor T_{KV} / s \right\rfloor, n_{max}\right)
+\]
 
-    M_{KV} = u \cdot M_{GPU} - W - A - O, \qquad
-    T_{KV} = \left\lfloor \frac{M_{KV}}{B \cdot m_{tok}} \right\rfloor B, \qquad
-    n = \min\left(\left\lfloor T_{KV} / s \right\rfloor, n_{max}\right)
-
-- :math:`u`: `gpu_memory_utilization` (vLLM's default 0.9), of the GPU's total memory
-  :math:`M_{GPU}` (the preset's `usable_bytes`, what ``torch.cuda.mem_get_info`` reports);
-- :math:`W`: the weights on one GPU, :math:`\lceil N b_w / t \rceil` (:math:`N` parameters,
-  :math:`b_w` bytes per weight, tensor parallelism :math:`t`; vLLM shards every linear and the
+- \(u\): `gpu_memory_utilization` (vLLM's default 0.9), of the GPU's total memory
+  \(M_{GPU}\) (the preset's `usable_bytes`, what ``torch.cuda.mem_get_info`` reports);
+- \(W\): the weights on one GPU, \(\lceil N b_w / t \rceil\) (\(N\) parameters,
+  \(b_w\) bytes per weight, tensor parallelism \(t\); vLLM shards every linear and the
   vocabulary over tp; norms are replicated, a rounding error). 4- and 8-bit weights are counted
   at their bits, without the quantisation scales (about 1-3% more);
-- :math:`A`: the activation peak of vLLM's profiling forward pass over
-  `max_num_batched_tokens` tokens :math:`T`: the residual stream and its normed copy, the
+- \(A\): the activation peak of vLLM's profiling forward pass over
+  `max_num_batched_tokens` tokens \(T\): the residual stream and its normed copy, the
   attention projections and the MLP's gate/up output with its activation at once,
-  :math:`T a (2h + (q + 2kv)/t + 3i/t)`, plus the sampler's fp32 logits and probabilities of
-  `max_num_seqs` sequences, :math:`2 \cdot 4 n_{max} V`. Modelled, not traced (vLLM logs it as
+  \(T a (2h + (q + 2kv)/t + 3i/t)\), plus the sampler's fp32 logits and probabilities of
+  `max_num_seqs` sequences, \(2 \cdot 4 n_{max} V\). Modelled, not traced (vLLM logs it as
   "PyTorch activation peak memory");
-- :math:`O`: memory outside PyTorch: the CUDA context, NCCL buffers with tp > 1 and the CUDA
+- \(O\): memory outside PyTorch: the CUDA context, NCCL buffers with tp > 1 and the CUDA
   graphs vLLM captures (none with `enforce_eager`), EMPIRICAL constants;
-- :math:`m_{tok}`: KV bytes per token on one GPU (:func:`calc.plan.kv_cache.kv_elements_per_token`
-  times the cache dtype's bytes), :math:`B` = `block_size` tokens per block (16);
-- :math:`s` = `max_model_len` (default: the model's `max_position_embeddings`, as vLLM), and
-  :math:`n_{max}` = `max_num_seqs`. vLLM logs :math:`T_{KV}/s` as "Maximum concurrency for s
+- \(m_{tok}\): KV bytes per token on one GPU (`calc.plan.kv_cache.kv_elements_per_token`
+  times the cache dtype's bytes), \(B\) = `block_size` tokens per block (16);
+- \(s\) = `max_model_len` (default: the model's `max_position_embeddings`, as vLLM), and
+  \(n_{max}\) = `max_num_seqs`. vLLM logs \(T_{KV}/s\) as "Maximum concurrency for s
   tokens per request"; shorter requests fit more (blocks are allocated as tokens arrive).
 
 Checked against vLLM's own log lines (tests/test_plan_inference.py): "GPU KV cache size"
@@ -174,7 +174,7 @@ def _architecture(model: ModelSpec | str | dict[str, Any], gpu: str) -> Architec
 
 def activation_bytes(arch: Architecture, tokens: int, seqs: int, tp: int,
                      act_bytes: int = 2) -> int:
-    """The profiling forward pass's activation peak (module docstring, :math:`A`)."""
+    r"""The profiling forward pass's activation peak (module docstring, \(A\))."""
     T, h, t = tokens, arch.hidden_size, tp
     i = max(arch.intermediate_size, (arch.moe_intermediate_size or 0)
             * (arch.num_experts_per_tok or 0))
@@ -187,7 +187,7 @@ def activation_bytes(arch: Architecture, tokens: int, seqs: int, tp: int,
 
 def inference_memory(model: str | dict[str, Any], **settings: Any) -> InferenceMemory:
     """Per-GPU serving memory and the sequences that fit; `settings` are
-    :class:`InferenceRequest`'s fields (errors name the field).
+    `InferenceRequest`'s fields (errors name the field).
 
         >>> m = inference_memory("llama-3.1-8b", gpu="h100-sxm-80gb", max_model_len=8192)
         >>> m.kv_bytes_per_token  # 32 layers x 2 x 8 heads x 128 x 2 bytes

@@ -1,18 +1,18 @@
 r"""KV cache of inference and RL rollouts: keys and values kept for every generated token.
 
-.. math::
+\[
+M_{KV} = L \cdot 2 \cdot k \cdot d \cdot s \cdot b \cdot B
+\]
 
-    M_{KV} = L \cdot 2 \cdot k \cdot d \cdot s \cdot b \cdot B
-
-:math:`L` layers, 2 for keys and values, :math:`k` key-value heads (on one GPU: divided by tp,
-at least one, since engines replicate a head rather than split it), :math:`d` head_dim,
-:math:`s` tokens per sequence, :math:`b` sequences, :math:`B` bytes per element. Multi-head
+\(L\) layers, 2 for keys and values, \(k\) key-value heads (on one GPU: divided by tp,
+at least one, since engines replicate a head rather than split it), \(d\) head_dim,
+\(s\) tokens per sequence, \(b\) sequences, \(B\) bytes per element. Multi-head
 latent attention (DeepSeek-V2/V3) caches one compressed latent and the shared rotary key per
 token instead, replicated across tp ranks:
 
-.. math::
-
-    M_{KV}^{MLA} = L \cdot (r_{kv} + d_{rope}) \cdot s \cdot b \cdot B
+\[
+M_{KV}^{MLA} = L \cdot (r_{kv} + d_{rope}) \cdot s \cdot b \cdot B
+\]
 
 (DeepSeek-AI (2024), "DeepSeek-V2", section 2.1.2, table 1: (d_c + d_h^R) l per token.)
 

@@ -3,16 +3,16 @@ throughput.
 
 Each lever builds a changed scenario and re-runs the estimator, so every claimed saving is the
 estimator's own difference (`saving_bytes = before.device_bytes - after.device_bytes`, checked
-by a property test), and the advisor's step-time model (:func:`calc.plan.step_time.step_time_of`:
+by a property test), and the advisor's step-time model (`calc.plan.step_time.step_time_of`:
 compute, recomputation, communication, offload traffic and the CPU optimizer step, the pipeline
 bubble) gives its cost: `slowdown` = tokens/s per GPU before / after - 1 (negative: faster;
 per GPU, so a lever that adds GPUs is not "faster" for spending them).
-Levers that are invalid for the scenario (the estimator raises a :class:`~calc.ScenarioError`)
+Levers that are invalid for the scenario (the estimator raises a `calc.ScenarioError`)
 are left out.
 
 **Ranking** (`rank_rule` in the answer):
 
-- the scenario does not fit (its status is not "fits", :func:`calc.estimate.fit_status`):
+- the scenario does not fit (its status is not "fits", `calc.estimate.fit_status`):
   first the levers after which it fits, least slowdown first, those that change what is
   trained (`CHANGES_TRAINING`: sequence length, LoRA/QLoRA, optimizer) after the others; then
   the others, most memory saved first;

@@ -4,33 +4,33 @@ training GPUs or on GPUs of its own.
 
 Each part comes from the module that owns its formula, nothing is re-derived here:
 
-- the policy's training step: :func:`calc.estimate` at `seq_len` = prompt_len + response_len
+- the policy's training step: `calc.estimate` at `seq_len` = prompt_len + response_len
   (the step trains on the rollouts; DPO: on chosen and rejected responses, so the micro-batch
   is doubled, as TRL concatenates the pair);
 - frozen models (reference, reward): their bf16 weights, sharded as the policy's parameters
-  (:math:`2N / (t \cdot p)`, and :math:`/d` at ZeRO-3); their forward runs under no_grad, so its
+  (\(2N / (t \cdot p)\), and \(/d\) at ZeRO-3); their forward runs under no_grad, so its
   activations are freed layer by layer and are not counted;
 - the critic (PPO): a second trained model of the policy's size and settings (a value head in
-  place of the LM head, a rounding error), its own :func:`calc.estimate`;
-- the rollout engine: :func:`calc.plan.inference_memory`'s weights and activation workspace
-  for one engine of tp = the scenario's tp, and :func:`calc.plan.kv_cache_bytes` for its
+  place of the LM head, a rounding error), its own `calc.estimate`;
+- the rollout engine: `calc.plan.inference_memory`'s weights and activation workspace
+  for one engine of tp = the scenario's tp, and `calc.plan.kv_cache_bytes` for its
   sequences at full length. The prompts x samples_per_prompt sequences are spread over the
   engines: by default one per tp group of the trainer's GPUs (world_size / tp, as verl and
-  OpenRLHF colocate them), :math:`b_{engine} = \lceil prompts \cdot k / engines \rceil`.
+  OpenRLHF colocate them), \(b_{engine} = \lceil prompts \cdot k / engines \rceil\).
 
 Colocated, a step has two phases and the figure per GPU is the larger:
 
-.. math::
+\[
+M_{rollout} = E_{w} + E_{KV} + E_{a} + S_{\pi} + S_{c} + F, \qquad
+M_{train} = \max(T_{\pi} + S_{c},\ T_{c} + S_{\pi}) + F + [\text{no sleep}](E_w + E_{KV} + E_a)
+\]
 
-    M_{rollout} = E_{w} + E_{KV} + E_{a} + S_{\pi} + S_{c} + F, \qquad
-    M_{train} = \max(T_{\pi} + S_{c},\ T_{c} + S_{\pi}) + F + [\text{no sleep}](E_w + E_{KV} + E_a)
-
-with :math:`T` a model's training peak, :math:`S` what it keeps between steps (parameters and
-optimizer states; gradients are freed after the step), :math:`F` the frozen models and
-:math:`E` the engine. vLLM's sleep mode (`sleep_mode`, level 1) moves the engine's weights to the
+with \(T\) a model's training peak, \(S\) what it keeps between steps (parameters and
+optimizer states; gradients are freed after the step), \(F\) the frozen models and
+\(E\) the engine. vLLM's sleep mode (`sleep_mode`, level 1) moves the engine's weights to the
 host and discards its KV cache while the trainer runs, so the engine adds nothing to
-:math:`M_{train}`. Not colocated, each model has GPUs of its own, laid out as the scenario (the
-figure per GPU is the largest pool). DPO has no rollout: :math:`M = T_{\pi} + F`.
+\(M_{train}\). Not colocated, each model has GPUs of its own, laid out as the scenario (the
+figure per GPU is the largest pool). DPO has no rollout: \(M = T_{\pi} + F\).
 
 Assumed: the trainer's states stay on the GPU while the engine generates (verl can offload them:
 estimate that with the scenario's offload settings); every sequence is cached at full length at

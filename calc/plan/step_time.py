@@ -1,15 +1,15 @@
 r"""Step time of one parallel layout: compute, recomputation, each parallelism's communication
 and the pipeline bubble, in seconds per optimizer step. The parallelism advisor
-(:mod:`calc.plan.advise`) ranks the layouts that fit by it.
+(`calc.plan.advise`) ranks the layouts that fit by it.
 
-**Step time** (seconds; :math:`G` sequences of :math:`s` tokens per step, :math:`N` GPUs)
+**Step time** (seconds; \(G\) sequences of \(s\) tokens per step, \(N\) GPUs)
 is the sum of the parts below. Nothing overlaps with compute unless `overlap` > 0, which hides
 that fraction of every communication term (an assumption: Megatron-LM and FSDP overlap much of
 the DP and some of the TP traffic, so the default 0 is pessimistic).
 
-- `compute`, `recompute`: :math:`F G s / (N \cdot P \cdot mfu)` with :math:`F` the model and
-  the recomputed FLOPs per token of :mod:`calc.plan.cost` (Kaplan et al. 2020; PaLM appendix
-  B; Korthikanti et al. 2022 for recomputation), :math:`P` the GPU's dense TFLOPS in the
+- `compute`, `recompute`: \(F G s / (N \cdot P \cdot mfu)\) with \(F\) the model and
+  the recomputed FLOPs per token of `calc.plan.cost` (Kaplan et al. 2020; PaLM appendix
+  B; Korthikanti et al. 2022 for recomputation), \(P\) the GPU's dense TFLOPS in the
   training precision. Here `mfu` is the efficiency of the compute alone (cost.py's `mfu` also
   absorbs communication and bubbles), so the default 0.4 leaves these times conservative.
   Per-GPU efficiency is assumed not to depend on the layout or the micro-batch.
@@ -17,42 +17,42 @@ the DP and some of the TP traffic, so the default 0 is pessimistic).
   and twice in backward (Narayanan et al. 2021, "Efficient Large-Scale Language Model Training
   on GPU Clusters Using Megatron-LM", section 3.2; sequence parallelism swaps each for an
   all-gather plus a reduce-scatter of the same volume, Korthikanti et al. 2022), two more with
-  full recomputation: :math:`4 L_{st} \cdot (G/d) \cdot (s/c) h a \cdot 2(t-1)/t / B_{tp}`
-  (:math:`L_{st}` layers per stage, :math:`d` = dp, :math:`c` = cp, :math:`t` = tp,
-  :math:`a` bytes per activation element, :math:`2(t-1)/t` the ring all-reduce's cost).
+  full recomputation: \(4 L_{st} \cdot (G/d) \cdot (s/c) h a \cdot 2(t-1)/t / B_{tp}\)
+  (\(L_{st}\) layers per stage, \(d\) = dp, \(c\) = cp, \(t\) = tp,
+  \(a\) bytes per activation element, \(2(t-1)/t\) the ring all-reduce's cost).
 - `cp_comm`: context parallelism all-gathers K and V in forward and again in backward and
   reduce-scatters their gradients (Megatron-LM's context parallelism; Liu et al. 2023, "Ring
   Attention"), one more gather with full recomputation:
-  :math:`3 L_{st} (G/d) \cdot (c-1)/c \cdot s \cdot w_{kv}/t \cdot a / B_{cp}`
-  (:math:`w_{kv}` = K plus V width per token: 2 x kv heads x head size; MLA: heads x
+  \(3 L_{st} (G/d) \cdot (c-1)/c \cdot s \cdot w_{kv}/t \cdot a / B_{cp}\)
+  (\(w_{kv}\) = K plus V width per token: 2 x kv heads x head size; MLA: heads x
   (qk_nope + qk_rope + v)).
 - `ep_comm`: two all-to-alls (dispatch, combine) per MoE layer in forward and two in backward
-  (Lepikhin et al. 2020, "GShard"), two more with full recomputation, each moving :math:`k`
-  copies of the GPU's tokens: :math:`4 L^{moe}_{st} (G/d)(s/c') k h a \cdot (e-1)/e / B_{ep}`
-  (:math:`c'` = cp, times tp with sequence parallelism; :math:`k` experts per token).
-- `dp_comm`: gradients over the :math:`D = d \cdot c` ranks ZeRO shards over, ring cost
-  :math:`(D-1)/D` per pass of the GPU's :math:`\Psi` parameters (Rajbhandari et al. 2020,
+  (Lepikhin et al. 2020, "GShard"), two more with full recomputation, each moving \(k\)
+  copies of the GPU's tokens: \(4 L^{moe}_{st} (G/d)(s/c') k h a \cdot (e-1)/e / B_{ep}\)
+  (\(c'\) = cp, times tp with sequence parallelism; \(k\) experts per token).
+- `dp_comm`: gradients over the \(D = d \cdot c\) ranks ZeRO shards over, ring cost
+  \((D-1)/D\) per pass of the GPU's \(\Psi\) parameters (Rajbhandari et al. 2020,
   "ZeRO", section 7): ZeRO 0/1 reduce-scatter + all-gather once per step
-  (:math:`2\Psi`, gradients accumulated locally); ZeRO-2 keeps only a gradient shard, so it
-  reduce-scatters every micro-batch plus one parameter all-gather (:math:`(m+1)\Psi`); ZeRO-3
+  (\(2\Psi\), gradients accumulated locally); ZeRO-2 keeps only a gradient shard, so it
+  reduce-scatters every micro-batch plus one parameter all-gather (\((m+1)\Psi\)); ZeRO-3
   (FSDP2, reshard after forward) also all-gathers the parameters in forward and backward of
-  every micro-batch (:math:`3m\Psi`, the 3x of the ZeRO paper at :math:`m = 1`). Each pass
-  moves elements of the width the memory model gives them (:mod:`calc.numerics`: gradients as
-  stored, parameters as stored, or as gathered with ZeRO-3); :math:`\Psi` is the largest
+  every micro-batch (\(3m\Psi\), the 3x of the ZeRO paper at \(m = 1\)). Each pass
+  moves elements of the width the memory model gives them (`calc.numerics`: gradients as
+  stored, parameters as stored, or as gathered with ZeRO-3); \(\Psi\) is the largest
   stage's trainable parameters (all of them for the ZeRO-3 gathers), expert weights included
-  as if reduced over the whole :math:`D` (a simplification: they are reduced over D / ep).
+  as if reduced over the whole \(D\) (a simplification: they are reduced over D / ep).
 - `offload`: ZeRO-Offload moves the gradient shard to the host and the updated weight shard
-  back every step (:math:`\Psi_t/D` elements each way, at their widths) over PCIe, and the
+  back every step (\(\Psi_t/D\) elements each way, at their widths) over PCIe, and the
   CPU runs the optimizer on the shard; ZeRO-Infinity (parameters offloaded too) also fetches
   the parameter shard in forward and in backward of every micro-batch
-  (:math:`2m\Psi/D`). PCIe at `pcie_gbps` one way (default 25 GB/s: a PCIe 4.0 x16 link's
+  (\(2m\Psi/D\)). PCIe at `pcie_gbps` one way (default 25 GB/s: a PCIe 4.0 x16 link's
   ~32 GB/s less protocol overhead; Gen5 hosts give about twice), the CPU step at
   `CPU_ADAM_PARAMS_PER_S` per node shared by its GPUs (EMPIRICAL, a judgement of DeepSpeed's
   CPU-Adam on a two-socket server, not measured here). Ren et al. (2021), "ZeRO-Offload",
   section 4; Rajbhandari et al. (2021), "ZeRO-Infinity".
-- `bubble`: 1F1B pipeline bubble, a fraction :math:`(p-1)/(m+p-1)` of the step (Narayanan et
-  al. 2021, section 2.2), i.e. :math:`(p-1)/m` times the pipelined work (everything above but
-  `dp_comm`); :math:`m` = gradient_accumulation_steps. Point-to-point traffic is not counted.
+- `bubble`: 1F1B pipeline bubble, a fraction \((p-1)/(m+p-1)\) of the step (Narayanan et
+  al. 2021, section 2.2), i.e. \((p-1)/m\) times the pipelined work (everything above but
+  `dp_comm`); \(m\) = gradient_accumulation_steps. Point-to-point traffic is not counted.
 
 Links (Megatron-LM's rank order: tp innermost, then cp, dp, pp): a group that stays inside a
 node uses the GPU's `interconnect.bandwidth_gbps` **halved** (presets give NVLink's
