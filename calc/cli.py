@@ -1,4 +1,4 @@
-"""`calc`: the command line, generated from the operations (:mod:`calc.operations`).
+"""`calc`: the command line, generated from the operations (`calc.operations`).
 
     calc estimate SCENARIO.json [--json] [--tp 4 --seq-len 8192 ...]
     calc estimate --model llama-3-8b --batch 4 --gpu a100-40gb
@@ -135,26 +135,6 @@ def add_command(sub: Any, op: Operation[Any, Any]) -> argparse.ArgumentParser:
     if "scenario" not in fields:
         cmd.add_argument("--json", action="store_true", help="print the result as JSON")
     return cmd
-
-
-def takes(op: Operation[Any, Any], name: str) -> str:
-    """How `calc OP` takes request field `name`: its flag, its argument, or the scenario flags
-    (for the CLI reference)."""
-    fields = op.request.model_fields
-    cli = _cli(fields[name])
-    if name == "scenario":
-        return "SCENARIO (a file, or - for stdin) and the scenario flags"
-    if "scenario" in fields and name in SCENARIO_FLAGS:
-        return f"--{name}" if name in ("model", "gpu") else f"the {name} flags"
-    source = next((n for n, i in fields.items() if _cli(i).labels == name), None)
-    if source:
-        return f"the {source} files' names"
-    if cli.argument:
-        listed = get_origin(_bare(fields[name].annotation)) is list
-        return cli.argument.upper() + (" ... (files)" if listed else " (a file, or - for stdin)"
-                                       if cli.file else "")
-    flag = cli.flag or "--" + name.replace("_", "-")
-    return f"{flag} (sets it to false)" if cli.negate else flag
 
 
 class _Parser(argparse.ArgumentParser):

@@ -4,9 +4,9 @@ Field names are stable and documented; `schema_version` lets saved scenarios and
 survive later changes (older versions are migrated, newer ones rejected with a clear message).
 
 Validation happens in two layers. The pydantic models check each field on its own (types,
-ranges, enumerations). :func:`resolve` then checks the combination against the architecture and
+ranges, enumerations). `resolve` then checks the combination against the architecture and
 the GPU (TP must divide the heads, PP cannot exceed the layers, bf16 needs Ampere...). Impossible
-settings raise :class:`ScenarioError` naming the field; pointless ones (ZeRO with one data-parallel
+settings raise `ScenarioError` naming the field; pointless ones (ZeRO with one data-parallel
 rank) become warnings in the report.
 """
 
@@ -163,7 +163,10 @@ class Scenario(_Strict):
     parallelism: Parallelism = Parallelism()
     gpu: str = "h100-sxm-80gb"
 
-    _pick_model = field_validator("model", mode="before")(_pick_model_kind)
+    @field_validator("model", mode="before")
+    @classmethod
+    def _pick_model(cls, value: Any) -> Any:
+        return _pick_model_kind(value)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -211,7 +214,7 @@ def migrate(data: dict[str, Any]) -> dict[str, Any]:
 
 def scenario_dict(text: str | bytes) -> dict[str, Any]:
     """The JSON object in `text` (UTF-8, bounded in size and nesting, no repeated keys), or a
-    :class:`ScenarioError` saying why it is not one."""
+    `ScenarioError` saying why it is not one."""
     try:
         data = read_json(decode(text))
     except InputError as exc:
@@ -222,7 +225,7 @@ def scenario_dict(text: str | bytes) -> dict[str, Any]:
 
 
 def parse_scenario(data: dict[str, Any] | str | bytes | Scenario) -> Scenario:
-    """Validate a scenario from a dict or JSON text; raise :class:`ScenarioError` on bad input."""
+    """Validate a scenario from a dict or JSON text; raise `ScenarioError` on bad input."""
     if isinstance(data, Scenario):
         return data
     if isinstance(data, str | bytes):
@@ -288,7 +291,7 @@ class Resolved:
 
 
 def resolve(scenario: Scenario) -> Resolved:
-    """Look up presets and check the combination; raise :class:`ScenarioError` if impossible."""
+    """Look up presets and check the combination; raise `ScenarioError` if impossible."""
     warnings: list[EstimateWarning] = []
     preset: ModelPreset | None = None
     spec = scenario.model

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from calc import estimate, parse_scenario
-from calc.cli import build_parser, main, takes
+from calc.cli import build_parser, main
 from calc.estimate import COMPONENTS
-from calc.operations import COMPONENT_LABELS, DECLARED_IN, answer, every, get
+from calc.operations import COMPONENT_LABELS, DECLARED_IN, Cli, answer, every, get
 from calc.plan import DEFAULT_TARGET, FORMATS, advise, cheapest, rl_memory
 from calc.plan.export import FORMAT_NAMES
 from calc.plan.importers import IMPORT_EXAMPLES, IMPORT_FORMAT_NAMES
@@ -45,16 +45,17 @@ def test_requests_are_frozen_strict_and_every_field_is_described(op) -> None:
 
 @pytest.mark.parametrize("op", [op for op in OPS if op.cli], ids=lambda op: op.name)
 def test_every_request_field_is_on_the_command_line(op) -> None:
-    """Each field is a flag or an argument of the subcommand (or the scenario's flags)."""
+    """Each field is a flag or an argument of the subcommand (its dest, or the argument it
+    names), the scenario's flags (dests `training.*`, `parallelism.*`), or read from the files
+    another field names."""
     sub = next(a for a in build_parser()._actions if hasattr(a, "choices") and a.choices
                and op.name in a.choices).choices[op.name]
-    offered = {s for a in sub._actions for s in a.option_strings} | {
-        a.dest.upper() for a in sub._actions if not a.option_strings}
-    for name in op.request.model_fields:
-        form = takes(op, name)
-        if "flags" in form or "names" in form:
-            continue
-        assert form.split()[0] in offered, (op.name, name, form)
+    dests = {a.dest.split(".")[0] for a in sub._actions}
+    cli = {name: next((m for m in info.metadata if isinstance(m, Cli)), Cli())
+           for name, info in op.request.model_fields.items()}
+    labelled = {c.labels for c in cli.values()}
+    for name, c in cli.items():
+        assert name in dests or c.argument in dests or name in labelled, (op.name, name)
 
 
 def test_a_null_is_a_field_left_empty_and_errors_name_the_field() -> None:

@@ -5,6 +5,7 @@ live for the scenario in its address (site/reference/formulas.mjs)."""
 
 from __future__ import annotations
 
+import argparse
 import inspect
 import json
 import types
@@ -26,11 +27,11 @@ import calc.baselines
 import calc.logits
 import calc.overhead
 import calc.plan
-from calc import Parallelism, Scenario, Training, estimate, gpus, models
-from calc.cli import ALIASES, takes
+from calc import Scenario, estimate, gpus, models
+from calc.cli import GROUPS, build_parser
 from calc.explain import explain
 from calc.formula import FORMULAS, Formula
-from calc.operations import DECLARED_IN, every
+from calc.operations import DECLARED_IN, get
 from calc.optimizers import OPTIMIZERS
 from calc.peak import MOMENTS, PARTS
 from calc.presets import GpuPrice
@@ -111,65 +112,111 @@ def _default(info: FieldInfo) -> str:
     return f"`{default if isinstance(default, str) else json.dumps(default)}`"
 
 
-def _scenario_flags() -> str:
-    """The scenario flags, once: every operation with a scenario takes them."""
-    scenario = Scenario.model_fields
-    rows = [["`--model`", "`model`", "model preset id (overrides the file)", "text", "required"],
-            ["`--gpu`", "`gpu`", "GPU preset id (overrides the file)", "text",
-             _default(scenario["gpu"])]]
-    for group, model in (("training", Training), ("parallelism", Parallelism)):
-        for name, info in model.model_fields.items():
-            flag = "--" + name.replace("_", "-")
-            flags = ", ".join(f"`{f}`" for f in [flag, *ALIASES.get(name, [])])
-            if info.annotation is bool:
-                flags = f"`{flag}`, `--no-{flag[2:]}`"
-            rows.append([flags, f"`{group}.{name}`", _cell(info.description or ""),
-                         _values(info.annotation), _default(info)])
+# The command line as `calc --help` has it: the parser itself (calc.cli.build_parser), each
+# flag's help expanded by argparse's own formatter, so `%(default)s` and the like never show.
+_HELP = argparse.HelpFormatter("calc")
+SHARED_GROUPS = {group for group, _ in GROUPS}  # the scenario flags: argument groups of their own
+
+
+def _flags(action: argparse.Action) -> str:
+    if not action.option_strings:
+        return f"`{action.metavar or action.dest.upper()}`"
+    return ", ".join(f"`{o}`" for o in action.option_strings)
+
+
+def _takes(action: argparse.Action) -> str:
+    if action.choices is not None:
+        return ", ".join(f"`{c}`" for c in action.choices)
+    if action.nargs == 0:
+        return "(a switch)"
+    kind = getattr(action.type, "__name__", "text")
+    return {"int": "integer", "float": "number", "_count": "count (`1e9`, `2B`)",
+            "_comma": "comma-separated list", "str": "text"}.get(kind, "text")
+
+
+def _help(action: argparse.Action) -> str:
+    """The flag's help as `--help` prints it; none where it only repeats the field's name."""
+    text = _HELP._expand_help(action) if action.help else ""
+    return "" if text == action.dest else _cell(text)
+
+
+def _own_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    """A command's own arguments: not the scenario flags, not --help and --json, which the
+    reference documents once."""
+    shared = {a for g in parser._action_groups if g.title in SHARED_GROUPS for a in g._group_actions}
+    scenario = any(a.dest == "scenario" for a in parser._actions)
+    return [a for a in parser._actions
+            if a not in shared and a.dest not in ("help", "json", "scenario")
+            and not (scenario and a.dest in ("model", "gpu"))]
+
+
+def _scenario_flags(parser: argparse.ArgumentParser) -> str:
+    """The scenario flags of a command that takes a scenario, once: every such command takes
+    them. Their argparse default is None (the file's value stays); the scenario's own default
+    is the field's (each flag's dest is its scenario field)."""
+    rows = [[_flags(a), f"`{a.dest}`", _help(a), _takes(a), _default(Scenario.model_fields[a.dest])]
+            for a in parser._actions if a.dest in ("model", "gpu")]
+    models = dict(GROUPS)
+    for group in parser._action_groups:
+        if group.title in SHARED_GROUPS:
+            for a in group._group_actions:
+                name = a.dest.split(".", 1)[1]
+                rows.append([_flags(a), f"`{a.dest}`", _help(a), _takes(a),
+                             _default(models[group.title].model_fields[name])])
     return md_table(["flag", "scenario field", "meaning", "values", "default"], rows, "lllll")
 
 
 def cli(src: str) -> dict[str, str]:
-    """One section per command of the operations registry (calc.operations): its request's
-    fields, how the command line takes each, what it means, its values and its default."""
-    out = []
-    for op in every():
-        if not op.cli:
-            continue
-        fields = op.request.model_fields
-        rows = [[f"`{name}`", f"`{takes(op, name)}`".replace(" and the scenario flags`",
-                                                             "` and the [scenario flags](#scenario-flags)"),
-                 _cell(info.description or ""), _values(info.annotation), _default(info)]
-                for name, info in fields.items()]
-        rows.append(["", "`--json`", "print the result as JSON", "", ""])
-        table = md_table(["field", "command line", "meaning", "values", "default"], rows, "lllll")
-        module = DECLARED_IN[op.name]
-        out.append(f"## `calc {op.name}`\n\n{op.help}. Request model: "
-                   f"`{module}.{op.request.__name__}`.\n\n{table}")
-    return {"commands": "\n\n".join(out), "scenario_flags": _scenario_flags(),
-            "version": calc.__version__}
+    """One section per subcommand of calc's parser: its usage and only its own arguments (the
+    scenario flags, --json and --help are documented once, above the commands)."""
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    out, shared = [], None
+    for name, cmd in sub.choices.items():
+        own = _own_actions(cmd)
+        takes_scenario = any(a.dest == "scenario" for a in cmd._actions)
+        if takes_scenario:
+            shared = shared or _scenario_flags(cmd)
+        prog = f"calc {name}" + (" [SCENARIO] [scenario flags]" if takes_scenario else "")
+        usage = argparse.HelpFormatter(prog, width=90)  # wrapped as --help wraps it
+        usage.add_usage(None, own, [], prefix="")
+        line = usage.format_help().strip() + " [--json]"
+        rows = [[_flags(a), _help(a), _takes(a), "yes" if a.required else ""] for a in own]
+        table = md_table(["argument", "meaning", "values", "required"], rows, "lllc") \
+            if rows else "No arguments of its own."
+        op = get(name)
+        out.append(f"## `calc {name}`\n\n{cmd.description}. Request model: "
+                   f"`{DECLARED_IN[name]}.{op.request.__name__}`.\n\n```text\n{line}\n```\n\n"
+                   f"{table}")
+    assert shared is not None
+    return {"commands": "\n\n".join(out), "scenario_flags": shared, "version": calc.__version__}
 
 
 def _doc(obj: Any) -> str:
-    doc = inspect.getdoc(obj) or "(no docstring)"
-    return f"```text\n{doc}\n```"
+    """A module's docstring as it is laid out in the code (aligned columns of symbols)."""
+    return f"```text\n{inspect.getdoc(obj)}\n```"
+
+
+def _documented(obj: Any) -> bool:
+    """A public function (cached ones too) or class of calc's, not a constant or a type alias."""
+    return callable(obj) and getattr(obj, "__module__", "").startswith("calc")
 
 
 def api(src: str) -> dict[str, str]:
+    """mkdocstrings directives for the public names of `calc` and `calc.plan` (their `__all__`):
+    each package's docstring, then its functions and classes where they are defined, rendered
+    from the docstrings and signatures when the site is built."""
     parts = []
     for mod in (calc, calc.plan):
-        parts.append(f"## `{mod.__name__}`\n\n{_doc(mod)}")
+        parts.append(f"## `{mod.__name__}`\n\n::: {mod.__name__}\n    options:\n"
+                     "      members: false\n      show_root_heading: false\n"
+                     "      show_root_toc_entry: false\n")
         for name in mod.__all__:
             obj = getattr(mod, name)
-            if not (inspect.isfunction(obj) or inspect.isclass(obj)):
-                continue
-            try:
-                sig = str(inspect.signature(obj)) if inspect.isfunction(obj) else ""
-            except (TypeError, ValueError):
-                sig = ""
-            kind = "class" if inspect.isclass(obj) else "def"
-            parts.append(f"### `{mod.__name__}.{name}`\n\n```python\n{kind} {name}{sig}\n```\n\n"
-                         f"{_doc(obj)}")
-    return {"api": "\n\n".join(parts)}
+            if _documented(obj):
+                parts.append(f"::: {obj.__module__}.{obj.__qualname__}\n    options:\n"
+                             "      show_root_full_path: false\n")
+    return {"api": "\n".join(parts)}
 
 
 # The formula reference's sections: formula id prefix -> heading.
