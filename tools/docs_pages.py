@@ -20,6 +20,7 @@ PLACEHOLDER = re.compile(r"\{\{ ([A-Za-z0-9_.]+) \}\}")
 
 # page source -> "module:function" (in tools/) computing its placeholders
 PAGES: dict[str, str] = {
+    "index.md": "docs_home:context",
     "accuracy.md": "docs_accuracy:context",
     "performance.md": "docs_perf:context",
     "gpus.md": "docs_gpus:context",
