@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from docs_common import md_table, num_gib, pct
 
+from calc.baselines import BASELINES
 from calc.charts import Point, scatter
 from calc.confidence import VALIDATED_FAMILIES, VALIDATED_FEATURES
 
@@ -33,16 +36,23 @@ def _accuracy() -> Any:
 def scatter_figure(rows: list[dict[str, Any]]) -> str:
     """Every traced case, calc's prediction and the other formulas' against the trace."""
     series = [(label, key, [Point(r["traced"], r["predicted" if key == "calc" else f"{key}_bytes"],
-                                  f"{r['id']} ({label})") for r in rows])
+                                  f"{r['id']} ({label})") for r in rows
+                            if key == "calc" or r[key] is not None])  # where it is compared
               for key, label in (*KEYS[1:], ("calc", KEYS[0][1]))]  # calc's drawn on top
     chart = scatter("accuracy", "Predicted against traced peak memory, every traced case", series,
                     clip=CLIP)
     keys = "".join(f'<li><span class="chart-key chart-key--{key}"></span>{label}</li>'
                    for label, key, _ in series)
     return (f'<figure class="chart-figure">{chart.svg()}<ul class="chart-legend">{keys}</ul>'
-            "<figcaption>One dot per traced case and predictor; on the diagonal, the prediction "
+            "<figcaption>One dot per traced case and predictor (a formula only where it is "
+            "compared); on the diagonal, the prediction "
             f"equals the trace. A prediction above {CLIP:g} times the largest trace is drawn at "
             "the top, faded (hover a dot for its case).</figcaption></figure>")
+
+
+def _signed(error: float | None) -> str:
+    """A baseline's error, or "-" where its source does not model the case (not compared)."""
+    return "-" if error is None else pct(error, True)
 
 
 def _case_cells(case_id: str) -> list[str]:
@@ -62,24 +72,37 @@ def context(src: str) -> dict[str, str]:
         "test_cases": str(len(by_split["test"])),
     }
     validated = {r["id"] for r in rows if r["validated"]}
-    summary_rows = []
-    for key, label in KEYS:
-        cells = [label]
+
+    def summary_row(label: str, key: str, keep: Callable[[dict[str, Any]], bool],
+                    name: str | None = None) -> list[str]:
+        """Median and worst absolute error of `key` per split, over the rows `keep` selects."""
+        cells = [label, " / ".join(str(sum(map(keep, by_split[sp]))) for sp in ("dev", "test"))]
         for split in ("dev", "test"):
-            s = acc.summary(by_split[split], key)
-            ctx[f"{key}_{split}_median"] = pct(s["median_abs_error"])
-            ctx[f"{key}_{split}_worst"] = pct(s["max_abs_error"])
+            s = acc.summary([r for r in by_split[split] if keep(r)], key)
+            if name:
+                ctx[f"{name}_{split}_median"] = pct(s["median_abs_error"])
+                ctx[f"{name}_{split}_worst"] = pct(s["max_abs_error"])
             cells += [pct(s["median_abs_error"]), pct(s["max_abs_error"])]
-        summary_rows.append(cells)
-        if key == "error":  # the cases the estimator itself calls validated
-            cells = [f"calc, the {len(validated)} cases it reports `validated`"]
-            for split in ("dev", "test"):
-                s = acc.summary([r for r in by_split[split] if r["id"] in validated], key)
-                cells += [pct(s["median_abs_error"]), pct(s["max_abs_error"])]
-            summary_rows.append(cells)
+        return cells
+
+    summary_rows = [summary_row("calc", "error", lambda r: True, "error"),
+                    summary_row(f"calc, the {len(validated)} cases it reports `validated`",
+                                "error", lambda r: r["id"] in validated)]
+    for key, label in KEYS[1:]:
+        def compared(r: dict[str, Any], key: str = key) -> bool:
+            return r[key] is not None
+        summary_rows += [summary_row(label, key, compared, key),
+                         summary_row("calc, on the same cases", "error", compared)]
     ctx["summary_table"] = md_table(
-        ["", "dev: median abs. error", "dev: worst", "test: median abs. error", "test: worst"],
-        summary_rows, "lrrrr")
+        ["", "cases (dev / test)", "dev: median abs. error", "dev: worst",
+         "test: median abs. error", "test: worst"], summary_rows, "lrrrrr")
+    omitted = []
+    for b in BASELINES:
+        reasons = Counter(r["omits"][b.name] for r in rows)
+        omitted += [[dict(KEYS)[b.name], reason or "(compared)", str(n)]
+                    for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1])]
+    ctx["omitted_table"] = md_table(["formula", "the scenario uses what it does not model",
+                                     "cases"], omitted, "llr")
     ctx["scatter"] = scatter_figure(rows)
     phase_match = sum(r["traced_phase"] == r["predicted_phase"] for r in rows)
     ctx["phase_match"] = str(phase_match)
@@ -88,8 +111,8 @@ def context(src: str) -> dict[str, str]:
         phase = r["traced_phase"] if r["traced_phase"] == r["predicted_phase"] else \
             f"{r['traced_phase']} / **{r['predicted_phase']}**"
         table.append([*_case_cells(r["id"]), r["split"], num_gib(r["traced"]), num_gib(r["predicted"]),
-                      pct(r["error"], True), pct(r["korthikanti"], True),
-                      pct(r["megatron"], True), pct(r["eleuther"], True), phase])
+                      pct(r["error"], True),
+                      *(_signed(r[key]) for key, _ in KEYS[1:]), phase])
     ctx["cases_table"] = md_table(
         ["model", "setting (hover: the case id)", "split", "traced GiB", "calc GiB", "calc", "Korthikanti", "Megatron",
          "EleutherAI", "peak phase (traced / calc)"], table, "lllrrrrrrl")

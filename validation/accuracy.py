@@ -50,9 +50,10 @@ def traced_rows(split: str = "all") -> list[dict[str, Any]]:
             "error": report.peak_bytes / actual - 1,
             "traced_phase": result.get("peak_phase"), "predicted_phase": report.peak_phase,
         }
-        for b in BASELINES:
-            predicted = b.predict(report.setup).bytes
-            row[b.name] = predicted / actual - 1
+        row["omits"] = {b.name: b.omits(report.setup) for b in BASELINES}
+        for b in BASELINES:  # None where the formula's source does not model the scenario
+            predicted = None if row["omits"][b.name] else b.predict(report.setup).bytes
+            row[b.name] = None if predicted is None else predicted / actual - 1
             row[f"{b.name}_bytes"] = predicted  # the accuracy page's scatter
         rows.append(row)
     return rows
@@ -168,7 +169,8 @@ def feature_targets(rows: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
 
 
 def summary(rows: list[dict[str, Any]], key: str = "error") -> dict[str, float]:
-    errors = [abs(r[key]) for r in rows]
+    """Median and worst absolute error over the rows compared (a baseline's None: not compared)."""
+    errors = [abs(r[key]) for r in rows if r[key] is not None]
     if not errors:
         return {"cases": 0}
     return {"cases": len(errors), "median_abs_error": statistics.median(errors),
@@ -187,9 +189,12 @@ def main(argv: list[str] | None = None) -> int:
     rows = traced_rows(args.split)
     print(f"{'case':<52}{'traced GiB':>11}{'calc':>8}{'korth.':>8}{'megatron':>9}{'eleuther':>9}"
           f"  phase (traced/calc)")
+    def cell(x: float | None, width: int) -> str:
+        return f"{'-':>{width}}" if x is None else f"{x:>+{width}.1%}"
+
     for r in rows:
-        print(f"{r['id']:<52}{r['traced'] / GiB:>11.2f}{r['error']:>+8.1%}{r['korthikanti']:>+8.1%}"
-              f"{r['megatron']:>+9.1%}{r['eleuther']:>+9.1%}  {r['traced_phase']}/{r['predicted_phase']}")
+        print(f"{r['id']:<52}{r['traced'] / GiB:>11.2f}{r['error']:>+8.1%}{cell(r['korthikanti'], 8)}"
+              f"{cell(r['megatron'], 9)}{cell(r['eleuther'], 9)}  {r['traced_phase']}/{r['predicted_phase']}")
     out: dict[str, Any] = {"split": args.split, "traced": rows, "summary": {}}
     for key in ("error", *(b.name for b in BASELINES)):
         s = summary(rows, key)
