@@ -39,7 +39,7 @@ KORTHIKANTI_PEAK = {
     (ckpt, sp): Formula(
         "baseline/korthikanti",
         f"lambda P, N_1, N_2, N_3, t, p, {_ARGS.get((ckpt, sp), 'S, b, H, L')}: floor("
-        f"(2 * P / N_3 + 2 * P / N_2 + 12 * P / N_1) / (t * p) + {act} / p)",
+        f"2 * P / (N_3 * t * p) + 2 * P / (N_2 * t * p) + 12 * P / (N_1 * t * p) + {act} / p)",
         id=f"baseline.korthikanti_{ckpt}{'_sp' if sp else ''}", source=KORTHIKANTI,
         title="Korthikanti et al.'s activations plus 16 bytes per parameter, sharded by ZeRO"
               + _RECOMPUTE[ckpt] + (", sequence parallel" if sp else ""),
@@ -67,7 +67,8 @@ ELEUTHER_PEAK = {
     (ckpt, sp): Formula(
         "baseline/eleuther",
         f"lambda w_p, P, o_p, N_1, N_2, N_3, t, p, {_ARGS.get((ckpt, sp), 'S, b, H, L')}: "
-        f"floor((w_p * P / N_3 + w_p * P / N_2 + o_p * P / N_1) / (t * p) + {act} / p)",
+        f"floor(w_p * P / (N_3 * t * p) + w_p * P / (N_2 * t * p) + o_p * P / (N_1 * t * p) + "
+        f"{act} / p)",
         id=f"baseline.eleuther_{ckpt}{'_sp' if sp else ''}", source=TRANSFORMER_MATH,
         title="Transformer Math 101: weights, gradients, optimizer (sharded by ZeRO), "
               "activations" + _RECOMPUTE[ckpt] + (", sequence parallel" if sp else ""))
