@@ -1,6 +1,6 @@
 """Serve a built site on 127.0.0.1 with the MIME types browsers insist on (.mjs, .wasm).
 
-    python tools/serve.py [DIR] [--port 8000]
+    python tools/serve.py [DIR] [--port 8000]      (make serve PORT=8001)
 
 GitHub Pages sends the same types; Python's http.server may not know `.mjs` on every system.
 """
@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import functools
 import http.server
+import sys
 import threading
 from pathlib import Path
 from typing import ClassVar
@@ -45,7 +47,13 @@ def main() -> None:
     parser.add_argument("directory", nargs="?", default="build/site", type=Path)
     parser.add_argument("--port", type=int, default=8000)
     args = parser.parse_args()
-    srv = server(args.directory, args.port)
+    try:
+        srv = server(args.directory, args.port)
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        sys.exit(f"serve: port {args.port} is already in use (another server?); "
+                 f"choose another: make serve PORT={args.port + 1}")
     print(f"serving {args.directory} on http://127.0.0.1:{args.port}/ (the calculator: "
           f"http://127.0.0.1:{args.port}/calculator/); Ctrl-C stops")
     with contextlib.suppress(KeyboardInterrupt):
