@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import posixpath
+import re
 from typing import Any
 
 from calc import Estimate, Scenario, formatting, parse_scenario
@@ -66,10 +67,20 @@ def verdict(e: Estimate) -> str:
     return formatting.FIT_WORDS[e.status]
 
 
+PROSE_CHARS = 60  # a cell longer than this, as read, is a sentence
+
+
+def _prose(cell: str) -> str:
+    """A sentence in a cell keeps a readable width (`.cell-prose` in site/assets/docs.css): a
+    table wider than its column scrolls instead of squeezing it to a word per line."""
+    shown = re.sub(r"\]\([^)]*\)", "]", cell)  # a link reads as its label
+    return f'<span class="cell-prose">{cell}</span>' if len(shown) > PROSE_CHARS else cell
+
+
 def md_table(header: list[str], rows: list[list[str]], align: str | None = None) -> str:
     """A Markdown table; `align` is one letter per column (l, r, c)."""
     marks = {"l": ":--", "r": "--:", "c": ":-:"}
     sep = [marks[a] for a in align] if align else ["---"] * len(header)
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(sep) + " |"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    lines += ["| " + " | ".join(map(_prose, r)) + " |" for r in rows]
     return "\n".join(lines)
