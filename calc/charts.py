@@ -7,11 +7,11 @@ attribute (the site's Content-Security-Policy forbids them: colours come from cl
 site/assets/charts.css). Every mark carries its number as a data attribute (`data-bytes`,
 `data-x`, `data-gpu`), so a test reads the picture's data back and compares it to the library.
 
-- :func:`memory_sweep`: device memory against the micro-batch or the sequence length, with each
+- `memory_sweep`: device memory against the micro-batch or the sequence length, with each
   GPU preset's usable memory as a level line (where the scenario stops fitting on that card).
-- :func:`phase_timeline`: the step's moments in the order they happen, each a stacked bar of
+- `phase_timeline`: the step's moments in the order they happen, each a stacked bar of
   the components alive then, the peak marked.
-- :func:`scatter`: predicted against measured, with the line where they are equal.
+- `scatter`: predicted against measured, with the line where they are equal.
 """
 
 from __future__ import annotations

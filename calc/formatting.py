@@ -69,7 +69,7 @@ def count(n: float) -> str:
 
 
 FIT_WORDS: dict[FitStatus, str] = {"fits": "fits", "tight": "tight", "does_not_fit": "does not fit"}
-"""The words for :func:`calc.estimate.fit_status`, everywhere a verdict is written."""
+"""The words for `calc.estimate.fit_status`, everywhere a verdict is written."""
 
 
 def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
@@ -107,7 +107,7 @@ def setup_parts(e: Estimate) -> list[tuple[str, str, str]]:
 
 
 def setup_line(e: Estimate) -> str:
-    """:func:`setup_parts` as one line, as the command line writes it (the page links each part
+    """`setup_parts` as one line, as the command line writes it (the page links each part
     to its field)."""
     return "".join(join + text for _, text, join in setup_parts(e))
 
