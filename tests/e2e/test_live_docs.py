@@ -125,8 +125,10 @@ def test_accuracy_scatter_plots_every_traced_case_for_calc_and_the_other_formula
     page.goto(calculator.base_url + "accuracy/")
     for key in ("calc", "korthikanti", "megatron", "eleuther"):
         drawn = chart_data(page, f'#chart-accuracy [data-series="{key}"]')["points"]
-        want = [[r["traced"], r["predicted" if key == "calc" else f"{key}_bytes"]] for r in rows]
-        assert drawn == want, key
+        predicted = "predicted" if key == "calc" else f"{key}_bytes"
+        # a formula with no comparable figure for a case (calc.baselines says why) has no dot
+        want = [[r["traced"], r[predicted]] for r in rows if r[predicted] is not None]
+        assert want and drawn == want, key
 
 
 def test_the_walkthroughs_phase_timeline_is_the_librarys(calculator: Calculator) -> None:
