@@ -26,9 +26,9 @@ from pydantic import Field
 
 from .estimate import COMPONENTS, Estimate, estimate
 from .operations import COMPONENT_LABELS, SCENARIO_HELP, Operation, Request
-from .peak import MOMENTS, stage_peak
+from .peak import stage_peak
 from .presets import gpus
-from .scenario import Scenario, ScenarioError, parse_scenario
+from .scenario import Scenario, ScenarioError
 
 GiB = 1024**3
 W, H = 440, 260  # the viewBox; the page scales it to the column's width
@@ -207,22 +207,22 @@ def _x_tick(x: float, text: str) -> str:
 
 def _levels(levels: Sequence[Level], y_hi: float, py: Any) -> list[str]:
     """Each level within the plot as a line; labels where they do not crowd (the current GPU's
-    first), every line named in its <title>."""
+    first), drawn after every line so no line crosses them; every line named in its <title>."""
     shown = [lv for lv in levels if lv.bytes <= y_hi]
     labelled: list[float] = []
-    out = []
+    lines, labels = [], []
     for lv in sorted(shown, key=lambda lv: (not lv.current, lv.bytes)):
         y = py(lv.bytes)
-        cls = "chart-level chart-level--current" if lv.current else "chart-level"
-        out.append(f'<g class="{cls}" data-gpu="{html.escape(lv.key)}" data-bytes="{lv.bytes}">'
-                   f'<title>{html.escape(lv.label)}</title>'
-                   f'<line x1="{LEFT}" y1="{_num(y)}" x2="{W - RIGHT}" y2="{_num(y)}"/>')
+        current = " chart-level--current" if lv.current else ""
+        lines.append(f'<g class="chart-level{current}" data-gpu="{html.escape(lv.key)}" '
+                     f'data-bytes="{lv.bytes}"><title>{html.escape(lv.label)}</title>'
+                     f'<line x1="{LEFT}" y1="{_num(y)}" x2="{W - RIGHT}" y2="{_num(y)}"/></g>')
         if all(abs(y - other) >= LABEL_GAP for other in labelled):
             labelled.append(y)
-            out.append(f'<text x="{W - RIGHT - 2}" y="{_num(y - 3)}" text-anchor="end">'
-                       f'{html.escape(lv.label)}</text>')
-        out.append("</g>")
-    return out
+            mark = " chart-label--current" if lv.current else ""
+            labels.append(f'<text class="chart-label{mark}" x="{W - RIGHT - 2}" '
+                          f'y="{_num(y - 3)}" text-anchor="end">{html.escape(lv.label)}</text>')
+    return lines + labels
 
 
 # ---------------------------------------------------------------------------------------------
@@ -244,7 +244,7 @@ def _sweep_values(s: Scenario, field: SweepField, max_seq: int) -> list[int]:
     return sorted({*values, own})
 
 
-def memory_sweep(scenario: Scenario | dict[str, Any], field: SweepField) -> XYChart:
+def memory_sweep(scenario: Scenario | dict[str, Any] | Estimate, field: SweepField) -> XYChart:
     """Device memory of `scenario` as `field` doubles, and every GPU preset's usable memory.
 
     The sweep stops after the first value beyond the largest preset (no card holds more).
@@ -254,18 +254,22 @@ def memory_sweep(scenario: Scenario | dict[str, Any], field: SweepField) -> XYCh
         >>> [p.x for p in c.series[0].points][:3]
         [1, 2, 4]
     """
-    base = estimate(scenario)
+    base = scenario if isinstance(scenario, Estimate) else estimate(scenario)
     s = base.scenario
     largest = max(g.usable_bytes for g in gpus().values())
     name = field.split(".")[1]
+    own = getattr(s.training, name)
     points = []
     for v in _sweep_values(s, field, base.resolved.arch.max_position_embeddings):
-        data = s.model_dump(mode="json")
-        data["training"][name] = v
-        try:
-            e = estimate(data)
-        except ScenarioError:  # not a valid value for this scenario: left out of the line
-            continue
+        if v == own:
+            e = base
+        else:
+            data = s.model_dump(mode="json")
+            data["training"][name] = v
+            try:
+                e = estimate(data)
+            except ScenarioError:  # not a valid value for this scenario: left out of the line
+                continue
         points.append(Point(v, e.device_bytes, f"{name} {v}: {e.device_bytes / GiB:.2f} GiB"))
         if e.device_bytes > largest:
             break
@@ -401,9 +405,9 @@ def scatter(chart_id: str, title: str, series: Iterable[tuple[str, str, Sequence
 
 def charts(scenario: Scenario | dict[str, Any]) -> list[XYChart | Timeline]:
     """The calculator's charts of a scenario: both sweeps and the step's timeline."""
-    s = parse_scenario(scenario)
-    return [memory_sweep(s, "training.micro_batch_size"), memory_sweep(s, "training.seq_len"),
-            phase_timeline(s)]
+    e = estimate(scenario)
+    return [memory_sweep(e, "training.micro_batch_size"), memory_sweep(e, "training.seq_len"),
+            phase_timeline(e)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -421,8 +425,6 @@ OPERATIONS: tuple[Operation[ChartsRequest, list[XYChart | Timeline]], ...] = (
 )
 
 __all__ = [
-    "COMPONENTS",
-    "MOMENTS",
     "STEP_ORDER",
     "Bar",
     "ChartsRequest",

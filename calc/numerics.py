@@ -38,6 +38,12 @@ class Numerics:
     fsdp_mixed: bool  # FSDP2 gathers in low precision (MixedPrecisionPolicy)
     weight_copies: bool  # autocast caches a low-precision copy of each fp32 weight
 
+    def fsdp_grads(self, g: int) -> tuple[int, int]:
+        """(g_u, g_r) for gradients of `g` bytes under FSDP: autograd's unsharded gradients come
+        in the gathered dtype under a mixed-precision policy, else in their own; the
+        reduce-scatter runs in fp32 under the policy (reduce_dtype), else in their own."""
+        return (self.gathered_weight, 4) if self.fsdp_mixed else (g, g)
+
     @property
     def adapter_copies(self) -> bool:
         """Autocast caches a copy of each fp32 LoRA adapter, unless FSDP2 gathers them low."""

@@ -477,8 +477,7 @@ def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt:
     fsdp = ms.gathered_layer is not None or ms.gathered_model is not None
     if fsdp:
         written: Term | Part | None = _written(x, stage, ms)
-        g_u = n.gathered_weight if n.fsdp_mixed else n.grad
-        g_r = 4 if n.fsdp_mixed else n.grad
+        g_u, g_r = n.fsdp_grads(n.grad)
         prefetched = ms.gathered_layer.bytes if ms.gathered_layer is not None else 0
         unsharded = LATE_GATHERED(prefetched, local.per_layer_trainable, local.per_layer_mlp,
                                   g_u, g_r)
@@ -551,8 +550,7 @@ def _experts_reduce(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, others:
     symbols = local.term.symbols
     E_l, P_l = local.per_layer_experts, local.per_layer
     X_3 = x.N // x.ep
-    g_u = n.gathered_weight if n.fsdp_mixed else n.grad
-    g_r = 4 if n.fsdp_mixed else n.grad
+    g_u, g_r = n.fsdp_grads(n.grad)
     grads = ms.gradients
     written: Term = grads
     embedding = x.counts.embedding // x.tp if stage.embedding else 0

@@ -331,19 +331,14 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool, amp:
     step = None if offloaded else _step_temporary(opt, impl, local, N_1, w_s, g, ex)
     gathered = gathered_grads = root = everything = lingering = accumulated = units = None
     w_g = n.gathered_weight
-    # autograd's unsharded gradients come in the gathered dtype under a mixed-precision
-    # policy, else in the parameters' own; the reduce-scatter runs in fp32 under the policy
-    # (reduce_dtype) and for fp32 adapters
-    g_u = w_g if n.fsdp_mixed else g
-    g_r = 4 if n.fsdp_mixed else g
+    g_u, g_r = n.fsdp_grads(g)  # g: 4 for LoRA's fp32 adapters
     if fsdp2 and N > 1 and pp > 1:
         # torchtitan under pipeline parallelism: reshard_after_forward=False, and the schedule
         # keeps every layer gathered and its gradients unsharded until the last micro-batch
         everything = GATHERED_MODEL(P, w_g)
         accumulated = PIPELINED_GRADS(P_t, g_r)
         gathered_grads = PIPELINED_LAYER_GRADS(local.per_layer_trainable, g_u)
-    elif z == 3 and fsdp2 and N > 1 and ex is not None and local.per_layer_experts \
-            and not megatron:
+    elif z == 3 and fsdp2 and N > 1 and ex is not None and not megatron:
         gathered = GATHERED_LAYER(local.per_layer, w_g)
         gathered_grads = EXPERT_UNIT_GRADS(local.per_layer_experts, g_u)
         units = EXPERT_UNITS_GATHERED(local.per_layer, local.per_layer_experts, w_g)

@@ -41,7 +41,7 @@ def context(src: str) -> dict[str, str]:
         "example_command": _command(DEFAULT_SCENARIO),
         "example_peak": gib(e.peak_bytes), "example_phase": e.peak_phase.replace("_", " "),
         "example_device": gib(e.device_bytes), "example_usable": gib(e.usable_bytes),
-        "example_use": pct(e.device_bytes / e.usable_bytes), "example_verdict": verdict(e),
+        "example_use": pct(e.utilization), "example_verdict": verdict(e),
         "example_components": components_table(e),
         **{k: acc[k] for k in ("cases", "test_cases", "error_test_median", "error_test_worst",
                                "published_kept", "published_median", "published_worst")},

@@ -8,8 +8,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
-import types
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Any
 
 from docs_common import (
     DEFAULT_SCENARIO,
@@ -89,18 +88,6 @@ def presets(src: str) -> dict[str, str]:
                                grows, "llrlrllcl"),
         "model_notes": notes, "gpu_notes": gnotes,
     }
-
-
-def _values(annotation: Any) -> str:
-    """The values a field takes, for a table: its choices, or its type."""
-    origin = get_origin(annotation)
-    if origin in (Union, types.UnionType):
-        return " or ".join(_values(a) for a in get_args(annotation) if a is not type(None))
-    if origin is Literal:
-        return ", ".join(f"`{c}`" for c in get_args(annotation))
-    names = {int: "integer", float: "number", str: "text", bool: "true / false", dict: "object",
-             list: "list"}
-    return names.get(origin or annotation, str(annotation))
 
 
 def _default(info: FieldInfo) -> str:

@@ -20,6 +20,7 @@ from docs_common import calc_link, gib, md_table, num_gib, pct
 
 from calc import COMPONENTS, estimate, parse_scenario
 from calc.cli import main as cli_main
+from calc.formatting import FIT_WORDS
 from calc.plan import (
     DEFAULT_MFU,
     DEFAULT_TARGET,
@@ -111,7 +112,7 @@ def recommendations(src: str) -> dict[str, str]:
     claim(src, all(r.headroom_bytes > 0 for r in recs.larger_gpus),
           "larger GPUs are offered only where it fits")
     rows = [[str(i), f"[{r.title}]({calc_link(r.scenario, src)})", num_gib(r.device_bytes),
-             pct(r.saving_percent / 100), _speed(r.slowdown), r.status.replace("_", " "),
+             pct(r.saving_percent / 100), _speed(r.slowdown), FIT_WORDS[r.status],
              r.cost]
             for i, r in enumerate(recs.levers[:8], 1)]
     best = recs.levers[0]

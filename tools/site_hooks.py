@@ -232,8 +232,9 @@ def calculator_html(root: str) -> str:
     adv_training = _fields("training", training, ADVANCED_TRAINING, kinds)
     adv_parallel = _fields("parallelism", parallel, tuple(parallel["properties"]), kinds)
     request = json.dumps({"scenario": DEFAULT_SCENARIO})
-    payload = json.loads(_worker().call("estimate", request))
-    payload["charts"] = json.loads(_worker().call("charts", request))["charts"]  # charts.mjs
+    worker = _worker()
+    payload = json.loads(worker.call("estimate", request))
+    payload["charts"] = json.loads(worker.call("charts", request))["charts"]  # charts.mjs
     report_text = html.escape(payload.pop("report_text"))
     return f"""
 <div class="calc" id="calc">

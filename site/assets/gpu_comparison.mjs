@@ -6,13 +6,14 @@
 // line reads a file: a bad one is calc's error, naming the field, and the table stays as it was.
 
 import { LinkError, encodeScenario, scenarioTextInAddress } from "./scenario_link.mjs";
-import { ask, pct, stopped } from "./live_example.mjs";
+import { fixed, percent as pct } from "./format.mjs";
+import { ask, stopped } from "./live_example.mjs";
 import { textProblem } from "./untrusted.mjs";
 
 const $ = (id) => document.getElementById(id);
 const DATA = JSON.parse($("gpu-data").textContent);
 const SAVED = "calc.saved-scenarios"; // the calculator's list (site/calculator/storage.mjs)
-const num = (b) => (b / 1024 ** 3).toFixed(2);
+const num = (b) => fixed(b / 1024 ** 3, 2);
 let seq = 0;
 
 const say = (text, state = null) => {

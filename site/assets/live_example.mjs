@@ -9,14 +9,12 @@
 // parts of the documentation (the GPU comparison).
 
 import { PythonRestarted, StartError, keepCalcPython } from "./calc_python.mjs";
+import { gib, percent as pct } from "./format.mjs";
 import { encodeScenario } from "./scenario_link.mjs";
 
 const ROOT = new URL("..", import.meta.url).href; // the site root: this file is assets/
 let python = null;
 
-const GiB = 1024 ** 3;
-export const gib = (b) => `${(b / GiB).toFixed(2)} GiB`;
-export const pct = (x) => `${(100 * x).toFixed(1)}%`;
 
 // calc's answer to operation `name` (parsed); `scenarioText`: the request's scenario as text.
 export async function ask(name, request, scenarioText = null) {
