@@ -331,7 +331,8 @@ _OUTPUT_SAVED = frozenset({"v_proj", "qkv_proj", "c_attn", "query_key_value", "W
 def _sac_outputs(x: Setup, layer: LayerParams) -> tuple[int, int]:
     """(bytes, bytes also saved by the normal graph) of the outputs torchtitan's per-op policy
     keeps in one layer. In forward order, a biased projection runs addmm (always saved), an
-    unbiased one mm (saved every other time, counted per layer); LoRA's lora_A and lora_B
+    unbiased one mm (saved every other time, counted per layer), the routed experts
+    aten._grouped_mm (neither saved nor counted); LoRA's lora_A and lora_B
     are two more mm each. The attention kernel's outputs are saved too: flash keeps them
     anyway; eager's two bmm (the scores and the weighted values) are extra."""
     T, c, tp = x.T, x.n.compute, x.tp
@@ -339,8 +340,9 @@ def _sac_outputs(x: Setup, layer: LayerParams) -> tuple[int, int]:
     no_rotary = x.arch.traits.rotary == "none"
     kept = overlap = count = 0
     for lin in layer.linears:
-        out = T * lin.local_shape(tp)[0] * c * (lin.copies // (x.ep if lin.group == "experts"
-                                                               else 1))
+        if lin.group == "experts":  # transformers' grouped_mm: not on the policy's list (a
+            continue  # compute-intensive op it saves), and not an mm it counts
+        out = T * lin.local_shape(tp)[0] * c * lin.copies
         runs = [(out, lin.bias, lin.name in _OUTPUT_SAVED or (no_rotary and lin.name in
                                                               ("q_proj", "k_proj")))]
         if lin.name in targets:
