@@ -115,9 +115,9 @@ def _sharding_gaps(r: Resolved) -> list[str]:
     as their own units, tp, cp and pp 1."""
     p, t = r.parallelism, r.training
     gaps = []
-    master = t.mixed_precision == "master"
+    deepspeed = p.engine(t.mixed_precision) == "deepspeed"
     model_parallel = p.tp > 1 or p.cp > 1 or p.pp > 1
-    if model_parallel and p.shard_group > 1 and (p.zero < 2 or master):
+    if model_parallel and p.shard_group > 1 and (p.zero < 2 or deepspeed):
         gaps.append("tp, cp and pp are traced with FSDP2 over the data-parallel ranks (as "
                     "torchtitan), not with DDP, ZeRO-1 or DeepSpeed")
     if p.pp > 1 and p.cp > 1:
@@ -125,18 +125,22 @@ def _sharding_gaps(r: Resolved) -> list[str]:
     if model_parallel and t.implementation == "hf" and (t.finetuning != "full" or
                                                         t.loss != "standard"):
         gaps.append("tp, cp and pp are traced for full training with the standard loss only")
-    if p.ep > 1 and (p.zero != 3 or master or model_parallel or t.implementation != "hf"
+    if p.ep > 1 and (p.zero != 3 or deepspeed or model_parallel or t.implementation != "hf"
                      or t.finetuning != "full"):
         gaps.append("expert parallelism is traced as transformers' all-to-all with FSDP2 (zero "
                     "3, full training, no tp, cp or pp), not with DDP, ZeRO-1/2, DeepSpeed or "
                     "Megatron-LM")
-    if master and p.zero in (1, 2) and p.shard_group > 1:
-        gaps.append(f"zero {p.zero} with master weights is DeepSpeed's ZeRO-{p.zero}, modelled "
-                    "from its code (stage_1_and_2.py), not traced")
-    if master and p.zero == 3 and p.shard_group > 1:
+    if deepspeed and p.zero in (1, 2) and p.shard_group > 1:
+        gaps.append(f"zero {p.zero} " + ("with master weights " if t.mixed_precision == "master"
+                                         else "under DeepSpeed ") + f"is DeepSpeed's "
+                    f"ZeRO-{p.zero}, modelled from its code (stage_1_and_2.py), not traced")
+    if deepspeed and t.mixed_precision != "master" and p.zero == 0 and p.shard_group > 1:
+        gaps.append("DeepSpeed's engine without ZeRO is estimated as DDP without its buckets "
+                    "(the engine all-reduces through transient flat buffers), not traced")
+    if deepspeed and p.zero == 3 and p.shard_group > 1:
         gaps.append("zero 3 with master weights is traced as FSDP2 with a master-weights "
                     "optimizer; DeepSpeed's own ZeRO-3 buffers are modelled from its code")
-    if p.offload_optimizer and not (p.offload_params and p.zero == 3 and not master):
+    if p.offload_optimizer and not (p.offload_params and p.zero == 3 and not deepspeed):
         gaps.append("optimizer offload alone (DeepSpeed's ZeRO-Offload) is modelled from "
                     "DeepSpeed's code; only FSDP2's CPUOffloadPolicy is traced")
     elif p.offload_params and not p.offload_optimizer:

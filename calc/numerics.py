@@ -11,6 +11,9 @@ Every memory term asks this module for byte widths instead of branching on modes
   the rest under `torch.autocast` (Trainer(bf16=True)): no weight copies, since the weights are
   already low-precision, but autocast's fp32 ops (layer norm, softmax) and its casts of fp32
   tensors (LoRA's fp32 adapters) as in `amp`. LoRA and QLoRA default to it.
+- DeepSpeed's ZeRO-1/2 optimizer (`framework: deepspeed`) clones its partition of the parameters
+  into fp32 whatever their dtype (stage_1_and_2.py, `single_partition_of_fp32_groups`): with
+  `amp` (its `torch_autocast`) or fp32 the parameters stay fp32 and the clone is a second copy.
 - FSDP2 (`zero: 2` or `3` with `amp`) gathers parameters directly in `precision`
   (`MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)`), so compute runs as in `pure`
   while the sharded parameters, gradients and states stay fp32.
@@ -51,13 +54,15 @@ class Numerics:
 
 
 @lru_cache(maxsize=64)
-def numerics(precision: str, mixed_precision: str, fsdp: bool) -> Numerics:
-    """Widths for `precision` x `mixed_precision`; `fsdp`: ZeRO stage 2 or 3 is asked for
-    (FSDP2 without master weights: the parameters are gathered in the compute dtype)."""
+def numerics(precision: str, mixed_precision: str, fsdp: bool, clone: bool = False) -> Numerics:
+    """Widths for `precision` x `mixed_precision`; `fsdp`: FSDP2 at ZeRO stage 2 or 3 (the
+    parameters are gathered in the compute dtype); `clone`: DeepSpeed's ZeRO optimizer keeps
+    an fp32 copy of its partition beside fp32 parameters (amp or fp32)."""
     low = 2 if precision in ("bf16", "fp16", "fp8") else 4
     linear_in = 1 if precision == "fp8" else low
+    copy = 4 if clone else 0
     if precision == "fp32":
-        return Numerics(4, 4, 4, 4, 4, 4, 4, 0, False, False, False)
+        return Numerics(4, 4, 4, 4, 4, 4, 4, copy, False, False, False)
     if mixed_precision == "pure":
         return Numerics(low, linear_in, low, low, low, low, low, 0, False, False, False)
     if mixed_precision == "master":
@@ -66,4 +71,4 @@ def numerics(precision: str, mixed_precision: str, fsdp: bool) -> Numerics:
         return Numerics(low, linear_in, low, low, low, low, low, 0, True, fsdp, False)
     if fsdp:  # FSDP2 with a low-precision param_dtype: compute as pure, store fp32
         return Numerics(low, linear_in, low, 4, low, 4, 4, 0, False, True, False)
-    return Numerics(low, linear_in, 4, 4, low, 4, 4, 0, True, False, True)
+    return Numerics(low, linear_in, 4, 4, low, 4, 4, copy, True, False, True)

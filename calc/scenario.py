@@ -38,6 +38,7 @@ Finetuning = Literal["full", "lora", "qlora"]
 LoraTargets = Literal["all_linear", "attention", "query_value"]  # query_value: peft's Llama default
 Implementation = Literal["hf", "megatron"]
 PipelineSchedule = Literal["1f1b", "interleaved_1f1b", "gpipe", "zero_bubble", "dualpipe"]
+Framework = Literal["torch", "deepspeed"]
 
 _BIG = 1 << 22  # a bound on counts that catches typos without limiting real runs
 
@@ -122,6 +123,15 @@ class Parallelism(_Strict):
         default="1f1b", description="with pp > 1: which micro-batches a stage holds at once")
     virtual_stages: int = Field(default=1, ge=1, le=64,
                                 description="model chunks per pipeline rank (interleaved_1f1b)")
+    framework: Framework | None = Field(
+        default=None, description="whose data parallelism and ZeRO: torch (DDP, "
+        "ZeroRedundancyOptimizer, FSDP2) or DeepSpeed's engine; by default DeepSpeed with "
+        "mixed_precision master, else torch")
+
+    def engine(self, mixed_precision: str) -> Framework:
+        """The framework in effect: as asked, else DeepSpeed for master weights (its bf16
+        optimizer keeps the fp32 copy), torch otherwise."""
+        return self.framework or ("deepspeed" if mixed_precision == "master" else "torch")
 
     @property
     def world_size(self) -> int:
@@ -409,6 +419,20 @@ def _check(s: Scenario, arch: Architecture, gpu: GpuPreset) -> list[EstimateWarn
              f"seq_len {t.seq_len} exceeds max_position_embeddings "
              f"({arch.max_position_embeddings}); memory is estimated, quality is not")
     # Sharding and offload.
+    if p.framework == "torch" and t.mixed_precision == "master":
+        fail("parallelism.framework", "torch's DDP, ZeroRedundancyOptimizer and FSDP2 keep no "
+             "separate fp32 master copy: use mixed_precision amp, or framework deepspeed")
+    if p.framework == "deepspeed":
+        if t.implementation == "megatron":
+            fail("parallelism.framework", "implementation megatron runs Megatron-LM's own "
+                 "data parallelism and distributed optimizer: leave framework out")
+        if t.mixed_precision not in ("master", "amp") and t.precision != "fp32":
+            fail("parallelism.framework", f"DeepSpeed is modelled with mixed_precision master "
+                 f"(its bf16/fp16 mode) or amp (its torch_autocast), not {t.mixed_precision}")
+        if t.mixed_precision == "amp" and p.zero == 3:
+            fail("parallelism.framework", "DeepSpeed's ZeRO-3 under torch_autocast (fp32 "
+                 "partitions gathered per module) is not modelled: use mixed_precision master "
+                 "or zero 0, 1 or 2")
     if p.zero and p.shard_group == 1:
         warn("zero_without_dp", "parallelism.zero",
              "ZeRO shards over dp x cp, which is 1: nothing is sharded"

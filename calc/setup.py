@@ -42,6 +42,7 @@ class Setup:
         "counts",
         "cp",
         "d",
+        "deepspeed",
         "dp",
         "eager",
         "ep",
@@ -117,6 +118,7 @@ class Setup:
     lora_dropout: float
     amp: bool  # mixed_precision amp (the LoRA base stays in the stored width)
     master: bool  # mixed_precision master
+    deepspeed: bool  # DeepSpeed's engine and ZeRO (parallelism.framework, master by default)
     optimizer: Optimizer
     optimizer_impl: OptimizerImpl
     full_checkpointing: bool
@@ -134,7 +136,10 @@ class Setup:
         arch, t, p = r.arch, r.training, parallelism or r.parallelism
         self.arch = arch
         self.counts = count_params(arch)
-        self.n = numerics(t.precision, t.mixed_precision, p.zero >= 2)
+        # DeepSpeed's engine (master weights, or asked for): its own ZeRO, never FSDP2
+        self.deepspeed = p.engine(t.mixed_precision) == "deepspeed"
+        self.n = numerics(t.precision, t.mixed_precision, p.zero >= 2 and not self.deepspeed,
+                          clone=self.deepspeed and p.zero >= 1 and t.mixed_precision != "master")
         self.stages = stages(self.counts, p.pp, p.pipeline_schedule, p.virtual_stages)
         self.schedule, self.virtual_stages = p.pipeline_schedule, p.virtual_stages
         self.seq_len = t.seq_len

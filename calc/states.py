@@ -227,8 +227,11 @@ DDP_BUCKET = Formula(
     "gradients/ddp_buckets", "lambda P_t, g_b: P_t * g_b", id="states.ddp_buckets",
     title="DDP's flat buckets: a copy of every gradient", source=DDP_BUCKETS)
 REDUCE_BUCKET = Formula(
-    "temporaries/grad_buckets", "lambda H, g_b: H**2 * g_b", id="states.reduce_bucket",
-    title="DeepSpeed's reduce bucket: reduce_bucket_size = h^2 elements under HF's 'auto'",
+    "temporaries/grad_buckets", "lambda H, g_b, n_b: n_b * H**2 * g_b", id="states.reduce_bucket",
+    title="DeepSpeed's reduce buckets: reduce_bucket_size = h^2 elements under HF's 'auto', in "
+          "the parameters' dtype, one per communication dtype",
+    note="torch_autocast reduces nn.Linear gradients in its dtype and the rest in fp32: two "
+         "buckets (stage_1_and_2.py ipg_buckets)",
     source=DDP_BUCKETS)
 
 
@@ -265,26 +268,28 @@ def local(x: Setup, stage: Stage) -> LocalParams:
 
 
 def model_states(x: Setup, stage: Stage) -> ModelStates:
-    return _model_states(local(x, stage), x.n, x.lora, x.qlora, x.amp, x.master, x.optimizer,
+    return _model_states(local(x, stage), x.n, x.lora, x.qlora, x.amp, x.deepspeed, x.optimizer,
                          x.optimizer_impl, x.N, x.z, x.dp, x.offload_optimizer, x.offload_params,
                          x.H, x.megatron, x.ep, x.pp)
 
 
 @lru_cache(maxsize=4096)
 def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool, amp: bool,
-                  master: bool, opt: Optimizer, impl: OptimizerImpl, N: int, z: int, dp: int,
+                  deepspeed: bool, opt: Optimizer, impl: OptimizerImpl, N: int, z: int, dp: int,
                   offload_optimizer: bool, offload_params: bool, H: int,
                   megatron: bool = False, ep: int = 1, pp: int = 1) -> ModelStates:
     """Memoised: a batch or sequence search re-estimates the same states many times.
 
-    Which framework a stage means: with master weights, DeepSpeed's ZeRO (its optimizer
-    keeps the fp32 master copy); otherwise torch's forms: DDP (zero 0), DDP with
+    Which framework a stage means (`deepspeed`: parallelism.framework, by default DeepSpeed
+    with master weights): DeepSpeed's ZeRO (its optimizer keeps an fp32 copy of its
+    partition: the master weights, or a clone of fp32 parameters under torch_autocast);
+    otherwise torch's forms: DDP (zero 0), DDP with
     ZeroRedundancyOptimizer (zero 1), FSDP2 with reshard_after_forward=False (zero 2,
     Accelerate's SHARD_GRAD_OP) and FSDP2 (zero 3). FSDP2 shards the parameters at stage 2
     too, and keeps every layer gathered from its forward to the end of backward; so does
     FSDP2 at stage 3 under pipeline parallelism (torchtitan). Under expert
     parallelism the routed experts are sharded over N / ep ranks (`sharded`)."""
-    fsdp2 = z >= 2 and not master
+    fsdp2 = z >= 2 and not deepspeed
     N_1, N_2 = (N if z >= k else 1 for k in (1, 2))
     N_3 = N if z == 3 or fsdp2 else 1
     P, P_t = local.total, local.trainable
@@ -358,10 +363,10 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool, amp:
     ddp = reduce = None
     if N > 1 and dp > 1 and not fsdp2:
         # buckets hold the gradients in their own dtype: fp32 for LoRA adapters
-        if z <= 1 and not master:  # DDP, under ZeroRedundancyOptimizer too
+        if z <= 1 and not deepspeed:  # DDP, under ZeroRedundancyOptimizer too
             ddp = DDP_BUCKET(P_t, g)
-        elif z:
-            reduce = REDUCE_BUCKET(H, g)
+        elif z:  # torch_autocast: nn.Linear's gradients travel low, the rest in fp32
+            reduce = REDUCE_BUCKET(H, g, 2 if n.autocast else 1)
     step_grads = sharded(STEP_GRADIENTS, ex, P_t, N_2, n.master) if n.master and not lora \
         else gradients
     if megatron and n.compute < 4 and not lora and not offloaded:

@@ -69,6 +69,8 @@ SYMBOLS: dict[str, Symbol] = {name: Symbol(tex, meaning) for name, tex, meaning 
     ("w_s", "w_s", "bytes of an optimizer-state element"),
     ("g", "g", "bytes of a gradient element"),
     ("g_b", "g_b", "bytes of a bucketed gradient (the gradient's own dtype)"),
+    ("n_b", "n_b", "DeepSpeed's reduce buckets: one per communication dtype (2 under "
+     "torch_autocast, else 1)"),
     ("g_u", "g_u", "bytes of an unsharded gradient in FSDP's backward (param_dtype under a "
      "mixed-precision policy)"),
     ("g_r", "g_r", "bytes of FSDP's reduce-scatter input (reduce_dtype: fp32 under the policy)"),

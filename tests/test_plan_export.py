@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from calc.plan import FORMATS, ExportError, export, import_config
+from calc import estimate
+from calc.plan import FORMATS, ConfigImportError, ExportError, export, import_config
 
 DEEPSPEED = {"model": "llama-3.1-8b",
              "training": {"micro_batch_size": 2, "gradient_accumulation_steps": 4,
@@ -42,7 +43,18 @@ def test_deepspeed_amp_is_torch_autocast(zero: int) -> None:
     assert "bf16" not in e.data and "fp16" not in e.data
     assert e.data["zero_optimization"]["stage"] == zero
     assert any("0.17.2" in n for n in e.notes)
-    assert any("single_partition_of_fp32_groups" in n for n in e.notes) == (zero > 0)
+    # the scenario names no framework, so it is estimated as torch's form: with ZeRO the note
+    # gives the figure of DeepSpeed's own ZeRO, the estimator's, not a formula of its own
+    own = estimate({"model": "llama-3-8b",
+                    "parallelism": {"dp": 8, "zero": zero, "framework": "deepspeed"}})
+    said = [n for n in e.notes if "parallelism.framework deepspeed" in n]
+    assert len(said) == (zero > 0)
+    if zero:
+        assert f"DeepSpeed's ZeRO-{zero}: {own.device_bytes / 1024**3:,.1f} GiB" in said[0]
+    named = export({"model": "llama-3-8b",
+                    "parallelism": {"dp": 8, "zero": zero, "framework": "deepspeed"}}, "deepspeed")
+    assert named.data == e.data
+    assert not any("parallelism.framework" in n for n in named.notes)
 
 
 def test_deepspeed_amp_fp16_round_trips() -> None:
@@ -51,7 +63,7 @@ def test_deepspeed_amp_fp16_round_trips() -> None:
     assert isinstance(e.data, dict) and e.data["torch_autocast"]["dtype"] == "float16"
     s, _ = import_config(e.text, "deepspeed", model="llama-3-8b")
     assert (s.training.mixed_precision, s.training.precision) == ("amp", "fp16")
-    assert (s.parallelism.dp, s.parallelism.zero) == (4, 2)
+    assert (s.parallelism.dp, s.parallelism.zero, s.parallelism.framework) == (4, 2, "deepspeed")
 
 
 def test_deepspeed_amp_zero3_is_refused_naming_the_field() -> None:
@@ -274,3 +286,28 @@ def test_unknown_format_is_an_error() -> None:
     assert exc.value.field == "format"
     assert set(FORMATS) == {"deepspeed", "accelerate-fsdp", "torchtitan", "megatron",
                             "hf-trainer"}
+
+
+@pytest.mark.parametrize("format", ["accelerate-fsdp", "torchtitan", "megatron"])
+def test_a_deepspeed_scenario_is_not_exported_to_torch_frameworks(format: str) -> None:
+    with pytest.raises(ExportError) as exc:
+        export({"model": "llama-3-8b", "training": {"mixed_precision": "master"},
+                "parallelism": {"dp": 8, "zero": 1, "framework": "deepspeed"}}, format)
+    assert exc.value.field == "parallelism.framework"
+
+
+def test_hf_trainer_nests_deepspeed_autocast_with_its_flags_off() -> None:
+    """The nested config's torch_autocast is the precision; bf16=True would add a bf16
+    section, which DeepSpeed refuses beside it."""
+    e = export({"model": "llama-3-8b",
+                "parallelism": {"dp": 8, "zero": 2, "framework": "deepspeed"}}, "hf-trainer")
+    assert isinstance(e.data, dict)
+    assert e.data["deepspeed"]["torch_autocast"]["enabled"] is True
+    assert (e.data["bf16"], e.data["fp16"]) == (False, False) and "fsdp" not in e.data
+
+
+def test_deepspeed_autocast_at_zero3_is_refused_on_import_naming_the_key() -> None:
+    with pytest.raises(ConfigImportError) as exc:
+        import_config('{"torch_autocast": {"enabled": true}, "zero_optimization": {"stage": 3}}',
+                      "deepspeed", model="llama-3-8b", dp=8)
+    assert exc.value.field == "torch_autocast"

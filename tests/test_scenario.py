@@ -93,7 +93,7 @@ def test_defaults_are_the_documented_ones() -> None:
         "parallelism": {"dp": 1, "tp": 1, "pp": 1, "cp": 1, "ep": 1, "zero": 0,
                         "sequence_parallel": False, "offload_optimizer": False,
                         "offload_params": False, "pipeline_schedule": "1f1b",
-                        "virtual_stages": 1},
+                        "virtual_stages": 1, "framework": None},
     }
 
 
@@ -145,3 +145,29 @@ def test_moe_load_fields_are_checked() -> None:
         resolve(parse_scenario({"model": "mixtral-8x7b", "parallelism": {"dp": 4, "ep": 2},
                                 "training": {"moe_load_imbalance": 3.0}}))
     assert err.value.field == "training.moe_load_imbalance"
+
+
+@pytest.mark.parametrize(("training", "parallelism", "rule"), [
+    ({"mixed_precision": "master"}, {"framework": "torch"}, "no separate fp32 master copy"),
+    ({}, {"framework": "deepspeed", "zero": 3}, "ZeRO-3 under torch_autocast"),
+    ({"mixed_precision": "pure"}, {"framework": "deepspeed"}, "not pure"),
+    ({"finetuning": "lora"}, {"framework": "deepspeed"}, "not autocast"),
+    ({"implementation": "megatron", "mixed_precision": "master"}, {"framework": "deepspeed"},
+     "Megatron-LM's own"),
+])
+def test_framework_combinations_calc_does_not_model_name_the_field(
+        training: dict, parallelism: dict, rule: str) -> None:
+    with pytest.raises(ScenarioError, match=rule) as err:
+        resolve(parse_scenario({"model": "llama-3-8b", "training": training,
+                                "parallelism": {"dp": 8, **parallelism}}))
+    assert err.value.field == "parallelism.framework"
+
+
+def test_framework_defaults_to_deepspeed_for_master_weights_else_torch() -> None:
+    for mixed, engine in (("master", "deepspeed"), ("amp", "torch"), ("pure", "torch")):
+        s = parse_scenario({"model": "gpt2", "training": {"mixed_precision": mixed}})
+        assert s.parallelism.engine(s.training.mixed_precision) == engine
+    named = {"model": "gpt2", "training": {"mixed_precision": "master", "seq_len": 1024},
+             "parallelism": {"dp": 4, "zero": 2}}
+    explicit = {**named, "parallelism": {"dp": 4, "zero": 2, "framework": "deepspeed"}}
+    assert estimate(named).peak_bytes == estimate(explicit).peak_bytes

@@ -39,3 +39,34 @@ def test_zero_stages_match_zero_paper(zero, paper_gb, formula) -> None:
 def test_zero3_never_increases_model_states() -> None:
     totals = [_states_bytes(z)[0] for z in range(4)]
     assert totals == sorted(totals, reverse=True)
+
+
+@pytest.mark.parametrize("zero", [1, 2])
+def test_deepspeed_torch_autocast_keeps_fp32_parameters_and_clones_its_partition(zero) -> None:
+    """DeepSpeed's ZeRO-1/2 under torch_autocast (stage_1_and_2.py): the parameters stay fp32
+    and whole on every GPU; the optimizer clones its 1/N partition into fp32 beside them
+    (single_partition_of_fp32_groups) with Adam's two moments; stage 2 keeps 1/N of the fp32
+    gradients; one reduce bucket per communication dtype (nn.Linear's bf16, the rest fp32),
+    each reduce_bucket_size elements in the parameters' fp32. By hand: 4 + 4 Psi / N +
+    8 Psi / N (+ 4 Psi / N at stage 2, else 4 Psi)."""
+    def states(framework: str | None) -> tuple:
+        x = setup(resolve(parse_scenario({
+            "model": ARCH.model_dump(), "training": {"seq_len": 1024},
+            "parallelism": {"dp": 64, "zero": zero, "framework": framework}})))
+        return x, model_states(x, x.stages[0])
+
+    x, ms = states("deepspeed")
+    psi, n = ms.local.total, 64
+    parameters = sum(t.bytes for t in ms.parameters)
+    optimizer = sum(t.bytes for t in ms.optimizer_states)
+    assert parameters == 4 * psi
+    assert optimizer == pytest.approx((4 + 8) * psi / n, abs=3 * 4)  # clone + 2 moments
+    assert ms.gradients.bytes == pytest.approx(4 * psi / (n if zero == 2 else 1), abs=4)
+    assert ms.reduce_bucket is not None and ms.ddp_buckets is None
+    assert ms.reduce_bucket.bytes == 2 * 4096**2 * 4
+    assert ms.gathered is None and ms.gathered_model is None  # no FSDP2
+    assert x.n.weight_copies  # autocast's bf16 weight cache, as torch's amp
+
+    _, torch_form = states(None)  # amp names no framework: torch's forms
+    assert sum(t.bytes for t in torch_form.optimizer_states) == pytest.approx(8 * psi / n, abs=8)
+    assert torch_form.reduce_bucket is None

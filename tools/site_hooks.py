@@ -58,6 +58,7 @@ LABELS = {
     "ep": "Expert parallel (ep)", "zero": "ZeRO stage", "sequence_parallel": "Sequence parallel",
     "offload_optimizer": "Offload optimizer to CPU", "offload_params": "Offload parameters to CPU",
     "pipeline_schedule": "Pipeline schedule", "virtual_stages": "Virtual stages per rank",
+    "framework": "Data-parallel framework",
     "moe_capacity_factor": "MoE capacity factor", "moe_load_imbalance": "MoE load imbalance",
 }
 BASIC = ("micro_batch_size", "seq_len", "precision")
@@ -71,6 +72,7 @@ ADVANCED_TRAINING = ("gradient_accumulation_steps", "activation_checkpointing", 
 DEFAULT_CHOICE = {
     "training.mixed_precision": "default (by fine-tuning)",
     "training.selective_policy": "default (by implementation)",
+    "parallelism.framework": "default (by mixed precision)",
 }
 ARCH_FIELDS = ("model_type", "hidden_size", "num_hidden_layers", "num_attention_heads",
                "num_key_value_heads", "head_dim", "intermediate_size", "vocab_size",

@@ -28,6 +28,7 @@ from .common import (
     no_fp8,
     no_partial_recompute,
     only_data_parallel,
+    torch_engine,
 )
 from .deepspeed import DEEPSPEED_INERT
 from .reader import Reader, finish, flag, integer, positive, text
@@ -60,6 +61,7 @@ def export_accelerate_fsdp(r: Resolved) -> Export:
     t, p = r.training, r.parallelism
     fw = "Accelerate FSDP"
     only_data_parallel(r, fw)
+    torch_engine(r, fw)
     no_partial_recompute(r, fw)
     reshard = fsdp_reshard(r, fw)
     offload = fsdp_offload(r, fw)

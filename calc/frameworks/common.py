@@ -80,6 +80,13 @@ def only_data_parallel(r: Resolved, framework: str) -> None:
                           "parallelism over tensor-parallel ranks")
 
 
+def torch_engine(r: Resolved, framework: str) -> None:
+    """Frameworks built on torch's FSDP2/DDP cannot run a scenario set to DeepSpeed's engine."""
+    if r.parallelism.framework == "deepspeed":
+        raise ExportError("parallelism.framework", f"is deepspeed: {framework} shards with "
+                          "torch's FSDP2, not DeepSpeed's ZeRO; export deepspeed or hf-trainer")
+
+
 def no_partial_recompute(r: Resolved, framework: str) -> None:
     t = r.training
     if t.activation_checkpointing == "selective":

@@ -16,7 +16,6 @@ from typing import Any, NamedTuple
 
 from ..errors import shown
 from ..optimizers import OptimizerId
-from ..params import count_params
 from ..scenario import Resolved
 from .common import (
     AUTO,
@@ -119,7 +118,8 @@ def _torch_autocast(r: Resolved, notes: list[str]) -> dict[str, Any]:
     deepspeed/runtime/torch_autocast.py): fp32 parameters, gradients and optimizer states, the
     forward under torch.autocast in `dtype`, the gradients of nn.Linear reduced in `dtype`. It
     excludes the bf16/fp16 sections. ZeRO-3 is refused: DeepSpeed's stage-3 path (fp32
-    partitions gathered per module under autocast) is not what calc's amp at zero 3 models."""
+    partitions gathered per module under autocast) is not modelled. A scenario that does not
+    name its framework is estimated as torch's form: the notes give DeepSpeed's own figure."""
     t, p = r.training, r.parallelism
     if p.zero == 3:
         raise ExportError("training.mixed_precision", "DeepSpeed's torch_autocast with zero 3 "
@@ -128,17 +128,18 @@ def _torch_autocast(r: Resolved, notes: list[str]) -> dict[str, Any]:
     notes.append("torch_autocast: needs DeepSpeed >= 0.17.2, the release that added it; load "
                  "the model in fp32 and let the engine apply autocast (no torch.autocast "
                  "around its forward)")
-    if p.zero:  # DeepSpeed's ZeRO-1/2 optimizer, not torch's forms calc's amp models
-        n = count_params(r.arch).total
-        clone = 0 if p.offload_optimizer else n * 4 // p.dp  # offloaded: the copy is on the host
-        extra = clone + (n * 4 - n * 4 // p.dp if p.zero == 2 else 0)
-        notes.append(f"zero {p.zero} with amp: calc estimates torch's form ("
-                     + ("ZeroRedundancyOptimizer" if p.zero == 1 else
-                        "FSDP2 with sharded fp32 parameters") + "); DeepSpeed's ZeRO-"
-                     f"{p.zero} keeps " + ("" if p.zero == 1 else "the full fp32 parameters on "
-                                           "every GPU and ") + "an fp32 copy of its 1/dp "
-                     f"partition (stage_1_and_2.py single_partition_of_fp32_groups): about "
-                     f"{extra / 1024**3:,.1f} GiB more per GPU than the estimate")
+    if p.zero and p.framework is None:  # estimated as torch's form: say what this runs
+        from ..estimate import estimate  # the estimator, not a formula of its own here
+
+        scenario = r.scenario.model_dump(mode="json")
+        torch_form = estimate(scenario).device_bytes
+        scenario["parallelism"]["framework"] = "deepspeed"
+        own = estimate(scenario).device_bytes
+        notes.append(f"zero {p.zero} with amp: the scenario is estimated as torch's form ("
+                     + ("ZeroRedundancyOptimizer" if p.zero == 1 else "FSDP2") + f", "
+                     f"{torch_form / 1024**3:,.1f} GiB per GPU); this config runs "
+                     f"DeepSpeed's ZeRO-{p.zero}: {own / 1024**3:,.1f} GiB (set "
+                     "parallelism.framework deepspeed to estimate it)")
     return {"enabled": True, "dtype": TORCH_DTYPE[t.precision]}
 
 
@@ -184,7 +185,7 @@ class DeepSpeedSettings(NamedTuple):
 def read_deepspeed(ds: Reader, notes: list[str]) -> DeepSpeedSettings:
     """The DeepSpeed sections (batch sizes are returned raw: their meaning needs dp)."""
     training: dict[str, Any] = {}
-    parallelism: dict[str, Any] = {}
+    parallelism: dict[str, Any] = {"framework": "deepspeed"}  # its engine, whatever precision
     batch = (ds.get("train_micro_batch_size_per_gpu"), ds.get("gradient_accumulation_steps"),
              ds.get("train_batch_size"))
     switches: list[bool | str] = []
@@ -230,6 +231,10 @@ def read_deepspeed(ds: Reader, notes: list[str]) -> DeepSpeedSettings:
         if parallelism.get("offload_optimizer") and stage == 0:
             raise ConfigImportError("zero_optimization.offload_optimizer",
                                     "ZeRO-Offload needs stage 1, 2 or 3")
+    if stage == 3 and training.get("mixed_precision") == "amp":
+        raise ConfigImportError("torch_autocast", "with zero_optimization.stage 3 is not "
+                                "modelled (DeepSpeed's fp32 partitions gathered per module "
+                                "under autocast); bf16.enabled is, as mixed_precision master")
     parallelism["zero"] = stage
     optimizer = ds.sub("optimizer")
     if optimizer is None:

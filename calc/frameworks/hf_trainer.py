@@ -102,10 +102,14 @@ def export_hf_trainer(r: Resolved) -> Export:
         args["bf16"] = args["fp16"] = False
         notes.append(f"mixed_precision pure: load the model with torch_dtype="
                      f"torch.{TORCH_DTYPE[t.precision]}")
-    if t.mixed_precision == "master" and t.precision != "fp32":
+    if p.engine(t.mixed_precision) == "deepspeed" and t.precision != "fp32":
         ds, ds_notes = deepspeed_config(r)  # DeepSpeed keeps the fp32 master copy
-        args["bf16"] = t.precision == "bf16"
-        args["fp16"] = t.precision == "fp16"
+        autocast = "torch_autocast" in ds  # the config's own: no bf16/fp16 section beside it
+        args["bf16"] = t.precision == "bf16" and not autocast
+        args["fp16"] = t.precision == "fp16" and not autocast
+        if autocast:
+            notes.append("bf16 and fp16 stay off: DeepSpeed's torch_autocast is in the nested "
+                         "config, and either flag would add its bf16/fp16 section")
         args["deepspeed"] = ds
         notes += [n for n in ds_notes if not n.startswith("activation_checkpointing")]
     elif p.zero:

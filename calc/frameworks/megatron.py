@@ -64,6 +64,9 @@ def _fsdp2(r: Resolved) -> None:
 
 def export_megatron(r: Resolved) -> Export:
     t, p = r.training, r.parallelism
+    if p.framework == "deepspeed":
+        raise ExportError("parallelism.framework", "is deepspeed: Megatron-LM runs its own "
+                          "data parallelism and distributed optimizer; leave framework out")
     if t.finetuning != "full":
         raise ExportError("training.finetuning", "Megatron-LM trains all weights (LoRA is in "
                           "NeMo)")

@@ -13,7 +13,15 @@ from __future__ import annotations
 
 from ..optimizers import OptimizerId
 from ..scenario import Resolved
-from .common import TORCH_DTYPE, Export, ExportError, fsdp_offload, layers_per_chunk, no_fp8
+from .common import (
+    TORCH_DTYPE,
+    Export,
+    ExportError,
+    fsdp_offload,
+    layers_per_chunk,
+    no_fp8,
+    torch_engine,
+)
 
 # torchtitan 0.3.0's config registry: preset id -> (--module, --config function). The function
 # fixes the model (its flavor is no command-line setting), so presets without one are refused.
@@ -47,6 +55,7 @@ _SCHEDULES = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved_1f1b": "Interleaved
 def export_torchtitan(r: Resolved) -> Export:
     t, p = r.training, r.parallelism
     fw = "torchtitan"
+    torch_engine(r, fw)
     preset = r.preset.id if r.preset else None
     if preset not in TORCHTITAN_CONFIGS:
         why = _NO_CONFIG.get(preset or "", "no config function")
