@@ -194,6 +194,25 @@ def test_mixed_precision_left_to_calc_follows_finetuning(calculator: Calculator)
     assert calculator.wait_report_for(want["scenario"]) == want
 
 
+def test_deepspeed_framework_is_chosen_in_the_form_and_estimated_as_the_cli_does(
+        calculator: Calculator) -> None:
+    """The framework opens left to calc; DeepSpeed at ZeRO-2 under amp (its torch_autocast)
+    gives the library's figure, and ZeRO-3 with it is named as a field error."""
+    calculator.open()
+    assert calculator.field("parallelism.framework").input_value() == ""
+    calculator.field("parallelism.zero").select_option("2")
+    calculator.field("parallelism.framework").select_option("deepspeed")
+    defaults = page_data()["defaults"]
+    scenario = {**defaults, "parallelism": {**defaults["parallelism"], "zero": 2,
+                                            "framework": "deepspeed"}}
+    want = expected(scenario)
+    assert calculator.wait_report_for(want["scenario"]) == want
+    calculator.field("parallelism.zero").select_option("3")
+    error = calculator.page.locator("#e-parallelism-framework")
+    error.wait_for(state="visible")
+    assert "ZeRO-3 under torch_autocast" in error.inner_text()
+
+
 def test_calculator_fits_a_phone_width(browser: Any, base_url: str) -> None:
     """At 390 px nothing is wider than the screen: a select as wide as its longest option (a
     GPU's full name) stays inside its column, advanced settings open too; the longest setup
