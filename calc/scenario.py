@@ -133,6 +133,11 @@ class Parallelism(_Strict):
         optimizer keeps the fp32 copy), torch otherwise."""
         return self.framework or ("deepspeed" if mixed_precision == "master" else "torch")
 
+    def zero3_modelled(self, mixed_precision: str) -> bool:
+        """Whether ZeRO-3 is modelled for this engine and precision: not DeepSpeed's stage 3
+        with fp32 parameters (torch_autocast or fp32), whose partitions are gathered in fp32."""
+        return self.engine(mixed_precision) == "torch" or mixed_precision == "master"
+
     @property
     def world_size(self) -> int:
         return self.dp * self.tp * self.pp * self.cp
@@ -429,7 +434,7 @@ def _check(s: Scenario, arch: Architecture, gpu: GpuPreset) -> list[EstimateWarn
         if t.mixed_precision not in ("master", "amp") and t.precision != "fp32":
             fail("parallelism.framework", f"DeepSpeed is modelled with mixed_precision master "
                  f"(its bf16/fp16 mode) or amp (its torch_autocast), not {t.mixed_precision}")
-        if t.mixed_precision == "amp" and p.zero == 3:
+        if p.zero == 3 and not p.zero3_modelled(t.mixed_precision):
             fail("parallelism.framework", "DeepSpeed's ZeRO-3 under torch_autocast (fp32 "
                  "partitions gathered per module) is not modelled: use mixed_precision master "
                  "or zero 0, 1 or 2")

@@ -51,6 +51,15 @@ def test_zero3_only_when_the_scenario_as_given_does_not_fit() -> None:
     assert r.best is not None and r.best.changes == ("zero 3",)  # 8B AdamW needs sharding
 
 
+def test_no_zero3_fallback_where_zero3_is_not_modelled() -> None:
+    """DeepSpeed under torch_autocast is modelled at stages 0-2: the fallback is not tried,
+    and the rejection says so instead of the scenario error of a stage-3 attempt."""
+    ds = {**LLAMA_8K, "parallelism": {"zero": 2, "framework": "deepspeed"}}
+    r = cheapest(ds, 10**9, gpus=["a100-80gb"], max_gpus=8)
+    assert all(o.changes == () for o in r.all_options)
+    assert "ZeRO-3 is not tried" in r.rejected["a100-80gb"]
+
+
 def test_model_parallel_degree_divides_the_count() -> None:
     r = cheapest({**LLAMA_8K, "parallelism": {"tp": 4, "pp": 2}}, 10**9,
                  gpus=["h100-sxm-80gb"], max_gpus=64)

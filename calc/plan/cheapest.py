@@ -190,7 +190,10 @@ def _options_on(
     p = base.parallelism
     model_parallel = p.tp * p.pp * p.cp
     out: list[Option] = []
-    reason = f"does not fit {target:.0%} of the GPU at up to {counts[-1]} GPUs, even with ZeRO-3"
+    zero3 = p.zero != 3 and p.zero3_modelled(base.training.mixed_precision)  # the fallback
+    reason = f"does not fit {target:.0%} of the GPU at up to {counts[-1]} GPUs" + (
+        ", even with ZeRO-3" if zero3 or p.zero == 3 else
+        " (ZeRO-3 is not tried: DeepSpeed with fp32 parameters is modelled at stages 0-2)")
     fastest: float | None = None
     for count in counts:
         dp = count // model_parallel
@@ -199,7 +202,7 @@ def _options_on(
                  if seqs % k == 0)
         batch = {"micro_batch_size": mb, "gradient_accumulation_steps": seqs // mb}
         tries: list[tuple[dict[str, int], tuple[str, ...]]] = [({"dp": dp}, ())]
-        if p.zero != 3:
+        if zero3:
             tries.append(({"dp": dp, "zero": 3}, ("zero 3",)))
         for par, changes in tries:
             try:
