@@ -97,10 +97,13 @@ def test_every_plan_fits_uses_every_gpu_and_keeps_the_batch(
     assert sum(r.rejected.values()) > 0 or len(r.plans) > 0
 
 
-def test_pruned_search_finds_the_exhaustive_top() -> None:
+@pytest.mark.parametrize("finetuning", ["full", "qlora"])  # qlora: per-micro-batch dequant
+def test_pruned_search_finds_the_exhaustive_top(finetuning) -> None:
     """Stopping once the top plans beat every remaining lower bound loses nothing."""
-    few = advise("llama-3.2-3b", "a100-40gb", 16, 4096, 32, top=3)
-    every = advise("llama-3.2-3b", "a100-40gb", 16, 4096, 32, top=10_000)
+    training = {"finetuning": finetuning}
+    few = advise("llama-3.2-3b", "a100-40gb", 16, 4096, 32, top=3, base_training=training)
+    every = advise("llama-3.2-3b", "a100-40gb", 16, 4096, 32, top=10_000,
+                   base_training=training)
     assert few.estimates < every.estimates
     assert [p.step_time.total for p in few.plans] == [p.step_time.total
                                                      for p in every.plans[:3]]
