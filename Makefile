@@ -107,7 +107,8 @@ clean:
 	rm -rf $(VENV) $(VAL) build dist vendor node_modules .mypy_cache .ruff_cache .pytest_cache
 
 ## bench-site: the site's speed in headless Chromium (cold, against a bare Pyodide page in the
-## same run, repeat, long tasks, recalculation, transfer); writes build/bench/site_speed.json and
+## same run, repeat, long tasks, recalculation, transfer, the advisor at 1024 GPUs beside CPython);
+## writes build/bench/site_speed.json and
 ## prints a summary (the committed reference: python benchmarks/bench_site.py --out benchmarks/results/site_speed.json)
 .PHONY: bench-site
 bench-site: site chromium

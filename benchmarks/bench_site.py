@@ -34,6 +34,14 @@ per step, through the calculator's advisor panel. `call_ms` is calculator.js's o
 the worker call (`calcTimings.tools.advise`: the request out, calc.plan.advise in Pyodide, the
 JSON back); `dom_ms` is from submitting the panel's form to its answer in the DOM.
 
+And the advisor's answer for ADVISE_CASES (issue 12's 1024-GPU cases: Llama 3 70B at 512
+sequences per step, Llama 3 8B and Llama 3.1 405B at 1024, 8192 tokens each, H100 SXM, 8 per
+node, the operation's default `top`), the worker called directly with the same request JSON
+(`calcLive.worker.call("advise", ...)`, `--advise-runs` times a case, the first call apart: it
+fills calc's caches for the model) and, in the same run, CPython in this process
+(`calc.operations.answer`, the browser's entry point, the same JSON in and out), so the summary
+gives Pyodide's time beside CPython's and their ratio, and says whether both answered the same.
+
 Writes `--out` (JSON: date, machine facts, every run, medians, the targets and whether each is
 met) and prints a summary. Not a test: timings on shared machines vary; this records them.
 """
@@ -67,6 +75,12 @@ TARGETS_MS = {"numbers_on_screen": 1000, "cold_first_live": 5000, "repeat_first_
 TARGET_COLD_VS_BARE = 1.0  # issue 13: the cold first live result no slower than a bare Pyodide start
 ADVISE_SCENARIO = {"model": "llama-3.1-70b", "gpu": "h100-sxm-80gb", "training": {"seq_len": 8192}}
 ADVISE_INPUTS = {"gpus": 1024, "gpus_per_node": 8, "global_batch": 1024}
+ADVISE_CASES = {  # name -> the advise request (JSON), the worker's and CPython's alike
+    name: {"scenario": {"model": model, "gpu": "h100-sxm-80gb", "training": {"seq_len": 8192}},
+           "gpus": 1024, "gpus_per_node": 8, "global_batch": batch}
+    for name, model, batch in (("70b_gbs512", "llama-3-70b", 512),
+                               ("8b_gbs1024", "llama-3-8b", 1024),
+                               ("405b_gbs1024", "llama-3.1-405b", 1024))}
 LIVE_TIMEOUT_MS = 120_000
 BARE_PATH = "bench-bare-pyodide.html"  # answered by the browser context's route, not a file
 BARE_PAGE = """<!doctype html><meta charset="utf-8"><title>bare Pyodide</title>
@@ -134,6 +148,17 @@ ADVISE = """async ([inputs, runs]) => {
     const answer = JSON.parse(pre.textContent);
     if (!answer.ok) throw new Error(`advise: ${answer.field}: ${answer.message}`);
     out.push([window.calcTimings.tools.advise, dom, answer.plans.length]);
+  }
+  return out;
+}"""
+
+# The worker's advise on one request JSON, `runs` times: [ms, answer text] per call.
+ADVISE_CALL = """async ([request, runs]) => {
+  const out = [];
+  for (let i = 0; i < runs; i++) {
+    const t0 = performance.now();
+    const text = await window.calcLive.worker.call('advise', request, null);
+    out.push([performance.now() - t0, text]);
   }
   return out;
 }"""
@@ -330,6 +355,7 @@ def main() -> None:
             for j in range(args.changes):
                 recalc.append(page.evaluate(RECALC, choices[j % len(choices)]))
             advised = advise_in_browser(page, args.advise_runs)
+            cases = advise_cases(page, args.advise_runs)
             context.close()
             run = {"cold": cold, "bare_pyodide": bare, "repeat": repeats,
                    "recalc_dom_ms": [round(a, 1) for a, _ in recalc],
@@ -337,13 +363,16 @@ def main() -> None:
                    "advise_1024": {"call_ms": [round(a, 1) for a, _, _ in advised],
                                    "dom_ms": [round(b, 1) for _, b, _ in advised],
                                    "plans": advised[0][2]},
+                   "advise_cases": cases,
                    "foreign_requests": foreign}
             runs.append(run)
             warm = ", ".join(f"{r['first_live_ms']:.0f}" for r in repeats)
             print(f"run {i + 1}: numbers {cold['numbers_on_screen_ms']:.0f} ms, cold live "
                   f"{cold['first_live_ms']:.0f} ms (bare Pyodide {bare['ms']:.0f} ms), repeat live {warm} ms, longest task "
                   f"{cold['longest_task_ms']:.0f} ms, recalc median {med(run['recalc_painted_ms']):.0f} ms, "
-                  f"advise 1024 GPUs median {med(run['advise_1024']['call_ms']):.0f} ms",
+                  f"advise 1024 GPUs median {med(run['advise_1024']['call_ms']):.0f} ms; "
+                  + ", ".join(f"{k} {med(c['pyodide_ms'][1:])} ms (CPython {med(c['cpython_ms'][1:])})"
+                              for k, c in cases.items()),
                   flush=True)
         version = browser.version
         browser.close()
@@ -369,6 +398,30 @@ def advise_in_browser(page: Any, runs: int) -> list[tuple[float, float, int]]:
     return [(call, dom, plans) for call, dom, plans in page.evaluate(ADVISE, [ADVISE_INPUTS, runs])]
 
 
+def advise_cases(page: Any, runs: int) -> dict[str, dict[str, Any]]:
+    """Each of ADVISE_CASES `runs` + 1 times in the page's worker, then as often in CPython
+    here (the first call of each apart: it fills the caches); whether both answered alike."""
+    from calc.operations import answer
+
+    out: dict[str, dict[str, Any]] = {}
+    for name, request in ADVISE_CASES.items():
+        text = json.dumps(request)
+        browser = page.evaluate(ADVISE_CALL, [text, runs + 1])
+        cpython = []
+        for _ in range(runs + 1):
+            t0 = time.perf_counter()
+            mine = answer("advise", text)
+            cpython.append((time.perf_counter() - t0) * 1000)
+        theirs = json.loads(browser[-1][1])
+        if not theirs.get("ok"):
+            raise RuntimeError(f"advise {name} in the browser: {theirs}")
+        out[name] = {"request": request, "pyodide_ms": [round(ms, 1) for ms, _ in browser],
+                     "cpython_ms": [round(ms, 1) for ms in cpython],
+                     "plans": len(theirs["plans"]), "estimates": theirs["estimates"],
+                     "same_answer": theirs == json.loads(mine)}
+    return out
+
+
 def _calc_data(site: Path) -> str:
     import html
 
@@ -376,6 +429,18 @@ def _calc_data(site: Path) -> str:
     m = re.search(r'<script type="application/json" id="calc-data">(.*?)</script>', text, re.S)
     assert m, "calc-data is missing from the built page"
     return html.unescape(m.group(1)).replace("<\\/", "</")
+
+
+def _case_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One advise case over the runs: medians of the warm calls (every call but each run's
+    first), the first calls' median, the Pyodide / CPython ratio."""
+    py = med([x for r in runs for x in r["pyodide_ms"][1:]])
+    cp = med([x for r in runs for x in r["cpython_ms"][1:]])
+    return {"pyodide": py, "cpython": cp, "ratio": round(py / cp, 2),
+            "pyodide_first": med([r["pyodide_ms"][0] for r in runs]),
+            "cpython_first": med([r["cpython_ms"][0] for r in runs]),
+            "estimates": runs[0]["estimates"], "plans": runs[0]["plans"],
+            "same_answer": all(r["same_answer"] for r in runs)}
 
 
 def summarize(runs: list[dict[str, Any]], site: Path, browser_version: str) -> dict[str, Any]:
@@ -424,6 +489,9 @@ def summarize(runs: list[dict[str, Any]], site: Path, browser_version: str) -> d
                            "max_call": round(max(advise_call), 1),
                            "first_call": med([r["advise_1024"]["call_ms"][0] for r in runs]),
                            "searches": len(advise_call), "case": {**ADVISE_SCENARIO, **ADVISE_INPUTS}},
+        # the worker called directly, warm (each case's first call apart), beside CPython
+        "advise_cases_ms": {name: _case_summary([r["advise_cases"][name] for r in runs])
+                            for name in ADVISE_CASES},
     }
     measured = {"numbers_on_screen": summary["numbers_on_screen_ms"]["cold"],
                 "cold_first_live": summary["cold_first_live_ms"],
@@ -431,7 +499,8 @@ def summarize(runs: list[dict[str, Any]], site: Path, browser_version: str) -> d
                 "repeat_first_live": summary["repeat_first_live_ms"],
                 "longest_task": max(summary["longest_task_ms"].values()),
                 "recalc": summary["recalc_ms"]["median_painted"],
-                "advise_1024": summary["advise_1024_ms"]["median_call"]}
+                "advise_1024": summary["advise_1024_ms"]["median_call"],
+                **{f"advise_{k}": v["pyodide"] for k, v in summary["advise_cases_ms"].items()}}
     return {
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "machine": machine(browser_version),
@@ -444,6 +513,8 @@ def summarize(runs: list[dict[str, Any]], site: Path, browser_version: str) -> d
         "targets_ms": TARGETS_MS,
         "target_cold_vs_bare": TARGET_COLD_VS_BARE,
         "meets_target": {**{k: measured[k] < TARGETS_MS[k] for k in TARGETS_MS},
+                         **{f"advise_{k}": measured[f"advise_{k}"] < TARGETS_MS["advise_1024"]
+                            for k in ADVISE_CASES},
                          "cold_vs_bare": measured["cold_vs_bare"] <= TARGET_COLD_VS_BARE},
         "runs": runs,
     }
@@ -477,6 +548,14 @@ def print_summary(result: dict[str, Any]) -> None:
     print(f"  advisor, 1024 GPUs (70B, 8K tokens):   {a['median_call']:.0f} ms median worker call "
           f"({a['median_dom']:.0f} ms to DOM, first {a['first_call']:.0f}, max {a['max_call']:.0f}, "
           f"{a['searches']} searches)   [target < 1000: {mark[ok['advise_1024']]}]")
+    for name, c in s["advise_cases_ms"].items():
+        request = ADVISE_CASES[name]
+        what = (f"{request['scenario']['model']}, {request['gpus']} GPUs, "
+                f"{request['global_batch']} x {request['scenario']['training']['seq_len']}")
+        print(f"  advise {what}: {c['pyodide']:.0f} ms in Pyodide, {c['cpython']:.0f} ms in CPython "
+              f"(x{c['ratio']:.1f}; first calls {c['pyodide_first']:.0f} / {c['cpython_first']:.0f} ms; "
+              f"{c['estimates']} estimates; {'same answer' if c['same_answer'] else 'ANSWERS DIFFER'})"
+              f"   [target < {TARGETS_MS['advise_1024']}: {mark[ok['advise_' + name]]}]")
     print(f"  cold transfer until live:              {t['until_live_bytes'] / 2**20:.1f} MiB raw, "
           f"~{t['until_live_gzip_bytes_estimate'] / 2**20:.1f} MiB gzip ({t['requests_until_live']} requests)")
     print(f"  cold transfer incl. offline precache:  {t['with_precache_bytes'] / 2**20:.1f} MiB raw, "

@@ -11,7 +11,10 @@ from calc import ScenarioError, estimate
 from calc.cli import main
 from calc.plan import PlanError, advise, fits_target
 from calc.plan.advise import TIE_TOLERANCE, _Ctx, _Layout, _Search
+from calc.plan.cost import attention_forward_flops, matmul_weights
+from calc.plan.step_time import step_time_of
 from calc.scenario import parse_scenario, resolve
+from calc.states import local
 
 H100 = "h100-sxm-80gb"
 
@@ -94,10 +97,13 @@ def test_every_plan_fits_uses_every_gpu_and_keeps_the_batch(
     assert sum(r.rejected.values()) > 0 or len(r.plans) > 0
 
 
-def test_pruned_search_finds_the_exhaustive_top() -> None:
+@pytest.mark.parametrize("finetuning", ["full", "qlora"])  # qlora: per-micro-batch dequant
+def test_pruned_search_finds_the_exhaustive_top(finetuning) -> None:
     """Stopping once the top plans beat every remaining lower bound loses nothing."""
-    few = advise("llama-3.2-3b", "a100-40gb", 16, 4096, 32, top=3)
-    every = advise("llama-3.2-3b", "a100-40gb", 16, 4096, 32, top=10_000)
+    training = {"finetuning": finetuning}
+    few = advise("llama-3.2-3b", "a100-40gb", 16, 4096, 32, top=3, base_training=training)
+    every = advise("llama-3.2-3b", "a100-40gb", 16, 4096, 32, top=10_000,
+                   base_training=training)
     assert few.estimates < every.estimates
     assert [p.step_time.total for p in few.plans] == [p.step_time.total
                                                      for p in every.plans[:3]]
@@ -111,7 +117,7 @@ def test_model_state_floor_never_rejects_a_layout_that_fits() -> None:
     r = resolve(base)
     ctx = _Ctx(arch=r.arch, moe_layers=0, gpus=8, node=8, seq_len=2048, global_batch=8,
                act_bytes=2, flops={}, flops_per_s=1.0, intra_bps=1.0, inter_bps=1.0,
-               exposed=1.0, tp_across_nodes=False)
+               exposed=1.0, tp_across_nodes=False, hbm_bps=1.0)
     search = _Search(base, ctx, 0.85)
     skipped = 0
     for tp, pp, dp in ((1, 1, 8), (2, 1, 4), (1, 2, 4), (8, 1, 1), (4, 2, 1), (2, 4, 1)):
@@ -280,3 +286,163 @@ def test_cli_offload_flag_is_a_constraint(capsys) -> None:
                  "--global-batch", "8", "--offload-optimizer", "--top", "2", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["plans"] and all(p["layout"]["offload_optimizer"] for p in d["plans"])
+
+
+# --- allow_lora: LoRA and QLoRA beside full fine-tuning -----------------------------------------
+
+def _layouts_and_times(result) -> list[tuple]:
+    out = []
+    for p in result.plans:
+        t, q = p.scenario.training, p.scenario.parallelism
+        out.append(((q.tp, q.pp, q.dp, q.cp, q.zero, t.mixed_precision, q.offload_optimizer,
+                     t.activation_checkpointing, t.micro_batch_size), p.step_time.total))
+    return out
+
+
+# Recorded from main (8ed7b57) before allow_lora existed: the first three plans, their layout
+# (tp, pp, dp, cp, zero, precision, optimizer offload, checkpointing, micro-batch) and step
+# time, and the estimate count. A change to the search or the step-time model that is meant
+# changes these; re-record them then.
+MAIN_BEFORE_ALLOW_LORA = [
+    (("llama-3-8b", H100, 8, 4096, 64, {}), 259, [
+        ((1, 1, 8, 1, 1, "master", False, "selective", 1), 4.501892754528391),
+        ((2, 1, 4, 1, 1, "master", False, "none", 2), 4.441106929790543),
+        ((1, 1, 8, 1, 2, "pure", False, "none", 1), 4.542687700208321)]),
+    (("qwen2.5-7b", "a100-40gb", 4, 4096, 32, {"finetuning": "lora"}), 121, [
+        ((2, 1, 2, 1, 1, "autocast", False, "none", 1), 8.959859257238975),
+        ((4, 1, 1, 1, 0, "autocast", False, "none", 2), 9.31044288774564),
+        ((2, 1, 2, 1, 3, "autocast", False, "none", 1), 9.369993102572309)]),
+]
+
+
+@pytest.mark.parametrize(("args", "estimates", "first"), MAIN_BEFORE_ALLOW_LORA)
+def test_without_allow_lora_the_answer_is_mains(args, estimates, first) -> None:
+    """Without the flag the advisor answers as it did before allow_lora (a full scenario gets
+    full fine-tuning plans only, a LoRA scenario stays LoRA), plan for plan."""
+    *where, training = args
+    r = advise(*where, base_training=training)
+    assert r.estimates == estimates
+    assert _layouts_and_times(r)[:3] == first
+    assert not any(p.changes_training for p in r.plans)
+    assert [g.finetuning for g in r.trains] == [training.get("finetuning", "full")]
+
+
+def test_allow_lora_adds_groups_and_leaves_full_fine_tuning_alone() -> None:
+    """The flag adds LoRA's and QLoRA's plans after full fine-tuning's, marked as changing
+    what is trained; full fine-tuning's plans are the ones found without the flag."""
+    alone = advise("llama-3.2-1b", H100, 8, 2048, 32, top=4)
+    both = advise("llama-3.2-1b", H100, 8, 2048, 32, top=4, allow_lora=True)
+    kinds = [p.scenario.training.finetuning for p in both.plans]
+    assert kinds == sorted(kinds, key=["full", "lora", "qlora"].index)  # grouped, full first
+    assert set(kinds) == {"full", "lora", "qlora"}
+    full = [p for p in both.plans if p.scenario.training.finetuning == "full"]
+    assert [p.as_dict() for p in full] == [p.as_dict() for p in alone.plans]
+    for p in both.plans:
+        lora = p.scenario.training.finetuning != "full"
+        assert p.changes_training == lora and p.as_dict()["changes_training"] == lora
+        assert ("not full fine-tuning" in p.why) == lora
+        assert p.estimate.trainable_param_count < p.estimate.param_count or not lora
+    assert [p.rank for p in both.plans] == list(range(1, len(both.plans) + 1))
+    groups = [p.tie_group for p in both.plans]
+    assert groups == sorted(groups)  # no tie group spans two kinds of training
+    assert len({(p.tie_group, p.scenario.training.finetuning) for p in both.plans}) \
+        == len(set(groups))
+    assert [g.finetuning for g in both.trains] == ["full", "lora", "qlora"]
+    assert [g.changes_training for g in both.trains] == [False, True, True]
+    assert both.assumptions["finetuning"] == ["full", "lora", "qlora"]
+    assert both.searched == sum(
+        advise("llama-3.2-1b", H100, 8, 2048, 32, top=4, base_training={"finetuning": k}
+               ).searched for k in ("full", "lora", "qlora"))
+
+
+def test_allow_lora_finds_plans_where_full_fine_tuning_fits_nowhere(capsys) -> None:
+    """Llama 3 8B on one A100 40GB without offload: full fine-tuning's states alone (~16
+    bytes a parameter) exceed the GPU; a LoRA or QLoRA plan fits, but only with the flag."""
+    args = ("llama-3-8b", "a100-40gb", 1, 2048, 8)
+    forbid = {"offload_optimizer": False, "offload_params": False}
+    without = advise(*args, **forbid)
+    assert without.plans == ()
+    assert [c.kind for c in without.changes][-1:] == ["lora"]  # suggested, not planned
+    r = advise(*args, **forbid, allow_lora=True)
+    assert r.plans and all(p.changes_training for p in r.plans)
+    assert {p.scenario.training.finetuning for p in r.plans} <= {"lora", "qlora"}
+    _check_plans(r, 1, 8, 8, 0.85)
+    # the scenario's own training still gets its floor and changes, LoRA no longer among them
+    assert r.floor is not None and r.floor["model_states_bytes"] > r.floor["limit_bytes"]
+    assert r.changes and not {c.kind for c in r.changes} & {"lora", "qlora"}
+    assert r.trains[0].plans == 0 and r.trains[0].fastest_step_time_s is None
+    assert main(["advise", "--model", "llama-3-8b", "--gpu", "a100-40gb", "--gpus", "1",
+                 "--seq-len", "2048", "--global-batch", "8", "--no-offload-optimizer",
+                 "--no-offload-params", "--allow-lora"]) == 0
+    text = capsys.readouterr().out
+    assert "full fine-tuning: trains all 8.03 B parameters\nnothing fits" in text
+    assert "LoRA rank 16 on all linear: CHANGES WHAT IS TRAINED" in text
+
+
+def test_lora_step_is_cheaper_by_its_mechanisms_on_the_same_layout() -> None:
+    """The same layout trained fully and with LoRA: LoRA's compute is 4N + 6A FLOPs per token
+    instead of 6N (no weight gradients for the frozen base; attention's 3 x forward either
+    way), its data-parallel traffic carries only the adapters' gradients, its recomputation is
+    the same forward."""
+    layout = {"tp": 2, "dp": 4, "zero": 1}
+    training = {"seq_len": 2048, "micro_batch_size": 2, "gradient_accumulation_steps": 4,
+                "activation_checkpointing": "full", "mixed_precision": "amp"}
+    full = estimate({"model": "llama-3-8b", "training": training, "parallelism": layout})
+    lora = estimate({"model": "llama-3-8b", "training": {**training, "finetuning": "lora"},
+                     "parallelism": layout})
+    tf, tl = step_time_of(full), step_time_of(lora)
+    assert tf is not None and tl is not None
+    assert tl.total < tf.total
+    arch = full.resolved.arch
+    n_layers, n_head = matmul_weights(arch)
+    N, A = n_layers + n_head, lora.trainable_param_count
+    attention = 3 * attention_forward_flops(arch, 2048)
+    assert tl.compute / tf.compute == pytest.approx((4 * N + 6 * A + attention)
+                                                    / (6 * N + attention), rel=1e-9)
+    assert tl.recompute == pytest.approx(tf.recompute)
+    # ZeRO-1 over dp 4: twice the GPU's trainable parameters in fp32 (amp) either way
+    held_full = max(local(full.setup, st).trainable for st in full.setup.stages)
+    held_lora = max(local(lora.setup, st).trainable for st in lora.setup.stages)
+    assert held_lora < held_full / 100
+    assert tl.dp_comm / tf.dp_comm == pytest.approx(held_lora / held_full, rel=1e-9)
+    assert tl.dequant == tf.dequant == 0
+
+
+def test_qlora_pays_dequantisation_per_micro_batch() -> None:
+    """bitsandbytes dequantises the 4-bit base in forward and in backward of every
+    micro-batch: (2 + recomputed share) x m x (packed + statistics read + weight written) /
+    memory bandwidth. By hand for Llama 3 8B on one H100: 6,979,321,856 linear weights,
+    3,489,660,928 bytes packed, 109,051,904 + 4 x 425,985 of statistics, 2 bytes written."""
+    base = {"model": "llama-3-8b", "training": {"finetuning": "qlora", "seq_len": 1024,
+                                                "gradient_accumulation_steps": 8}}
+    e = estimate(base)
+    t = step_time_of(e)
+    assert t is not None
+    P_q = 6_979_321_856
+    moved = -(-P_q // 2) + -(-P_q // 64) + 4 * -(-P_q // 16384) + 2 * P_q
+    assert t.dequant == pytest.approx(2 * 8 * moved / 3350e9)
+    lora = step_time_of(estimate({**base, "training": {**base["training"], "finetuning": "lora"}}))
+    assert lora is not None and lora.dequant == 0 and t.total > lora.total
+    # fewer, larger micro-batches: the same tokens, a quarter of the passes
+    big = step_time_of(estimate({**base, "training": {**base["training"], "micro_batch_size": 4,
+                                                      "gradient_accumulation_steps": 2}}))
+    assert big is not None and big.dequant == pytest.approx(t.dequant / 4)
+
+
+def test_allow_lora_contradictions_name_the_field(capsys) -> None:
+    with pytest.raises(PlanError) as err:  # the scenario already trains LoRA: kept as it is
+        advise("llama-3-8b", H100, 8, 4096, 64, base_training={"finetuning": "lora"},
+               allow_lora=True)
+    assert err.value.field == "allow_lora" and "already trains lora" in err.value.message
+    with pytest.raises(PlanError) as err:
+        advise("llama-3-8b", H100, 8, 4096, 64, allow_lora="yes")  # type: ignore[arg-type]
+    assert err.value.field == "allow_lora"
+    # a rank the model cannot take is only an error where LoRA plans are searched
+    advise("qwen3-0.6b", H100, 1, 1024, 4, base_training={"lora_rank": 4096}, top=1)
+    with pytest.raises(ScenarioError) as bad:
+        advise("qwen3-0.6b", H100, 1, 1024, 4, base_training={"lora_rank": 4096}, top=1,
+               allow_lora=True)
+    assert bad.value.field == "training.lora_rank"
+    assert main(["advise", "--model", "llama-3-8b", "--finetuning", "qlora", "--gpus", "8",
+                 "--allow-lora"]) == 2
+    assert "allow_lora" in capsys.readouterr().err

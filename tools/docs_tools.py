@@ -20,7 +20,7 @@ from docs_common import calc_link, gib, md_table, num_gib, pct
 
 from calc import COMPONENTS, estimate, parse_scenario
 from calc.cli import main as cli_main
-from calc.formatting import FIT_WORDS
+from calc.formatting import FIT_WORDS, params
 from calc.plan import (
     DEFAULT_MFU,
     DEFAULT_TARGET,
@@ -162,6 +162,7 @@ def advisor(src: str) -> dict[str, str]:
     claim(src, bool(big.plans), "70B on 16 H100s at 8K has plans")
     first = big.plans[0].as_dict()
     lay = first["layout"]
+    ctx.update(_advisor_lora(src))
     ctx.update(
         host=f"{DEFAULT_HOST_MEMORY_GIB:g}", tie=f"{TIE_TOLERANCE:.0%}",
         tokens=f"{DEFAULT_TOKENS_PER_STEP / 1e6:.0f}M", none_gpus="8",
@@ -184,6 +185,45 @@ def advisor(src: str) -> dict[str, str]:
                  "--top", "5"]),
     )
     return ctx
+
+
+LORA_ADVISE = {"model": "llama-3-70b", "gpu": "h100-sxm-80gb", "gpus": 8, "seq_len": 4096,
+               "global_batch": 64}
+
+
+def _advisor_lora(src: str) -> dict[str, str]:
+    """allow_lora: one row per kind of training, its first plan."""
+    a = LORA_ADVISE
+    res = advise(a["model"], a["gpu"], a["gpus"], a["seq_len"], a["global_batch"], top=1,
+                 allow_lora=True)
+    claim(src, [g.finetuning for g in res.trains] == ["full", "lora", "qlora"]
+          and all(g.plans for g in res.trains), "full fine-tuning, LoRA and QLoRA all have plans")
+    full, lora = res.trains[:2]
+    assert full.fastest_step_time_s is not None and lora.fastest_step_time_s is not None
+    claim(src, lora.fastest_step_time_s < full.fastest_step_time_s,
+          "LoRA's step is shorter than full fine-tuning's")
+    claim(src, all(p.changes_training == (p.scenario.training.finetuning != "full")
+                   for p in res.plans), "LoRA and QLoRA plans are marked as changing the training")
+    rows = []
+    for g, p in zip(res.trains, res.plans, strict=True):
+        d = p.as_dict()
+        lay = d["layout"]
+        off = " · offload" if lay["offload_optimizer"] else ""
+        rows.append([g.title + (" (changes what is trained)" if g.changes_training else ""),
+                     params(g.trainable_param_count),
+                     f"[tp {lay['tp']} · pp {lay['pp']} · dp {lay['dp']} · ZeRO {lay['zero']} · "
+                     f"{lay['mixed_precision']}{off}]({calc_link(p.scenario, src)})",
+                     gib(d["estimate"]["device_bytes"]), f"{d['step_time_s']:.3f}",
+                     f"{d['tokens_per_s']:,.0f}"])
+    return {
+        "lora_gpus": str(a["gpus"]), "lora_seq": f"{a['seq_len']:,}",
+        "lora_batch": str(a["global_batch"]),
+        "lora_table": md_table(["trains", "trainable parameters", "first plan (opens the calculator)",
+                                "memory per GPU", "s/step", "tokens/s"], rows, "lrlrrr"),
+        "lora_cli": cli(["advise", "--model", a["model"], "--gpu", a["gpu"], "--gpus",
+                         str(a["gpus"]), "--global-batch", str(a["global_batch"]), "--seq-len",
+                         str(a["seq_len"]), "--top", "1", "--allow-lora"]),
+    }
 
 
 def comparison(src: str) -> dict[str, str]:

@@ -44,11 +44,22 @@ and offload are not tried where less of them already fits at its best micro-batc
 of one parallel layout that are slower and not smaller than another are dropped
 (`dominated`).
 
+**What is trained** is the scenario's own (full fine-tuning, LoRA or QLoRA). With `allow_lora`
+a full fine-tuning scenario is also searched as LoRA and as QLoRA (its `lora_rank` and
+`lora_targets`; their precision `autocast` unless `mixed_precision` is given), each on its
+own, and their plans are listed after full fine-tuning's, each group ranked as above: they
+change what is trained (the adapters only, the base frozen), so they are never ranked or tied
+with full fine-tuning's, and each says so (`Plan.changes_training`, `AdviceResult.trains`).
+Their step is cheaper by its terms, not by a factor (`calc.plan.step_time`): no weight
+gradients for the frozen base, data-parallel and offload traffic of the adapters alone;
+QLoRA pays the dequantisation of its 4-bit base in every micro-batch.
+
 **Nothing fits**: the answer says the floor (the smallest model states per GPU of any layout
 searched, the most sharded one) and the changes that make something fit, each found by the same
 search, in this order, the first being the smallest change: offload (where forbidden), more
 GPUs (doubling, up to 16x), a larger GPU (the smallest that fits), more host memory, LoRA,
-QLoRA. The first three keep the training as asked; LoRA changes what is trained.
+QLoRA (not with `allow_lora`, which lists their plans). The first three keep the training as
+asked; LoRA changes what is trained.
 """
 
 from __future__ import annotations
@@ -62,9 +73,11 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from ..estimate import Estimate, estimate
+from ..formatting import params as param_text
 from ..numerics import numerics
 from ..operations import Cli, Operation, Request
 from ..overhead import overhead
+from ..params import count_params
 from ..presets import gpus as gpu_presets
 from ..presets import resolve_gpu
 from ..scenario import (
@@ -78,7 +91,7 @@ from ..scenario import (
     resolve,
 )
 from ..setup import Setup, setup
-from ..states import local, model_states
+from ..states import model_states
 from ._common import MFU, GiB, PlanError, bounded, changed, gib
 from .cost import _PEAK_KEY, DEFAULT_MFU, Flops, flops_per_token
 from .fit import DEFAULT_TARGET, _check_target, _largest, fits_target
@@ -86,10 +99,12 @@ from .step_time import (
     CPU_ADAM_PARAMS_PER_S,
     DEFAULT_PCIE_GBPS,
     RECOMPUTED,
+    Held,
     StepTime,
     _Ctx,
     _Layout,
     _step_time,
+    held_by,
 )
 
 MAX_GPUS = 4096
@@ -101,6 +116,7 @@ SEQUENCES_PER_GPU_FLOOR = 8  # the default batch gives at least one sequence per
 CP_MIN_TOKENS = 4096  # judgement: shorter shards leave too little attention to hide the ring
 CHECKPOINTING: tuple[str, ...] = ("none", "selective", "partial", "full")
 PRECISIONS: tuple[str, ...] = ("amp", "master", "pure")  # searched, in the tie order
+ADAPTERS = ("lora", "qlora")  # searched beside full fine-tuning with allow_lora, in this order
 OFFLOADS = ("none", "optimizer", "optimizer and parameters")  # _Layout.offload 0, 1, 2
 DEFAULT_OVERLAP = 0.0  # pessimistic: no communication hidden behind compute
 DEFAULT_TOP = 10
@@ -119,6 +135,7 @@ class Plan:
     tokens_per_step: int
     why: str
     tie_group: int = 1  # plans with the same number are tied (within TIE_TOLERANCE)
+    changes_training: bool = False  # LoRA or QLoRA beside full fine-tuning (allow_lora)
 
     @property
     def tokens_per_s(self) -> float:
@@ -129,6 +146,8 @@ class Plan:
         return {
             "rank": self.rank,
             "tie_group": self.tie_group,
+            "finetuning": t.finetuning,
+            "changes_training": self.changes_training,
             "layout": {"tp": p.tp, "pp": p.pp, "dp": p.dp, "cp": p.cp, "ep": p.ep,
                        "zero": p.zero, "sequence_parallel": p.sequence_parallel,
                        "mixed_precision": t.mixed_precision,
@@ -166,13 +185,38 @@ class Change:
 
 
 @dataclass(frozen=True, slots=True)
+class Trains:
+    """What one group of plans trains: the scenario's own training, or (allow_lora) LoRA or
+    QLoRA beside full fine-tuning, which changes what is trained."""
+
+    finetuning: str  # full, lora, qlora
+    title: str  # e.g. "LoRA rank 16 on all linear"
+    changes_training: bool
+    param_count: int
+    trainable_param_count: int
+    plans: int  # listed (at most `top`)
+    fastest_step_time_s: float | None
+    rejected: dict[str, int]  # this search's (AdviceResult.rejected adds them up)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"finetuning": self.finetuning, "title": self.title,
+                "changes_training": self.changes_training, "param_count": self.param_count,
+                "trainable_param_count": self.trainable_param_count, "plans": self.plans,
+                "fastest_step_time_s": self.fastest_step_time_s,
+                "rejected": dict(sorted(self.rejected.items()))}
+
+
+@dataclass(frozen=True, slots=True)
 class AdviceResult:
     """The ranked plans and what the search did. In `rejected`, the rule reasons
     (`tp_not_dividing_heads`, `tp_crosses_node`, `pp_exceeds_layers`, `cp_short_sequence`,
     `dp_not_dividing_global_batch`) count (tp, pp, dp, cp) factorisations; the others
     (`model_states_exceed_target`, `host_memory_exceeds_limit`, `no_micro_batch_fits`,
     `dominated`, `slower_than_top`) count the combinations of `searched`. Where nothing fits,
-    `floor` and `changes` say how far off it is and what would fit."""
+    `floor` and `changes` say how far off it is and what would fit. With allow_lora, `plans`
+    lists the full fine-tuning plans, then LoRA's, then QLoRA's (each group fastest first,
+    numbered on), `trains` says what each group trains, and the counts add up the searches.
+    `floor` and `changes` are about the scenario's own training."""
 
     plans: tuple[Plan, ...]
     searched: int  # (tp, pp, dp, cp, ep, zero, precision, offload, checkpointing) combinations
@@ -182,12 +226,14 @@ class AdviceResult:
     assumptions: dict[str, Any] = field(default_factory=dict)
     floor: dict[str, Any] | None = None
     changes: tuple[Change, ...] = ()
+    trains: tuple[Trains, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return {"plans": [p.as_dict() for p in self.plans], "searched": self.searched,
                 "estimates": self.estimates, "rejected": dict(sorted(self.rejected.items())),
                 "fitting": self.fitting, "assumptions": self.assumptions,
-                "floor": self.floor, "changes": [c.as_dict() for c in self.changes]}
+                "floor": self.floor, "changes": [c.as_dict() for c in self.changes],
+                "trains": [x.as_dict() for x in self.trains]}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -289,11 +335,9 @@ class _Search:
         """The symbols of the base scenario laid out as `lay` (no estimate)."""
         return setup(self.resolved(lay.mixed), self.parallelism(lay))
 
-    def params(self, lay: _Layout) -> tuple[int, int]:
-        """(parameters, trainable parameters) on one GPU of the largest stage, before ZeRO."""
-        x = self.setup(lay)
-        held = [local(x, st) for st in x.stages]
-        return max(p.total for p in held), max(p.trainable for p in held)
+    def held(self, lay: _Layout) -> Held:
+        """What one GPU of the largest stage holds, before ZeRO (calc.plan.step_time)."""
+        return held_by(self.setup(lay), self.ctx.act_bytes)
 
     def states_fit(self, lay: _Layout) -> str | None:
         """None, or why parameters + gradients + optimizer states (a floor of the optimizer
@@ -377,56 +421,35 @@ def _given(training: Training | dict[str, Any] | None, name: str) -> bool:
     return bool(training) and name in training  # type: ignore[operator]
 
 
-_Entry = tuple[float, int, int, _Layout, str, tuple[int, int], int, int]
+_Entry = tuple[float, int, int, _Layout, str, Held, int, int]
 
 
-def advise(
-    model: ModelSpec | dict[str, Any], gpu: str, gpus: int, seq_len: int,
-    global_batch: int | None = None, *,
-    gpus_per_node: int = DEFAULT_GPUS_PER_NODE,
-    inter_node_gbps: float = DEFAULT_INTER_NODE_GBPS, mfu: float = DEFAULT_MFU,
-    target: float = DEFAULT_TARGET, overlap: float = DEFAULT_OVERLAP,
-    base_training: Training | dict[str, Any] | None = None, tp_across_nodes: bool = False,
-    top: int = DEFAULT_TOP, host_memory_gib: float = DEFAULT_HOST_MEMORY_GIB,
-    offload_optimizer: bool | None = None, offload_params: bool | None = None,
-    pcie_gbps: float = DEFAULT_PCIE_GBPS, suggest: bool = True,
-) -> AdviceResult:
-    """The `top` fastest layouts of `gpus` GPUs that fit, for `global_batch` sequences of
-    `seq_len` tokens per step (default: `default_global_batch`). `base_training` gives
-    the other training settings (optimizer, LoRA...; a `mixed_precision` there is kept, else
-    it is searched); micro-batch, accumulation, checkpointing, ZeRO and offload are searched.
-    `offload_optimizer` / `offload_params`: True requires, False forbids, None searches.
-    `suggest`: where nothing fits, search the changes that would fit (`changes`)."""
-    _check(gpus, seq_len, global_batch, gpus_per_node, inter_node_gbps, mfu, overlap, top,
-           host_memory_gib, pcie_gbps)
-    _check_target(target)
-    batch_source = "given"
-    if global_batch is None:
-        global_batch, batch_source = default_global_batch(gpus, seq_len), "default"
-    training = (base_training.model_dump() if isinstance(base_training, Training)
-                else dict(base_training or {}))
-    keep_precision = _given(base_training, "mixed_precision")
-    training.update(seq_len=seq_len, micro_batch_size=1, gradient_accumulation_steps=1,
-                    activation_checkpointing="none", recompute_layers=None,
-                    checkpoint_every=None, selective_policy=None)
-    base = parse_scenario({"model": model, "gpu": gpu, "training": training})
-    r = resolve(base)  # a bad model, GPU or precision is reported as itself
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """One search: what one kind of training (full, LoRA or QLoRA) fits, ranked."""
+
+    ranked: list[tuple[int, _Found]]
+    search: _Search
+    searched: int
+    rejected: dict[str, int]
+    fitting: int
+    precisions: tuple[str, ...]
+    trainable: int  # trainable parameters of the whole model
+
+
+def _search_layouts(base: Scenario, r: Resolved, peak: float, keep_precision: bool,
+                    offloads: tuple[int, ...], *, gpus: int, global_batch: int, target: float,
+                    host_memory_gib: float, top: int, node: int, mfu: float,
+                    inter_node_gbps: float, overlap: float, tp_across_nodes: bool,
+                    pcie_gbps: float) -> _Outcome:
+    """The search (the module docstring) for one base scenario: its training is kept, the
+    layout, precision (unless kept), offload, checkpointing and micro-batch are searched."""
     t = base.training
-    peak = r.gpu.dense_tflops.get(_PEAK_KEY[t.precision])
-    if peak is None:
-        raise PlanError("gpu", f"the {r.gpu.id} preset lists no dense {t.precision} TFLOPS")
+    seq_len = t.seq_len
     if keep_precision or t.finetuning != "full" or t.precision == "fp32":
         precisions: tuple[str, ...] = (t.mixed_precision,)
     else:
         precisions = PRECISIONS
-    if offload_params:
-        offloads: tuple[int, ...] = (2,)
-    elif offload_optimizer:
-        offloads = (1,) if offload_params is False else (1, 2)
-    elif offload_optimizer is False:
-        offloads = (0,)
-    else:
-        offloads = (0, 1) if offload_params is False else (0, 1, 2)
     estimates = 0
     adapters = 0
     if t.finetuning != "full":
@@ -439,12 +462,11 @@ def advise(
     flops["full"] = full_flops
     flops["partial"] = Flops(full_flops.matmul, full_flops.attention,
                              round(full_flops.recompute * RECOMPUTED["partial"]))
-    node = min(gpus_per_node, gpus)
     ctx = _Ctx(r.arch, r.arch.moe_layer_count, gpus, node, seq_len,
                global_batch, numerics(t.precision, t.mixed_precision, False).compute, flops,
                gpus * peak * 1e12 * mfu, r.gpu.interconnect.bandwidth_gbps / 2 * 1e9,
-               inter_node_gbps * 1e9, 1 - overlap, tp_across_nodes, pcie_gbps * 1e9,
-               CPU_ADAM_PARAMS_PER_S / node)
+               inter_node_gbps * 1e9, 1 - overlap, tp_across_nodes,
+               r.gpu.memory_bandwidth_gbps * 1e9, pcie_gbps * 1e9, CPU_ADAM_PARAMS_PER_S / node)
     rejected: dict[str, int] = {}
     search = _Search(base, ctx, target, host_memory_gib * GiB)
     search.estimates = estimates
@@ -461,24 +483,25 @@ def advise(
             if dp * cp > 1 and 0 in offloads:  # ZeRO-0: ZeRO-1 has its traffic, less memory
                 rejected["dominated"] = rejected.get("dominated", 0) + len(CHECKPOINTING) \
                     * len(precisions)
-            params: tuple[int, int] | None = None
+            held: Held | None = None
             for zero, off in _shardings(dp, cp, offloads):
                 for mixed in precisions:
                     lay = _Layout(tp, pp, dp, cp, ep, zero, mixed, off)
-                    if params is None:
-                        params = search.params(lay)
+                    if held is None:
+                        held = search.held(lay)
                     n = numerics(t.precision, mixed, zero >= 2)
                     wb, gb = n.gathered_weight if zero == 3 else n.weight, n.grad
                     # Without a bubble (pp 1) the fewest micro-batches are the fastest; the
-                    # bubble shrinks with their count m, unless per-micro-batch traffic
-                    # (ZeRO-2/3, parameter offload) grows with it: then every size is tried.
-                    per_micro_batch = zero >= 2 or off == 2
+                    # bubble shrinks with their count m, unless per-micro-batch work
+                    # (ZeRO-2/3, parameter offload, QLoRA's dequantisation) grows with it:
+                    # then every size is tried.
+                    per_micro_batch = zero >= 2 or off == 2 or held.dequant_bytes > 0
                     tried = mbs[-1:] if pp == 1 else mbs if per_micro_batch else mbs[:1]
                     for i, ck in enumerate(CHECKPOINTING):
                         searched += 1
-                        bound = min(_step_time(ctx, lay, ck, mb, params, wb, gb).total
+                        bound = min(_step_time(ctx, lay, ck, mb, held, wb, gb).total
                                     for mb in tried)
-                        heap.append((bound, i, searched, lay, ck, params, wb, gb))
+                        heap.append((bound, i, searched, lay, ck, held, wb, gb))
     searched += rejected.get("dominated", 0)
     heapq.heapify(heap)
 
@@ -488,7 +511,7 @@ def advise(
     no_need: set[tuple[_Layout, str]] = set()  # less recompute already fits at its best
     fitting_at_best: set[tuple[tuple[int, ...], int, str, str]] = set()
     while heap:
-        bound, i, _, lay, ck, params, wb, gb = heapq.heappop(heap)
+        bound, i, _, lay, ck, held, wb, gb = heapq.heappop(heap)
         if len(kept) >= top and bound > sorted(x.time.total for x in kept)[top - 1] \
                 * (1 + TIE_TOLERANCE):
             rejected["slower_than_top"] = rejected.get("slower_than_top", 0) + 1 + len(heap)
@@ -506,7 +529,7 @@ def advise(
             reason = reason or "no_micro_batch_fits"
             rejected[reason] = rejected.get(reason, 0) + 1
             continue
-        time, mb = min(((_step_time(ctx, lay, ck, mb, params, wb, gb), mb) for mb in mbs),
+        time, mb = min(((_step_time(ctx, lay, ck, mb, held, wb, gb), mb) for mb in mbs),
                        key=lambda x: (x[0].total, -x[1]))
         found.append(_Found(time, lay, ck, mb, search.at(lay, ck, mb).device_bytes))
         kept = _non_dominated(found)
@@ -515,30 +538,118 @@ def advise(
             if not lay.offload:
                 fitting_at_best.add((lay.key, lay.zero, lay.mixed, ck))
     rejected["dominated"] = rejected.get("dominated", 0) + len(found) - len(kept)
-    ranked = _ranked(kept)[:top]
-    plans = _plans(ranked, search, target, global_batch * seq_len)
+    trainable = adapters if t.finetuning != "full" else count_params(r.arch).total
+    return _Outcome(_ranked(kept)[:top], search, searched, rejected, len(kept), precisions,
+                    trainable)
+
+
+def advise(
+    model: ModelSpec | dict[str, Any], gpu: str, gpus: int, seq_len: int,
+    global_batch: int | None = None, *,
+    gpus_per_node: int = DEFAULT_GPUS_PER_NODE,
+    inter_node_gbps: float = DEFAULT_INTER_NODE_GBPS, mfu: float = DEFAULT_MFU,
+    target: float = DEFAULT_TARGET, overlap: float = DEFAULT_OVERLAP,
+    base_training: Training | dict[str, Any] | None = None, tp_across_nodes: bool = False,
+    top: int = DEFAULT_TOP, host_memory_gib: float = DEFAULT_HOST_MEMORY_GIB,
+    offload_optimizer: bool | None = None, offload_params: bool | None = None,
+    pcie_gbps: float = DEFAULT_PCIE_GBPS, suggest: bool = True, allow_lora: bool = False,
+) -> AdviceResult:
+    """The `top` fastest layouts of `gpus` GPUs that fit, for `global_batch` sequences of
+    `seq_len` tokens per step (default: `default_global_batch`). `base_training` gives
+    the other training settings (optimizer, LoRA...; a `mixed_precision` there is kept, else
+    it is searched); micro-batch, accumulation, checkpointing, ZeRO and offload are searched.
+    `offload_optimizer` / `offload_params`: True requires, False forbids, None searches.
+    `suggest`: where nothing fits, search the changes that would fit (`changes`).
+    `allow_lora`: for full fine-tuning, also the `top` fastest LoRA and QLoRA plans (the
+    training's lora_rank and lora_targets), listed after the full fine-tuning plans: they
+    change what is trained (`Plan.changes_training`)."""
+    _check(gpus, seq_len, global_batch, gpus_per_node, inter_node_gbps, mfu, overlap, top,
+           host_memory_gib, pcie_gbps)
+    _check_target(target)
+    if not isinstance(allow_lora, bool):
+        raise PlanError("allow_lora", f"must be true or false, got {allow_lora!r}")
+    batch_source = "given"
+    if global_batch is None:
+        global_batch, batch_source = default_global_batch(gpus, seq_len), "default"
+    training = (base_training.model_dump() if isinstance(base_training, Training)
+                else dict(base_training or {}))
+    keep_precision = _given(base_training, "mixed_precision")
+    training.update(seq_len=seq_len, micro_batch_size=1, gradient_accumulation_steps=1,
+                    activation_checkpointing="none", recompute_layers=None,
+                    checkpoint_every=None, selective_policy=None)
+    base = parse_scenario({"model": model, "gpu": gpu, "training": training})
+    r = resolve(base)  # a bad model, GPU or precision is reported as itself
+    t = base.training
+    peak = r.gpu.dense_tflops.get(_PEAK_KEY[t.precision])
+    if peak is None:
+        raise PlanError("gpu", f"the {r.gpu.id} preset lists no dense {t.precision} TFLOPS")
+    if offload_params:
+        offloads: tuple[int, ...] = (2,)
+    elif offload_optimizer:
+        offloads = (1,) if offload_params is False else (1, 2)
+    elif offload_optimizer is False:
+        offloads = (0,)
+    else:
+        offloads = (0, 1) if offload_params is False else (0, 1, 2)
+    node = min(gpus_per_node, gpus)
+    # What is trained: the scenario's own, and with allow_lora LoRA and QLoRA beside full
+    # fine-tuning, each searched alone.
+    if allow_lora and t.finetuning != "full":
+        raise PlanError("allow_lora", f"adds LoRA and QLoRA beside full fine-tuning; the "
+                        f"scenario already trains {t.finetuning} (training.finetuning), which "
+                        "the advisor keeps: leave allow_lora out")
+    bases = [base]
+    if allow_lora:
+        adapted = {k: v for k, v in training.items() if keep_precision or k != "mixed_precision"}
+        for kind in ADAPTERS:
+            bases.append(parse_scenario({"model": model, "gpu": gpu,
+                                         "training": {**adapted, "finetuning": kind}}))
+            resolve(bases[-1])  # a bad lora_rank or lora_targets is reported as itself
+    outcomes = [_search_layouts(b, r if b is base else resolve(b), peak, keep_precision,
+                                offloads, gpus=gpus, global_batch=global_batch, target=target,
+                                host_memory_gib=host_memory_gib, top=top, node=node, mfu=mfu,
+                                inter_node_gbps=inter_node_gbps, overlap=overlap,
+                                tp_across_nodes=tp_across_nodes, pcie_gbps=pcie_gbps)
+                for b in bases]
+    tokens = global_batch * seq_len
+    plans: list[Plan] = []
+    trains: list[Trains] = []
+    for b, o in zip(bases, outcomes, strict=True):
+        listed = _plans(o.ranked, o.search, target, tokens, b is not base,
+                        rank=len(plans), group=plans[-1].tie_group if plans else 0)
+        trains.append(_trains(b, o, listed, b is not base))
+        plans += listed
+    own = outcomes[0]
     assumptions = {
-        "gpus": gpus, "gpus_per_node": ctx.node, "gpu": r.gpu.id, "seq_len": seq_len,
+        "gpus": gpus, "gpus_per_node": node, "gpu": r.gpu.id, "seq_len": seq_len,
         "global_batch": global_batch, "global_batch_source": batch_source,
-        "tokens_per_step": global_batch * seq_len, "target": target, "mfu": mfu,
+        "tokens_per_step": tokens, "target": target, "mfu": mfu,
         "overlap": overlap, "peak_tflops_per_gpu": peak,
-        "intra_node_gbps_one_way": ctx.intra_bps / 1e9, "inter_node_gbps": inter_node_gbps,
+        "intra_node_gbps_one_way": own.search.ctx.intra_bps / 1e9,
+        "inter_node_gbps": inter_node_gbps,
         "tp_across_nodes": tp_across_nodes, "host_memory_gib": host_memory_gib,
-        "pcie_gbps": pcie_gbps, "precisions": list(precisions),
+        "pcie_gbps": pcie_gbps, "precisions": list(own.precisions),
         "offloads": [OFFLOADS[o] for o in offloads], "checkpointing": list(CHECKPOINTING),
-        "tie_tolerance": TIE_TOLERANCE}
+        "tie_tolerance": TIE_TOLERANCE,
+        "finetuning": [b.training.finetuning for b in bases]}
+    rejected: dict[str, int] = {}
+    for o in outcomes:
+        for reason, count in o.rejected.items():
+            rejected[reason] = rejected.get(reason, 0) + count
     floor = changes = None
-    if not plans:
-        floor = _floor(search, target, host_memory_gib)
-    if not plans and suggest:
+    if not own.ranked:
+        floor = _floor(own.search, target, host_memory_gib)
+    if not own.ranked and suggest:
         changes = tuple(_changes(
-            model, gpu, gpus, seq_len, global_batch, base_training, rejected,
+            model, gpu, gpus, seq_len, global_batch, base_training, own.rejected,
             dict(gpus_per_node=gpus_per_node, inter_node_gbps=inter_node_gbps, mfu=mfu,
                  target=target, overlap=overlap, tp_across_nodes=tp_across_nodes,
                  host_memory_gib=host_memory_gib, offload_optimizer=offload_optimizer,
-                 offload_params=offload_params, pcie_gbps=pcie_gbps)))
-    return AdviceResult(tuple(plans), searched, search.estimates, rejected, len(kept),
-                        assumptions, floor, changes or ())
+                 offload_params=offload_params, pcie_gbps=pcie_gbps), lora=len(bases) == 1))
+    return AdviceResult(tuple(plans), sum(o.searched for o in outcomes),
+                        sum(o.search.estimates for o in outcomes), rejected,
+                        sum(o.fitting for o in outcomes), assumptions, floor, changes or (),
+                        tuple(trains))
 
 
 def _floor(search: _Search, target: float, host_memory_gib: float) -> dict[str, Any]:
@@ -567,8 +678,9 @@ def _floor(search: _Search, target: float, host_memory_gib: float) -> dict[str, 
 
 def _changes(model: Any, gpu: str, gpus: int, seq_len: int, global_batch: int,
              base_training: Training | dict[str, Any] | None, rejected: dict[str, int],
-             kwargs: dict[str, Any]) -> Iterator[Change]:
-    """The changes that make something fit, smallest first (see the module docstring)."""
+             kwargs: dict[str, Any], *, lora: bool) -> Iterator[Change]:
+    """The changes that make something fit, smallest first (see the module docstring);
+    LoRA and QLoRA only where `lora` (not where the plans already list them)."""
     training = (base_training.model_dump(exclude_unset=True)
                 if isinstance(base_training, Training) else dict(base_training or {}))
 
@@ -608,7 +720,7 @@ def _changes(model: Any, gpu: str, gpus: int, seq_len: int, global_batch: int,
     if rejected.get("host_memory_exceeds_limit"):
         yield from change("host_memory", "more host memory per node (no limit)",
                           first(host_memory_gib=float(1 << 20)))
-    if training.get("finetuning", "full") == "full":
+    if lora and training.get("finetuning", "full") == "full":
         for kind, what in (("lora", "LoRA"), ("qlora", "QLoRA (4-bit base)")):
             tuned = {k: v for k, v in training.items() if k != "mixed_precision"}
             plan = first(base_training={**tuned, "finetuning": kind})
@@ -671,7 +783,8 @@ def _ranked(kept: list[_Found]) -> list[tuple[int, _Found]]:
     return out
 
 
-_WHY = {"recompute": "recomputation", "tp_comm": "tensor-parallel all-reduces",
+_WHY = {"recompute": "recomputation", "dequant": "QLoRA's dequantisation",
+        "tp_comm": "tensor-parallel all-reduces",
         "cp_comm": "context-parallel K/V exchange", "ep_comm": "expert all-to-alls",
         "dp_comm": "gradient and parameter traffic", "offload": "CPU offload",
         "bubble": "pipeline bubble"}
@@ -715,26 +828,47 @@ def _why(time: StepTime, fastest: StepTime, tied: int, e: Estimate, lay: _Layout
               "tp_comm": f"tp {lay.tp}", "cp_comm": f"cp {lay.cp}", "ep_comm": f"ep {lay.ep}",
               "dp_comm": f"ZeRO-{lay.zero} over {lay.dp * lay.cp} ranks",
               "offload": f"offload of the {OFFLOADS[lay.offload]}",
-              "recompute": "activation checkpointing"}[worst]
+              "recompute": "activation checkpointing",
+              "dequant": f"the 4-bit base dequantised for each of {m} micro-batches"}[worst]
     return (f"{tie}{slower:.1%} slower than the fastest, mostly {_WHY[worst]} ({detail}, "
             f"+{extra:.3g} s); {room}")
 
 
 def _plans(ranked: list[tuple[int, _Found]], search: _Search, target: float,
-           tokens: int) -> list[Plan]:
+           tokens: int, changes_training: bool, *, rank: int, group: int) -> list[Plan]:
+    """The plans of one search, numbered on from `rank` and tie group `group`."""
     if not ranked:
         return []
     fastest = min((x.time for _, x in ranked), key=lambda t: t.total)
     sizes: dict[int, int] = {}
-    for group, _ in ranked:
-        sizes[group] = sizes.get(group, 0) + 1
+    for g, _ in ranked:
+        sizes[g] = sizes.get(g, 0) + 1
+    t = search.base.training
+    mark = f"{_trains_text(t)}, not full fine-tuning; " if changes_training else ""
     out = []
-    for rank, (group, x) in enumerate(ranked, 1):
+    for i, (g, x) in enumerate(ranked, rank + 1):
         e = search.at(x.layout, x.ckpt, x.micro_batch)
         m = search.ctx.global_batch // x.layout.dp // x.micro_batch
-        why = _why(x.time, fastest, sizes[group], e, x.layout, m, target)
-        out.append(Plan(rank, e.scenario, e, target, x.time, tokens, why, group))
+        why = mark + _why(x.time, fastest, sizes[g], e, x.layout, m, target)
+        out.append(Plan(i, e.scenario, e, target, x.time, tokens, why, group + g,
+                        changes_training))
     return out
+
+
+def _trains_text(t: Training) -> str:
+    """What a training trains, in words."""
+    if t.finetuning == "full":
+        return "full fine-tuning"
+    kind = "QLoRA (4-bit base)" if t.finetuning == "qlora" else "LoRA"
+    return f"{kind} rank {t.lora_rank} on {t.lora_targets.replace('_', ' ')}"
+
+
+def _trains(base: Scenario, o: _Outcome, plans: list[Plan], changes_training: bool) -> Trains:
+    t = base.training
+    fastest = min((p.step_time.total for p in plans), default=None)
+    return Trains(t.finetuning, _trains_text(t), changes_training,
+                  count_params(o.search.ctx.arch).total, o.trainable, len(plans), fastest,
+                  o.rejected)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -774,6 +908,9 @@ class AdviseRequest(Request):
                                                         "behind compute")
     tp_across_nodes: Annotated[bool, Cli(flag="--allow-cross-node-tp")] = Field(
         False, description="let tensor parallelism span nodes")
+    allow_lora: bool = Field(False, title="Also LoRA and QLoRA", description=(
+        "for full fine-tuning, also search LoRA and QLoRA (the training's lora_rank and "
+        "lora_targets), listed apart: they change what is trained"))
     top: int = Field(DEFAULT_TOP, description="plans to list")
     host_memory_gib: Annotated[float, Cli(flag="--host-memory")] = Field(
         DEFAULT_HOST_MEMORY_GIB, title="Host memory per node (GiB)",
@@ -826,9 +963,62 @@ def _run(q: AdviseRequest) -> AdviceResult:
                   gpus_per_node=q.gpus_per_node, inter_node_gbps=q.inter_node_gbps, mfu=q.mfu,
                   target=q.target, overlap=q.overlap, base_training=data["training"],
                   tp_across_nodes=q.tp_across_nodes, top=q.top, host_memory_gib=q.host_memory_gib,
-                  pcie_gbps=q.pcie_gbps,
+                  pcie_gbps=q.pcie_gbps, allow_lora=q.allow_lora,
                   offload_optimizer=q.parallelism.get("offload_optimizer"),
                   offload_params=q.parallelism.get("offload_params"))
+
+
+def _plan_lines(p: dict[str, Any]) -> list[str]:
+    lay, est = p["layout"], p["estimate"]
+    off = [k.removeprefix("offload_") for k in OFFLOAD_FIELDS if lay[k]]
+    ck = lay["activation_checkpointing"]
+    if lay["recompute_layers"] is not None:
+        ck = f"partial ({lay['recompute_layers']} layers per stage)"
+    return [
+        f"{p['rank']:>3}. [{p['tie_group']}] tp {lay['tp']} pp {lay['pp']} dp {lay['dp']} "
+        f"cp {lay['cp']} ep {lay['ep']} zero {lay['zero']} {lay['mixed_precision']}"
+        f"{' offload ' + '+'.join(off) if off else ''} ckpt {ck} "
+        f"micro-batch {lay['micro_batch_size']} x {lay['gradient_accumulation_steps']}: "
+        f"{p['step_time_s']:.3f} s/step, {p['tokens_per_s']:,.0f} tokens/s, "
+        f"{gib(est['device_bytes'])}",
+        f"     {p['why']}"]
+
+
+def _nothing_fits(result: AdviceResult, rejected: dict[str, int]) -> list[str]:
+    """Why the scenario's own training fits nowhere, and the changes that would fit."""
+    floor = result.floor
+    lines = ["nothing fits" + (f": {floor['text']}" if floor else "")]
+    if result.changes:
+        c = result.changes[0]
+        lines.append(f"smallest change: {c.title} ({c.step_time_s:.3f} s/step, "
+                     f"{gib(c.device_bytes)})")
+        lines += [f"  or: {c.title} ({c.step_time_s:.3f} s/step, {gib(c.device_bytes)})"
+                  for c in result.changes[1:]]
+    else:
+        lora = "" if len(result.trains) > 1 else ", LoRA, QLoRA"
+        lines.append(f"no single change searched (offload, more GPUs, a larger GPU{lora}) "
+                     "makes it fit")
+    lines.append("  rejected: " + ", ".join(f"{k} {v}" for k, v in sorted(rejected.items())))
+    return lines
+
+
+def _group_head(g: Trains, full: Trains) -> str:
+    """A group's heading: what it trains; for LoRA and QLoRA, that it is not full
+    fine-tuning and how its fastest step compares."""
+    if not g.changes_training:
+        head = f"{g.title}: trains all {param_text(g.param_count)} parameters"
+    else:
+        head = (f"{g.title}: CHANGES WHAT IS TRAINED, not equivalent to full fine-tuning: "
+                f"trains {param_text(g.trainable_param_count)} adapter parameters "
+                f"({g.trainable_param_count / g.param_count:.2%} of "
+                f"{param_text(g.param_count)}), the base frozen")
+    if g.fastest_step_time_s is None:  # the scenario's own: _nothing_fits follows
+        return head if g is full else f"{head}; nothing fits"
+    head += f"; fastest {g.fastest_step_time_s:.3f} s/step"
+    if g.changes_training:
+        head += (" (full fine-tuning: nothing fits)" if full.fastest_step_time_s is None else
+                 f" (full fine-tuning's: {full.fastest_step_time_s:.3f})")
+    return head
 
 
 def _text(result: AdviceResult, request: AdviseRequest) -> str:
@@ -840,32 +1030,19 @@ def _text(result: AdviceResult, request: AdviseRequest) -> str:
              f"step{source[a['global_batch_source']]}: {d['estimates']} estimates over "
              f"{d['searched']} combinations; plans within {a['tie_tolerance']:.0%} of each other "
              "are tied and listed simplest first"]
-    for p in d["plans"]:
-        lay, est = p["layout"], p["estimate"]
-        off = [k.removeprefix("offload_") for k in OFFLOAD_FIELDS if lay[k]]
-        ck = lay["activation_checkpointing"]
-        if lay["recompute_layers"] is not None:
-            ck = f"partial ({lay['recompute_layers']} layers per stage)"
-        lines.append(
-            f"{p['rank']:>3}. [{p['tie_group']}] tp {lay['tp']} pp {lay['pp']} dp {lay['dp']} "
-            f"cp {lay['cp']} ep {lay['ep']} zero {lay['zero']} {lay['mixed_precision']}"
-            f"{' offload ' + '+'.join(off) if off else ''} ckpt {ck} "
-            f"micro-batch {lay['micro_batch_size']} x {lay['gradient_accumulation_steps']}: "
-            f"{p['step_time_s']:.3f} s/step, {p['tokens_per_s']:,.0f} tokens/s, "
-            f"{gib(est['device_bytes'])}")
-        lines.append(f"     {p['why']}")
-    if not d["plans"]:
-        lines.append("nothing fits" + (f": {d['floor']['text']}" if d["floor"] else ""))
-        if result.changes:
-            c = result.changes[0]
-            lines.append(f"smallest change: {c.title} ({c.step_time_s:.3f} s/step, "
-                         f"{gib(c.device_bytes)})")
-            lines += [f"  or: {c.title} ({c.step_time_s:.3f} s/step, {gib(c.device_bytes)})"
-                      for c in result.changes[1:]]
-        else:
-            lines.append("no single change searched (offload, more GPUs, a larger GPU, LoRA, "
-                         "QLoRA) makes it fit")
-        lines.append("  rejected: " + ", ".join(f"{k} {v}" for k, v in d["rejected"].items()))
+    if len(result.trains) <= 1:  # the scenario's own training alone
+        for p in d["plans"]:
+            lines += _plan_lines(p)
+        if not d["plans"]:
+            lines += _nothing_fits(result, d["rejected"])
+        return "\n".join(lines)
+    for g in result.trains:  # allow_lora: one group per training, full fine-tuning first
+        lines.append(_group_head(g, result.trains[0]))
+        for p in d["plans"]:
+            if p["finetuning"] == g.finetuning:
+                lines += _plan_lines(p)
+        if g is result.trains[0] and not g.plans:
+            lines += _nothing_fits(result, g.rejected)
     return "\n".join(lines)
 
 

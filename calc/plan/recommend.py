@@ -213,8 +213,9 @@ def _candidates(s: Scenario) -> Iterator[_Candidate]:
     if t.finetuning != "qlora":
         yield ("lora", f"QLoRA rank {t.lora_rank} (4-bit frozen base)",
                {"training": {"finetuning": "qlora", **base16}},
-               "convergence: adapters on a 4-bit quantised base; speed: dequantisation in "
-               "every matmul (counted as 30% more compute, an empirical judgement)")
+               "convergence: adapters on a 4-bit quantised base; speed: the base dequantised "
+               "in forward and backward of every micro-batch (memory-bound, counted at the "
+               "GPU's bandwidth: a lower bound)")
 
 
 def _faster(s: Scenario) -> Iterator[_Candidate]:

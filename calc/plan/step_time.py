@@ -50,9 +50,27 @@ the DP and some of the TP traffic, so the default 0 is pessimistic).
   `CPU_ADAM_PARAMS_PER_S` per node shared by its GPUs (EMPIRICAL, a judgement of DeepSpeed's
   CPU-Adam on a two-socket server, not measured here). Ren et al. (2021), "ZeRO-Offload",
   section 4; Rajbhandari et al. (2021), "ZeRO-Infinity".
+- `dequant`: QLoRA's frozen base is stored in NF4 (`calc.states`); bitsandbytes'
+  `MatMul4Bit` dequantises each linear weight to the compute dtype before its matmul, in
+  forward and again for the input gradient in backward (and in the recomputed forward), once
+  per micro-batch: \((2 + r) \, m \, (P_{nf4} + P_{qs} + P_q a) / B_{hbm}\), memory-bound
+  (\(P_q\) the GPU's quantised linear weights, of the largest stage, after tp/ep splits and
+  gathered under ZeRO-3; \(P_{nf4}\), \(P_{qs}\) their packed bytes and quantisation
+  statistics read, `states.qlora_nf4` and `states.qlora_quant_state`; \(P_q a\) the weight
+  written; \(r\) the recomputed share of layers; \(B_{hbm}\) the GPU's memory bandwidth,
+  assumed reached: a lower bound of the kernels' time). The matmul then reads the weight as a
+  LoRA step reads its bf16 base, which `compute` already holds. Dettmers et al. (2023),
+  "QLoRA", section 3; bitsandbytes `autograd/_functions.py`. Because it is paid per
+  micro-batch, it weighs most where micro-batches are short.
 - `bubble`: 1F1B pipeline bubble, a fraction \((p-1)/(m+p-1)\) of the step (Narayanan et
   al. 2021, section 2.2), i.e. \((p-1)/m\) times the pipelined work (everything above but
   `dp_comm`); \(m\) = gradient_accumulation_steps. Point-to-point traffic is not counted.
+
+What a LoRA or QLoRA step saves is in the terms, not a factor: the frozen base computes no
+weight gradients (4N FLOPs per token instead of 6N, `calc.plan.cost`), only the adapters' \(
+\Psi_t\) gradients cross the data-parallel ranks (`dp_comm`) and reach the host
+(`offload`), and the CPU optimizer steps only them. The GPU optimizer step itself (a
+memory-bound pass over the trainable states) is not modelled, for any plan.
 
 Links (Megatron-LM's rank order: tp innermost, then cp, dp, pp): a group that stays inside a
 node uses the GPU's `interconnect.bandwidth_gbps` **halved** (presets give NVLink's
@@ -67,16 +85,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..architecture import Architecture
+from ..states import QLORA_PACKED, QLORA_QUANT_STATE, local
 from .cost import Flops
 
 if TYPE_CHECKING:
     from ..estimate import Estimate
+    from ..setup import Setup
 
-TIME_PARTS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "dp_comm", "offload",
-              "bubble")
-# EMPIRICAL (judgement): QLoRA's dequantisation in every matmul; bitsandbytes users report
-# 20-40% slower steps than LoRA. Only step_time_of (recommendations) applies it.
-QLORA_DEQUANT_SLOWDOWN = 0.3
+TIME_PARTS = ("compute", "recompute", "dequant", "tp_comm", "cp_comm", "ep_comm", "dp_comm",
+              "offload", "bubble")
 DEFAULT_PCIE_GBPS = 25.0  # GB/s one way per GPU: PCIe 4.0 x16 (~32 GB/s raw) less overhead
 CPU_ADAM_PARAMS_PER_S = 2e9  # EMPIRICAL (judgement): DeepSpeed CPU-Adam, parameters/s per node
 # Recomputed share of each checkpointing mode's layers: "partial" is full checkpointing of the
@@ -90,6 +107,7 @@ class StepTime:
 
     compute: float
     recompute: float
+    dequant: float
     tp_comm: float
     cp_comm: float
     ep_comm: float
@@ -99,8 +117,8 @@ class StepTime:
 
     @property
     def total(self) -> float:
-        return (self.compute + self.recompute + self.tp_comm + self.cp_comm + self.ep_comm
-                + self.dp_comm + self.offload + self.bubble)
+        return (self.compute + self.recompute + self.dequant + self.tp_comm + self.cp_comm
+                + self.ep_comm + self.dp_comm + self.offload + self.bubble)
 
     def as_dict(self) -> dict[str, float]:
         return {k: getattr(self, k) for k in TIME_PARTS}
@@ -123,6 +141,7 @@ class _Ctx:
     inter_bps: float
     exposed: float  # 1 - overlap
     tp_across_nodes: bool
+    hbm_bps: float  # the GPU's memory bandwidth, bytes/s (QLoRA's dequantisation)
     pcie_bps: float = DEFAULT_PCIE_GBPS * 1e9  # bytes/s one way, per GPU
     cpu_params_per_s: float = CPU_ADAM_PARAMS_PER_S / 8  # the CPU optimizer's rate, per GPU
 
@@ -149,7 +168,25 @@ def _bps(c: _Ctx, span: int) -> float:
     return c.intra_bps if inside else c.inter_bps
 
 
-def _step_time(c: _Ctx, lay: _Layout, ckpt: str, mb: int, params: tuple[int, int],
+@dataclass(frozen=True, slots=True)
+class Held:
+    """What one GPU of the largest stage holds, for the step time: parameters (frozen
+    included) and trainable parameters before ZeRO, and the bytes one dequantisation pass of
+    its QLoRA base moves (0 without QLoRA)."""
+
+    total: int
+    trainable: int
+    dequant_bytes: int = 0
+
+
+def dequant_bytes(quantised: int, compute_bytes: int) -> int:
+    """Bytes one pass of bitsandbytes' dequantisation moves for `quantised` NF4 weights: the
+    packed weights and their statistics read (calc.states' formulas), the weight written."""
+    read = QLORA_PACKED(quantised, 1).bytes + QLORA_QUANT_STATE(quantised).bytes
+    return read + quantised * compute_bytes
+
+
+def _step_time(c: _Ctx, lay: _Layout, ckpt: str, mb: int, held: Held,
                weight_bytes: int, grad_bytes: int) -> StepTime:
     """Step time of one layout at micro-batch `mb` (formulas: the module docstring)."""
     a, h, s = c.arch, c.arch.hidden_size, c.seq_len
@@ -161,6 +198,7 @@ def _step_time(c: _Ctx, lay: _Layout, ckpt: str, mb: int, params: tuple[int, int
     recompute = f.recompute * c.global_batch * s / c.flops_per_s
     layers = -(-a.num_hidden_layers // p)
     full = RECOMPUTED[ckpt]
+    dequant = (2 + full) * m * held.dequant_bytes / c.hbm_bps
     tp_comm = cp_comm = ep_comm = 0.0
     if t > 1:
         bytes_ = (4 + 2 * full) * layers * seqs * (s // cp) * h * c.act_bytes * 2 * (t - 1) / t
@@ -181,8 +219,8 @@ def _step_time(c: _Ctx, lay: _Layout, ckpt: str, mb: int, params: tuple[int, int
         ep_comm = bytes_ / _bps(c, t * e)
     dp_comm = 0.0
     D = d * cp
+    total, trainable = held.total, held.trainable
     if D > 1:
-        total, trainable = params
         ring = (D - 1) / D
         if lay.zero <= 1:
             passes = 2 * trainable * grad_bytes
@@ -193,22 +231,20 @@ def _step_time(c: _Ctx, lay: _Layout, ckpt: str, mb: int, params: tuple[int, int
         dp_comm = ring * passes / _bps(c, t * cp * d)
     offload = 0.0
     if lay.offload:
-        total, trainable = params
         shard, shard_t = total / D, trainable / D
         moved = shard_t * (grad_bytes + weight_bytes)  # gradients out, updated weights back
         if lay.offload == 2:
             moved += 2 * m * shard * weight_bytes  # the shard fetched in forward and backward
         offload = c.exposed * moved / c.pcie_bps + shard_t / c.cpu_params_per_s
     x = c.exposed
-    pipelined = compute + recompute + x * (tp_comm + cp_comm + ep_comm)
+    pipelined = compute + recompute + dequant + x * (tp_comm + cp_comm + ep_comm)
     bubble = pipelined * (p - 1) / m
-    return StepTime(compute, recompute, x * tp_comm, x * cp_comm, x * ep_comm, x * dp_comm,
+    return StepTime(compute, recompute, dequant, x * tp_comm, x * cp_comm, x * ep_comm, x * dp_comm,
                     offload, bubble)
 
 
-__all__ = ["CPU_ADAM_PARAMS_PER_S", "DEFAULT_PCIE_GBPS", "QLORA_DEQUANT_SLOWDOWN", "RECOMPUTED", "TIME_PARTS",
-           "StepTime",
-           "step_time_of"]
+__all__ = ["CPU_ADAM_PARAMS_PER_S", "DEFAULT_PCIE_GBPS", "RECOMPUTED", "TIME_PARTS", "Held",
+           "StepTime", "dequant_bytes", "held_by", "step_time_of"]
 
 
 def step_time_of(report: Estimate, *, gpus_per_node: int = 8,
@@ -217,7 +253,6 @@ def step_time_of(report: Estimate, *, gpus_per_node: int = 8,
     """The step time of an estimated scenario as laid out, by the advisor's model (None where
     the GPU preset lists no dense rate for the precision). The defaults are the advisor's."""
     from ..numerics import numerics
-    from ..states import local
     from .cost import _PEAK_KEY, flops_per_token
 
     r, x = report.resolved, report.setup
@@ -234,16 +269,19 @@ def step_time_of(report: Estimate, *, gpus_per_node: int = 8,
                t.micro_batch_size * t.gradient_accumulation_steps * p.dp,
                numerics(t.precision, t.mixed_precision, False).compute, flops,
                gpus * peak * 1e12 * mfu, r.gpu.interconnect.bandwidth_gbps / 2 * 1e9,
-               inter_node_gbps * 1e9, 1 - overlap, True, pcie_gbps * 1e9,
-               CPU_ADAM_PARAMS_PER_S / node)
+               inter_node_gbps * 1e9, 1 - overlap, True, r.gpu.memory_bandwidth_gbps * 1e9,
+               pcie_gbps * 1e9, CPU_ADAM_PARAMS_PER_S / node)
     offload = 2 if p.offload_params and p.zero == 3 else 1 if p.offload_optimizer else 0
     lay = _Layout(p.tp, p.pp, p.dp, p.cp, p.ep, p.zero, t.mixed_precision, offload)
-    held = [local(x, st) for st in x.stages]
-    params = max(h.total for h in held), max(h.trainable for h in held)
     n = numerics(t.precision, t.mixed_precision, p.zero >= 2)
     wb = n.gathered_weight if p.zero == 3 else n.weight
-    time = _step_time(ctx, lay, ckpt, t.micro_batch_size, params, wb, n.grad)
-    if t.finetuning == "qlora":
-        extra = QLORA_DEQUANT_SLOWDOWN * time.compute
-        time = StepTime(time.compute + extra, *(getattr(time, k) for k in TIME_PARTS[1:]))
-    return time
+    return _step_time(ctx, lay, ckpt, t.micro_batch_size, held_by(x, n.compute), wb,
+                      n.grad)
+
+
+def held_by(x: Setup, compute_bytes: int) -> Held:
+    """`Held` for the largest stage of a laid-out scenario (calc.setup's symbols)."""
+    stages = [local(x, st) for st in x.stages]
+    quantised = max(h.linear_weights for h in stages) if x.qlora else 0
+    return Held(max(h.total for h in stages), max(h.trainable for h in stages),
+                dequant_bytes(quantised, compute_bytes) if quantised else 0)
