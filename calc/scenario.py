@@ -133,10 +133,11 @@ class Parallelism(_Strict):
         optimizer keeps the fp32 copy), torch otherwise."""
         return self.framework or ("deepspeed" if mixed_precision == "master" else "torch")
 
-    def zero3_modelled(self, mixed_precision: str) -> bool:
+    def zero3_modelled(self, precision: str, mixed_precision: str) -> bool:
         """Whether ZeRO-3 is modelled for this engine and precision: not DeepSpeed's stage 3
-        with fp32 parameters (torch_autocast or fp32), whose partitions are gathered in fp32."""
-        return self.engine(mixed_precision) == "torch" or mixed_precision == "master"
+        under torch_autocast (fp32 partitions gathered, then cast per op under autocast)."""
+        return (self.engine(mixed_precision) == "torch" or mixed_precision == "master"
+                or precision == "fp32")
 
     @property
     def world_size(self) -> int:
@@ -434,10 +435,10 @@ def _check(s: Scenario, arch: Architecture, gpu: GpuPreset) -> list[EstimateWarn
         if t.mixed_precision not in ("master", "amp") and t.precision != "fp32":
             fail("parallelism.framework", f"DeepSpeed is modelled with mixed_precision master "
                  f"(its bf16/fp16 mode) or amp (its torch_autocast), not {t.mixed_precision}")
-        if p.zero == 3 and not p.zero3_modelled(t.mixed_precision):
+        if p.zero == 3 and not p.zero3_modelled(t.precision, t.mixed_precision):
             fail("parallelism.framework", "DeepSpeed's ZeRO-3 under torch_autocast (fp32 "
-                 "partitions gathered per module) is not modelled: use mixed_precision master "
-                 "or zero 0, 1 or 2")
+                 "partitions gathered, then cast per op) is not modelled: use mixed_precision "
+                 "master or zero 0, 1 or 2")
     if p.zero and p.shard_group == 1:
         warn("zero_without_dp", "parallelism.zero",
              "ZeRO shards over dp x cp, which is 1: nothing is sharded"

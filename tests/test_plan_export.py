@@ -51,6 +51,7 @@ def test_deepspeed_amp_is_torch_autocast(zero: int) -> None:
     assert len(said) == (zero > 0)
     if zero:
         assert f"DeepSpeed's ZeRO-{zero}: {own.device_bytes / 1024**3:,.1f} GiB" in said[0]
+        assert "fp32 parameters" in said[0]
     named = export({"model": "llama-3-8b",
                     "parallelism": {"dp": 8, "zero": zero, "framework": "deepspeed"}}, "deepspeed")
     assert named.data == e.data

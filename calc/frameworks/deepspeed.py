@@ -88,6 +88,7 @@ def deepspeed_config(r: Resolved) -> tuple[dict[str, Any], list[str]]:
         cfg[t.precision] = {"enabled": True}
         if t.precision == "fp16":
             cfg["fp16"]["loss_scale"] = 0  # dynamic loss scaling
+    _engine_note(r, notes)
     zero: dict[str, Any] = {"stage": p.zero}
     if p.offload_optimizer:
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
@@ -118,8 +119,7 @@ def _torch_autocast(r: Resolved, notes: list[str]) -> dict[str, Any]:
     deepspeed/runtime/torch_autocast.py): fp32 parameters, gradients and optimizer states, the
     forward under torch.autocast in `dtype`, the gradients of nn.Linear reduced in `dtype`. It
     excludes the bf16/fp16 sections. ZeRO-3 is refused: DeepSpeed's stage-3 path (fp32
-    partitions gathered per module under autocast) is not modelled. A scenario that does not
-    name its framework is estimated as torch's form: the notes give DeepSpeed's own figure."""
+    partitions gathered per module under autocast) is not modelled."""
     t, p = r.training, r.parallelism
     if p.zero == 3:
         raise ExportError("training.mixed_precision", "DeepSpeed's torch_autocast with zero 3 "
@@ -128,19 +128,26 @@ def _torch_autocast(r: Resolved, notes: list[str]) -> dict[str, Any]:
     notes.append("torch_autocast: needs DeepSpeed >= 0.17.2, the release that added it; load "
                  "the model in fp32 and let the engine apply autocast (no torch.autocast "
                  "around its forward)")
-    if p.zero and p.framework is None:  # estimated as torch's form: say what this runs
-        from ..estimate import estimate  # the estimator, not a formula of its own here
-
-        scenario = r.scenario.model_dump(mode="json")
-        torch_form = estimate(scenario).device_bytes
-        scenario["parallelism"]["framework"] = "deepspeed"
-        own = estimate(scenario).device_bytes
-        notes.append(f"zero {p.zero} with amp: the scenario is estimated as torch's form ("
-                     + ("ZeroRedundancyOptimizer" if p.zero == 1 else "FSDP2") + f", "
-                     f"{torch_form / 1024**3:,.1f} GiB per GPU); this config runs "
-                     f"DeepSpeed's ZeRO-{p.zero}: {own / 1024**3:,.1f} GiB (set "
-                     "parallelism.framework deepspeed to estimate it)")
     return {"enabled": True, "dtype": TORCH_DTYPE[t.precision]}
+
+
+def _engine_note(r: Resolved, notes: list[str]) -> None:
+    """A scenario estimated as torch's form (fp32 parameters, no framework named) runs
+    DeepSpeed's own ZeRO in this config: the note gives both figures, from the estimator."""
+    t, p = r.training, r.parallelism
+    if not p.zero or p.engine(t.mixed_precision) != "torch":
+        return
+    from ..estimate import estimate  # the estimator, not a formula of its own here
+
+    scenario = r.scenario.model_dump(mode="json")
+    torch_form = estimate(scenario).device_bytes
+    scenario["parallelism"]["framework"] = "deepspeed"
+    own = estimate(scenario).device_bytes
+    form = ("ZeroRedundancyOptimizer", "FSDP2", "FSDP2")[p.zero - 1]
+    notes.append(f"zero {p.zero} with fp32 parameters: the scenario is estimated as torch's "
+                 f"form ({form}, {torch_form / 1024**3:,.1f} GiB per GPU); this config runs "
+                 f"DeepSpeed's ZeRO-{p.zero}: {own / 1024**3:,.1f} GiB (set "
+                 "parallelism.framework deepspeed to estimate it)")
 
 
 def _optimizer(r: Resolved) -> dict[str, Any]:
