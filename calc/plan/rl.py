@@ -11,8 +11,8 @@ Each part comes from the module that owns its formula, nothing is re-derived her
   with the policy's training settings and parallelism. calc counts it as a language model,
   with its LM head and logits, where verl (``AutoModelForTokenClassification``,
   ``num_labels = 1``, ``verl/workers/fsdp_workers.py``) and OpenRLHF (``value_head``,
-  ``openrlhf/models/model.py``) put a hidden_size x 1 value head: an overestimate by the
-  head's states and the logits, said in a note;
+  ``openrlhf/models/model.py``) put a hidden_size x 1 value head: an upper bound, high by up
+  to the logits at its peak (said in a note, with the figure) and the head's states;
 - frozen models: bf16 weights, sharded as the policy's parameters
   (\(2N / (t \cdot p)\), and \(/d\) at ZeRO-3); the reference is the policy's model, the
   reward model is `reward_model` (default: the policy's model) as a sequence classifier, its
@@ -329,11 +329,11 @@ def rl_memory(
             changed(trained, model=critic_model)))
         head = count_params(critic.resolved.arch).lm_head
         notes.append(f"critic ({_model_name(critic)}, {params(critic.param_count)} parameters): "
-                     "the policy's training settings and parallelism; counted with a language "
-                     "model's head" + (f" ({params(head)} parameters)" if head else "")
-                     + " and logits, where verl's and OpenRLHF's critics have a hidden_size x 1 "
-                     "value head: an overestimate by "
-                     + ("that head's states and " if head else "") + "the logits")
+                     "the policy's training settings and parallelism, counted as a language "
+                     "model: its LM head" + (f" ({params(head)} parameters)" if head else "")
+                     + f" and logits ({gib(critic.components.get('logits', 0))} at its peak), "
+                     "where verl's and OpenRLHF's critics have a hidden_size x 1 value head: an "
+                     "upper bound, high by up to those logits and the head's states")
     reward_n = 0
     if reward == "model":
         arch = report.resolved.arch if reward_model is None else _named(
@@ -388,9 +388,6 @@ def rl_memory(
                      f"models ({gib(m.frozen_bytes)}) wait in host memory while the engine "
                      "generates; each frozen model is on the GPU for its own forward (counted "
                      "whole: an upper bound, FSDP gathers one layer at a time)")
-    if m.host_bytes:
-        notes.append(f"host memory: {gib(m.host_bytes)} of pinned RAM per GPU (a node holds "
-                     "that for each of its GPUs)")
     if not colocated and rollout:
         notes.append("not colocated: the engine, the critic and the policy with its frozen "
                      "models each on GPUs of their own; the figure per GPU is the largest")
