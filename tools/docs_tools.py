@@ -445,6 +445,7 @@ def _rl_models_and_offload(src: str) -> dict[str, str]:
     claim(src, rm8.total_bytes < rm70.total_bytes and rm8.reward_model_bytes
           < rm70.reward_model_bytes, "an 8B reward model takes less than a 70B one")
     claim(src, not asleep.fits and off.fits, "offload between phases makes the 70B step fit")
+    claim(src, not rm70.fits and not rm8.fits, "neither reward model's step fits as set")
     claim(src, off.phases["training"] > off.phases["rollout"],
           "offloaded, the training phase sets the peak")
     claim(src, c15.critic_bytes < c7.critic_bytes, "a 1.5B critic takes less than a 7B one")
@@ -475,6 +476,7 @@ def _rl_models_and_offload(src: str) -> dict[str, str]:
                                 "host memory per GPU"], phases),
         rm_saved=gib(rm70.total_bytes - rm8.total_bytes), critic15=gib(c15.critic_bytes),
         critic_logits=gib(critic15.components["logits"]),
+        vocab=f"{critic15.resolved.arch.vocab_size:,}", kv_heads=str(critic15.resolved.arch.kv_heads),
         resident=gib(resident), off_host=gib(off.host_bytes),
         off_usable=gib(off.usable_bytes), off_share=pct(off.utilization),
         off_verdict=FIT_WORDS[off.status],

@@ -45,7 +45,7 @@ from pydantic import Field, ValidationError, model_validator
 from ..architecture import Architecture
 from ..estimate import FitStatus
 from ..formatting import FIT_WORDS
-from ..operations import Operation, Request, request_error
+from ..operations import COMPONENT_LABELS, Operation, Request, request_error
 from ..overhead import CUDA_CONTEXT_BYTES, NCCL_PER_GROUP
 from ..params import count_params
 from ..presets import GpuPreset, UnknownPreset, resolve_gpu
@@ -280,9 +280,20 @@ def _text(m: InferenceMemory, request: InferenceRequest) -> str:
     return "\n".join(lines)
 
 
+# What the page calls each part of the memory outside PyTorch (the training report's names where
+# the part is the same)
+NON_TORCH_LABELS = {"cuda_context": COMPONENT_LABELS["overhead/cuda_context"],
+                    "nccl": COMPONENT_LABELS["overhead/nccl"], "cuda_graphs": "CUDA graphs"}
+
+
+def _page(m: InferenceMemory, request: InferenceRequest) -> dict[str, Any]:
+    """The answer with the names of the parts outside PyTorch, as the page shows them."""
+    return {**m.as_dict(), "non_torch_labels": {k: NON_TORCH_LABELS[k] for k in m.non_torch_bytes}}
+
+
 OPERATIONS: tuple[Operation[InferenceRequest, InferenceMemory], ...] = (
     Operation("inference", "serving memory (vLLM-style): weights, KV cache, concurrent "
-              "sequences per GPU", InferenceRequest, run=serve, text=_text),
+              "sequences per GPU", InferenceRequest, run=serve, text=_text, browser=_page),
 )
 
 __all__ = ["InferenceMemory", "InferenceRequest", "activation_bytes", "inference_memory",

@@ -51,6 +51,10 @@ figure per GPU is the largest pool). DPO has no rollout: \(M = T_{\pi} + F\).
 Host memory per GPU (`host_bytes`): the scenario's own CPU offload, what is offloaded between
 phases (\(S_{\pi} + S_{c} + F\)) and, in sleep mode, the engine's weights.
 
+Sources (`calc.sources`): `VERL_FSDP` (volcengine/verl, ``verl/workers/fsdp_workers.py``) and
+`OPENRLHF` (OpenRLHF/OpenRLHF, ``openrlhf/utils/deepspeed/deepspeed_utils.py``,
+``openrlhf/models/model.py``), read at the commits they name.
+
 Assumed: every sequence is cached at full length at once (an engine may generate fewer at a
 time, or preempt); vLLM preallocates `gpu_memory_utilization` of the GPU whatever the need (set
 it to the figure here); OpenRLHF's ``--ds.enable_sleep`` (``offload_deepspeed_states`` in

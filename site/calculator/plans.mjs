@@ -112,12 +112,11 @@ export function renderRl(m, request) {
 // the KV cache left, and the sequences of max_model_len that cache holds at once.
 export function renderServing(m) {
   const [cls, word] = verdict(m);
-  const outside = { cuda_context: "CUDA context", nccl: "NCCL buffers (tp > 1)", cuda_graphs: "CUDA graphs" };
   const row = (key, value, text) => `<tr><td>${text}</td>${numCell(key, value, gib(value))}</tr>`;
   const rows = [
     row("weight_bytes", m.weight_bytes, `Weights (${esc(m.weight_dtype)}, ${params(m.param_count)} parameters${m.tp > 1 ? `, split over tp ${count(m.tp)}` : ""})`),
     row("activation_bytes", m.activation_bytes, `Activation workspace (profiling pass of ${count(m.max_num_batched_tokens)} tokens)`),
-    ...Object.entries(m.non_torch_bytes).map(([k, b]) => row(`non_torch_bytes.${k}`, b, `${esc(outside[k] ?? k)} <small>(empirical)</small>`)),
+    ...Object.entries(m.non_torch_bytes).map(([k, b]) => row(`non_torch_bytes.${k}`, b, `${esc(m.non_torch_labels[k])} <small>(empirical)</small>`)),
     `<tr class="calc-peak"><td>KV cache: ${count(m.kv_cache_tokens)} tokens of ${count(m.kv_bytes_per_token)} bytes</td>${numCell("kv_cache_bytes", m.kv_cache_bytes, gib(m.kv_cache_bytes))}</tr>`,
   ].join("");
   const seqs = m.max_concurrent_sequences;

@@ -10,9 +10,18 @@ import pytest
 
 from calc.formatting import count, gib
 from calc.plan import PlanError, inference_memory
+from calc.plan.inference import NON_TORCH_LABELS
 
 from .conftest import Calculator
 from .test_planning import as_json, run_panel, shown_error
+
+
+def page_answer(want: Any) -> Any:
+    """What the worker sends: inference_memory's answer with the names of the parts outside
+    PyTorch."""
+    return as_json({"ok": True, **want.as_dict(), "non_torch_labels": {
+        k: NON_TORCH_LABELS[k] for k in want.non_torch_bytes}})
+
 
 SERVE = {"model": "llama-3.1-8b", "gpu": "h100-sxm-80gb", "training": {"seq_len": 4096}}
 ENGINE = {"tp": 2, "max_model_len": 8192, "kv_cache_dtype": "fp8",
@@ -32,7 +41,7 @@ def test_serving_panel_is_calcs_inference_memory(calculator: Calculator) -> None
     page = calculator.page
     got = run_panel(calculator, "inference", {k: str(v) for k, v in ENGINE.items()})
     want = inference_memory("llama-3.1-8b", gpu="h100-sxm-80gb", **ENGINE)
-    assert got == as_json({"ok": True, **want.as_dict()})
+    assert got == page_answer(want)
     assert want.status == "fits" and want.max_concurrent_sequences > 1
     value, text = shown(page, "max_concurrent_sequences")
     assert value == want.max_concurrent_sequences and text.startswith(count(value))
@@ -42,6 +51,10 @@ def test_serving_panel_is_calcs_inference_memory(calculator: Calculator) -> None
     assert "non_torch_bytes.nccl" in parts  # tp 2
     for key, bytes_ in parts.items():
         assert shown(page, key) == (bytes_, gib(bytes_)), key
+    names = page.eval_on_selector_all("#calc-inference-table tbody td:first-child",
+                                      "els => els.map((e) => e.textContent)")
+    assert [n for n in names if "(empirical)" in n] == [
+        f"{NON_TORCH_LABELS[k]} (empirical)" for k in want.non_torch_bytes]
     # the table is the engine's budget, part by part
     assert sum(v for k, v in parts.items() if k != "device_bytes") == want.budget_bytes
     per_seq = page.locator("#calc-inference-per-seq")
@@ -59,15 +72,15 @@ def test_serving_panel_follows_the_forms_gpu_and_says_when_it_does_not_start(
     page = calculator.page
     got = run_panel(calculator, "inference", {"tp": "1", "max_model_len": "8192"})
     want = inference_memory("llama-3-70b", gpu="h100-sxm-80gb", tp=1, max_model_len=8192)
-    assert want.status == "does_not_fit" and got == as_json({"ok": True, **want.as_dict()})
+    assert want.status == "does_not_fit" and got == page_answer(want)
     assert page.get_attribute("#calc-inference-out .calc-headline", "data-verdict") == "no"
     assert shown(page, "max_concurrent_sequences")[0] == 0
     calculator.field("gpu").select_option("a100-80gb")
     page.wait_for_selector("#calc-inference-out[data-stale=true]", timeout=30_000)
     got = run_panel(calculator, "inference", {"tp": "4"})
     assert got["gpu"] == "a100-80gb" and got["status"] == "fits"
-    assert got == as_json({"ok": True, **inference_memory(
-        "llama-3-70b", gpu="a100-80gb", tp=4, max_model_len=8192).as_dict()})
+    assert got == page_answer(inference_memory("llama-3-70b", gpu="a100-80gb", tp=4,
+                                               max_model_len=8192))
 
 
 def test_serving_bad_tp_is_named_beside_the_input(calculator: Calculator) -> None:
