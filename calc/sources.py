@@ -154,11 +154,24 @@ EXPERT_UNITS = Source(
     "(foreach_reduce: on a single-rank mesh the input divided into a new tensor); traced: "
     "validation/cases.json (expert-parallel cases)", "traced",
     "https://github.com/huggingface/transformers", short="FSDP2 expert units")
+VERL_FSDP = Source(
+    "verl_fsdp", "verl verl/workers/fsdp_workers.py (volcengine/verl @ b178a3c): the actor's "
+    "parameters (fsdp_config.param_offload) and optimizer (optimizer_offload) offloaded before "
+    "the rollout engine resumes and loaded for update_actor, the critic's likewise; every role "
+    "but the actor (reference, reward model) wrapped with FSDP CPU offload; critic and reward "
+    "model built with num_labels = 1", "code", "https://github.com/volcengine/verl",
+    short="verl FSDP workers")
+OPENRLHF = Source(
+    "openrlhf", "OpenRLHF (OpenRLHF/OpenRLHF @ 3c3be62) openrlhf/utils/deepspeed/"
+    "deepspeed_utils.py: offload_deepspeed_states (--ds.enable_sleep) moves optimizer states, "
+    "fp32 weights and gradients, not the bf16 parameters; openrlhf/models/model.py: the critic's "
+    "and reward model's value_head = Linear(hidden_size, 1, bias=False)", "code",
+    "https://github.com/OpenRLHF/OpenRLHF", short="OpenRLHF")
 
 SOURCES: dict[str, Source] = {s.id: s for s in (
     ZERO, ZERO_OFFLOAD, KORTHIKANTI, NARAYANAN, MEGATRON_SPLITS, LORA, QLORA, ADAMW, ADAM, SGD,
     ADAFACTOR, LION, BNB_8BIT, HF_PARAMS, HF_LOSS, LIGER, MEGATRON_CODE, TORCH_SAC, TRACED_ACTIVATIONS, TRACED_PEAK,
     TRACED_FSDP, TRACED_OPTIMIZER_STEP, DDP_BUCKETS, ALLOCATOR, CUDA_CONTEXT, NCCL, GPU_PRESETS,
     TRANSFORMER_MATH, MEGATRON_THEORETICAL, EXPERT_DP, TORCH_PIPELINING,
-    TORCH_LOSS_PARALLEL, EXPERT_UNITS)}
+    TORCH_LOSS_PARALLEL, EXPERT_UNITS, VERL_FSDP, OPENRLHF)}
 """Every source by id: the docs' bibliography lists them from here."""

@@ -7,7 +7,10 @@ import pytest
 
 from calc import estimate
 from calc.cli import main
+from calc.operations import answer
 from calc.plan import PlanError, inference_memory, kv_cache_bytes, rl_memory
+from calc.plan.rl import reward_model_params
+from calc.presets import models
 
 GiB = 1024**3
 QWEN_TP4 = {"model": "qwen2.5-7b", "training": {"activation_checkpointing": "full"},
@@ -105,7 +108,10 @@ def test_ppo_colocated_is_at_least_policy_only_training() -> None:
     policy = estimate({**QWEN_TP4, "training": {"activation_checkpointing": "full",
                                                 "seq_len": 8192}}).device_bytes
     assert ppo.total_bytes >= policy
-    assert ppo.critic_bytes > 0 and ppo.reward_model_bytes == ppo.reference_bytes > 0
+    assert ppo.critic_bytes > 0 and ppo.reference_bytes == 7_615_616_512 * 2 // 4
+    # the reward model: the policy's model as a sequence classifier, its LM head (152,064 x
+    # 3,584, untied) replaced by a 3,584 x 1 score head
+    assert ppo.reward_model_bytes == (7_615_616_512 - 152_064 * 3584 + 3584) * 2 // 4
     assert ppo.total_bytes > rl_memory(QWEN_TP4, **ROLLOUT).total_bytes  # grpo: no critic
 
 
@@ -138,3 +144,121 @@ def test_cli_dpo_and_bad_algorithm(capsys) -> None:
     assert out["algorithm"] == "dpo" and out["components"]["reference"] == 0
     assert main(["rl", "--model", "qwen2.5-7b", "--response-len", "64"]) == 2
     assert "prompts" in capsys.readouterr().err
+
+
+FSDP8 = {"model": "qwen2.5-7b", "training": {"activation_checkpointing": "full"},
+         "parallelism": {"dp": 8, "zero": 3}}  # verl's layout: FSDP over 8 GPUs, no tp
+
+
+def test_critic_is_its_own_model_with_the_policys_settings() -> None:
+    """A 7B policy with a 1.5B critic: the critic's component is calc's estimate of the 1.5B
+    model with the policy's training settings and parallelism, smaller than a 7B critic's."""
+    same = rl_memory(FSDP8, **ROLLOUT, algorithm="ppo")
+    small = rl_memory(FSDP8, **ROLLOUT, algorithm="ppo", critic_model="qwen2.5-1.5b")
+    alone = estimate({**FSDP8, "model": "qwen2.5-1.5b",
+                      "training": {"activation_checkpointing": "full", "seq_len": 8192}})
+    assert small.critic_bytes == alone.device_bytes < same.critic_bytes
+    assert small.param_counts["critic"] == 1_543_714_304  # Qwen2.5-1.5B, HF count
+    assert small.training_bytes == same.training_bytes  # the policy is untouched
+    assert small.critic_resident_bytes < same.critic_resident_bytes
+    assert small.total_bytes <= same.total_bytes
+    assert any("qwen2.5-1.5b" in n and "value head" in n for n in small.notes)
+
+
+def test_critic_from_a_config_json() -> None:
+    """An HF config.json is accepted as the scenario's model is: the same as its preset."""
+    arch = models()["qwen2.5-1.5b"].architecture().model_dump(mode="json")
+    by_arch = rl_memory(FSDP8, **ROLLOUT, algorithm="ppo", critic_model=arch)
+    by_id = rl_memory(FSDP8, **ROLLOUT, algorithm="ppo", critic_model="qwen2.5-1.5b")
+    assert by_arch.critic_bytes == by_id.critic_bytes
+
+
+LLAMA70_TP8 = {"model": "llama-3.1-70b", "training": {"activation_checkpointing": "full"},
+               "parallelism": {"tp": 8, "dp": 2, "zero": 3}}
+ROLLOUT_70 = {"prompts": 32, "samples_per_prompt": 8, "prompt_len": 1024, "response_len": 4096}
+
+
+def test_an_8b_reward_model_beside_a_70b_policy_golden() -> None:
+    """Llama-3.1-8B as a sequence classifier: 8,030,261,248 parameters (HF) less its LM head
+    (128,256 x 4,096) plus a 4,096 x 1 score head, in bf16, sharded over tp 8 x dp 2 (ZeRO-3)."""
+    small = rl_memory(LLAMA70_TP8, **ROLLOUT_70, reward_model="llama-3.1-8b")
+    rm = 8_030_261_248 - 128_256 * 4096 + 4096
+    assert reward_model_params(models()["llama-3.1-8b"].architecture()) == rm
+    assert small.reward_model_bytes == -(-rm * 2 // 16)
+    assert small.param_counts["reward_model"] == rm
+    as_policy = rl_memory(LLAMA70_TP8, **ROLLOUT_70, reward="model")
+    assert as_policy.reward_model_bytes > 8 * small.reward_model_bytes
+    assert as_policy.total_bytes - small.total_bytes == (
+        as_policy.reward_model_bytes - small.reward_model_bytes)
+    assert small.reference_bytes == as_policy.reference_bytes  # the reference is the policy's
+    assert rl_memory(LLAMA70_TP8, **ROLLOUT_70).reward_model_bytes == 0  # grpo: a rule
+
+
+@pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
+@pytest.mark.parametrize("sleep", [False, True])
+def test_offload_between_phases_lowers_rollout_by_the_resident_bytes(algorithm, sleep) -> None:
+    """Offloaded, the rollout phase holds the engine alone: exactly the trainers' parameters
+    and optimizer states and the frozen models less; they move to host memory."""
+    kw = {**ROLLOUT_70, "algorithm": algorithm, "sleep_mode": sleep, "reward": "model"}
+    kept = rl_memory(LLAMA70_TP8, **kw)
+    off = rl_memory(LLAMA70_TP8, **kw, offload_between_phases=True)
+    resident = kept.policy_resident_bytes + kept.critic_resident_bytes + kept.frozen_bytes
+    assert resident > 0 and (kept.critic_resident_bytes > 0) == (algorithm == "ppo")
+    assert off.phases["rollout"] == kept.phases["rollout"] - resident == off.rollout_bytes
+    assert off.host_bytes - kept.host_bytes == resident
+    engine = 0 if sleep else kept.rollout_bytes
+    assert off.phases["training"] == max(kept.training_bytes, kept.critic_bytes,
+                                         kept.reference_bytes, kept.reward_model_bytes) + engine
+    assert off.phases["training"] <= kept.phases["training"]
+    assert off.total_bytes <= kept.total_bytes
+
+
+def test_host_memory_counts_the_sleeping_engine_and_the_scenarios_offload() -> None:
+    asleep = rl_memory(QWEN_TP4, **ROLLOUT, sleep_mode=True)
+    assert asleep.host_bytes == asleep.inference_weight_bytes
+    offloaded = {**QWEN_TP4, "parallelism": {"tp": 4, "zero": 1, "offload_optimizer": True}}
+    m = rl_memory(offloaded, **ROLLOUT)
+    assert m.host_bytes == estimate({**offloaded, "training": {
+        "activation_checkpointing": "full", "seq_len": 8192}}).host_bytes > 0
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    ({"critic_model": "qwen2.5-1.5b"}, "critic_model"),  # grpo trains no critic
+    ({"algorithm": "ppo", "critic_model": "nope"}, "critic_model"),
+    ({"algorithm": "ppo", "critic_model": 7}, "critic_model"),
+    ({"algorithm": "ppo", "critic_model": {"hf_config": {"hidden_size": 64}}},
+     "critic_model.hf_config.num_hidden_layers"),
+    ({"algorithm": "ppo", "critic_model": "qwen2.5-1.5b"}, "critic_model"),  # tp 4, 2 kv heads
+    ({"reward_model": "nope"}, "reward_model"),
+    ({"reward": "rule", "reward_model": "llama-3.1-8b"}, "reward_model"),
+    ({"reward": "human"}, "reward"),
+    ({"colocated": False, "offload_between_phases": True}, "offload_between_phases"),
+])
+def test_bad_models_and_offload_name_the_field(change, field) -> None:
+    with pytest.raises(PlanError) as exc:
+        rl_memory(QWEN_TP4, **{**ROLLOUT, **change})
+    assert exc.value.field == field
+
+
+def test_dpo_refuses_offload_between_phases() -> None:
+    with pytest.raises(PlanError) as exc:
+        rl_memory(QWEN_TP4, **DPO, offload_between_phases=True)
+    assert exc.value.field == "offload_between_phases"
+
+
+def test_cli_and_json_request_take_the_models_and_offload(capsys) -> None:
+    argv = ["rl", "--model", "llama-3.1-70b", "--tp", "8", "--dp", "2", "--zero", "3",
+            "--activation-checkpointing", "full", "--prompts", "32", "--samples-per-prompt", "8",
+            "--prompt-len", "1024", "--response-len", "4096", "--algorithm", "ppo",
+            "--critic-model", "llama-3.1-8b", "--reward-model", "llama-3.1-8b",
+            "--offload-between-phases", "--json"]
+    assert main(argv) == 0
+    want = rl_memory(LLAMA70_TP8, **ROLLOUT_70, algorithm="ppo", critic_model="llama-3.1-8b",
+                     reward_model="llama-3.1-8b", offload_between_phases=True)
+    assert json.loads(capsys.readouterr().out) == want.as_dict()
+    assert main(argv[:-1]) == 0
+    assert "host memory" in capsys.readouterr().out
+    got = json.loads(answer("rl", json.dumps({"scenario": LLAMA70_TP8, **ROLLOUT_70,
+                                              "algorithm": "ppo",
+                                              "critic_model": {"hf_config": {}}})))
+    assert got["ok"] is False and got["field"].startswith("critic_model.hf_config")

@@ -446,6 +446,7 @@ def rl_page(src: str) -> dict[str, str]:
         sleep_phases=", ".join(f"{k} {gib(v)}" for k, v in asleep.phases.items()),
         cli_dpo=cli(["rl", "--model", "qwen2.5-7b", "--tp", "4", "--activation-checkpointing",
                      "full", "--algorithm", "dpo", "--response-len", "1536"]))
+    ctx.update(_rl_models_and_offload(src))
     ctx.update(
         table=md_table(["part", "per GPU"], rows), sequences=str(d["sequences"]),
         seq=f"{d['seq_len']:,}", dominant=d["dominant"].replace("_", " "),
@@ -456,6 +457,72 @@ def rl_page(src: str) -> dict[str, str]:
                  "7168", "--prompt-len", "1024"]),
     )
     return ctx
+
+
+# A 70B policy with an 8B reward model, and a 7B policy with a 1.5B critic (verl's FSDP layout)
+RL70: dict[str, Any] = {"model": "llama-3.1-70b", "training": {"activation_checkpointing": "full"},
+                        "parallelism": {"tp": 8, "dp": 2, "zero": 3}}
+RL70_ROLLOUT: dict[str, Any] = {"prompts": 32, "samples_per_prompt": 8, "prompt_len": 1024,
+                                "response_len": 4096}
+RL70_FLAGS = ["rl", "--model", "llama-3.1-70b", "--tp", "8", "--dp", "2", "--zero", "3",
+              "--activation-checkpointing", "full", "--prompts", "32", "--samples-per-prompt",
+              "8", "--prompt-len", "1024", "--response-len", "4096"]
+RL7_FSDP: dict[str, Any] = {"model": "qwen2.5-7b", "training": {"activation_checkpointing": "full"},
+                            "parallelism": {"dp": 8, "zero": 3}}
+
+
+def _rl_models_and_offload(src: str) -> dict[str, str]:
+    from calc.plan import PlanError, rl_memory
+
+    rm70 = rl_memory(RL70, **RL70_ROLLOUT, reward="model")
+    rm8 = rl_memory(RL70, **RL70_ROLLOUT, reward_model="llama-3.1-8b")
+    off = rl_memory(RL70, **RL70_ROLLOUT, reward_model="llama-3.1-8b", sleep_mode=True,
+                    offload_between_phases=True)
+    asleep = rl_memory(RL70, **RL70_ROLLOUT, reward_model="llama-3.1-8b", sleep_mode=True)
+    rollout = {"prompts": 32, "samples_per_prompt": 8, "prompt_len": 1024, "response_len": 7168}
+    c7 = rl_memory(RL7_FSDP, **rollout, algorithm="ppo")
+    c15 = rl_memory(RL7_FSDP, **rollout, algorithm="ppo", critic_model="qwen2.5-1.5b")
+    claim(src, rm8.total_bytes < rm70.total_bytes and rm8.reward_model_bytes
+          < rm70.reward_model_bytes, "an 8B reward model takes less than a 70B one")
+    claim(src, not asleep.fits and off.fits, "offload between phases makes the 70B step fit")
+    claim(src, not rm70.fits and not rm8.fits, "neither reward model's step fits as set")
+    claim(src, off.phases["training"] > off.phases["rollout"],
+          "offloaded, the training phase sets the peak")
+    claim(src, c15.critic_bytes < c7.critic_bytes, "a 1.5B critic takes less than a 7B one")
+    critic15 = estimate({**RL7_FSDP, "model": "qwen2.5-1.5b", "training": {
+        **RL7_FSDP["training"], "seq_len": c15.seq_len}})
+    claim(src, critic15.device_bytes == c15.critic_bytes, "the critic is its own estimate")
+    try:
+        rl_memory(RL, **rollout, algorithm="ppo", critic_model="qwen2.5-1.5b")
+        claim(src, False, "a 1.5B critic does not split over tp 4")
+    except PlanError as exc:
+        claim(src, exc.field == "critic_model", "the error names critic_model")
+    resident = asleep.policy_resident_bytes + asleep.frozen_bytes
+    claim(src, asleep.phases["rollout"] - off.phases["rollout"] == resident,
+          "offload lowers the rollout phase by the resident bytes")
+    models = [["reward model = the policy (Llama 3.1 70B)", gib(rm70.reward_model_bytes),
+               gib(rm70.total_bytes), pct(rm70.utilization)],
+              ["reward model Llama 3.1 8B", gib(rm8.reward_model_bytes), gib(rm8.total_bytes),
+               pct(rm8.utilization)]]
+    critics = [[f"critic {name}", gib(m.critic_bytes), gib(m.total_bytes), pct(m.utilization)]
+               for name, m in (("= the policy (Qwen2.5 7B)", c7), ("Qwen2.5 1.5B", c15))]
+    phases = [[name, gib(m.phases["rollout"]), gib(m.phases["training"]), gib(m.total_bytes),
+               gib(m.host_bytes)] for name, m in (("sleep mode", asleep),
+                                                   ("sleep mode + offload between phases", off))]
+    return dict(
+        rm_table=md_table(["setting", "reward model", "per GPU", "of the card"], models),
+        critic_table=md_table(["setting", "critic", "per GPU", "of the card"], critics),
+        offload_table=md_table(["setting", "rollout phase", "training phase", "per GPU",
+                                "host memory per GPU"], phases),
+        rm_saved=gib(rm70.total_bytes - rm8.total_bytes), critic15=gib(c15.critic_bytes),
+        critic_logits=gib(critic15.components["logits"]),
+        vocab=f"{critic15.resolved.arch.vocab_size:,}", kv_heads=str(critic15.resolved.arch.kv_heads),
+        resident=gib(resident), off_host=gib(off.host_bytes),
+        off_usable=gib(off.usable_bytes), off_share=pct(off.utilization),
+        off_verdict=FIT_WORDS[off.status],
+        cli_offload=cli([*RL70_FLAGS, "--reward-model", "llama-3.1-8b", "--sleep-mode",
+                         "--offload-between-phases"]),
+    )
 
 
 def inference_page(src: str) -> dict[str, str]:

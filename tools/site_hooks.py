@@ -150,11 +150,21 @@ def _fields(prefix: str, schema: dict[str, Any], names: tuple[str, ...],
 
 
 # The calculator's planning panels (operations), and the labels of fields offered as choices.
-PANELS = ("advise", "import", "cheapest", "rl")
+PANELS = ("advise", "import", "cheapest", "rl", "inference")
+
+
+def _model_choices(default: str) -> dict[Any, str]:
+    """A model field offered as a choice of presets; "" (sent as null: calc's default) first."""
+    by_name = sorted(models().values(), key=lambda m: natural_key(m.name))
+    return {"": default, **{m.id: m.name for m in by_name}}
+
+
 CHOICES: dict[str, dict[str, dict[Any, str]]] = {
     "import": {"format": {f: IMPORT_FORMAT_NAMES[f] for f in IMPORT_FORMATS}},
     "rl": {"kv_dtype_bytes": {n: f"{name} ({n} byte{'s' if n > 1 else ''})"
-                              for n, name in KV_CACHE_DTYPES.items()}},
+                              for n, name in KV_CACHE_DTYPES.items()},
+           "critic_model": _model_choices("The policy's model"),
+           "reward_model": _model_choices("The policy's model (ppo) or none (grpo: a rule)")},
 }
 
 

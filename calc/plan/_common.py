@@ -34,9 +34,10 @@ def bounded(name: str, value: Any, lo: float, hi: float, *, integer: bool = Fals
 
 def changed(
     scenario: Scenario, *, training: dict[str, Any] | None = None,
-    parallelism: dict[str, Any] | None = None, gpu: str | None = None,
+    parallelism: dict[str, Any] | None = None, gpu: str | None = None, model: Any = None,
 ) -> Scenario:
-    """A validated copy of `scenario` with some fields of `training` / `parallelism` replaced.
+    """A validated copy of `scenario` with some fields of `training` / `parallelism` replaced
+    (and its `gpu` or `model`, where given).
 
         >>> s = parse_scenario({"model": "gpt2"})
         >>> changed(s, training={"seq_len": 512}).training.seq_len
@@ -47,6 +48,8 @@ def changed(
     data["parallelism"] = {**data["parallelism"], **(parallelism or {})}
     if gpu is not None:
         data["gpu"] = gpu
+    if model is not None:
+        data["model"] = model
     return parse_scenario(data)
 
 

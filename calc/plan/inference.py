@@ -45,7 +45,7 @@ from pydantic import Field, ValidationError, model_validator
 from ..architecture import Architecture
 from ..estimate import FitStatus
 from ..formatting import FIT_WORDS
-from ..operations import Operation, Request, request_error
+from ..operations import COMPONENT_LABELS, Operation, Request, request_error
 from ..overhead import CUDA_CONTEXT_BYTES, NCCL_PER_GROUP
 from ..params import count_params
 from ..presets import GpuPreset, UnknownPreset, resolve_gpu
@@ -73,23 +73,29 @@ class InferenceRequest(Request):
     model: str | dict[str, Any] = Field(description="model preset id, or a scenario's model "
                                         "object ({\"hf_config\": {...}} or an architecture)")
     gpu: str = Field("h100-sxm-80gb", description="GPU preset id")
-    tp: int = Field(1, ge=1, le=1024, description="tensor-parallel GPUs of one engine")
-    max_model_len: int | None = Field(None, ge=1, le=MAX_SEQ, description=(
-        "context length per sequence, prompt + output (default: the model's "
-        "max_position_embeddings, as vLLM)"))
-    weight_dtype: WeightDtype = Field("bf16", description="weights as loaded")
-    kv_cache_dtype: KVDtype = Field("auto", description="KV cache dtype (auto: the weights' "
-                                    "dtype, bf16 for quantised weights)")
-    gpu_memory_utilization: float = Field(DEFAULT_UTILIZATION, gt=0, le=1, description=(
+    tp: int = Field(1, ge=1, le=1024, title="Tensor-parallel GPUs (tp)",
+                    description="tensor-parallel GPUs of one engine")
+    max_model_len: int | None = Field(
+        None, ge=1, le=MAX_SEQ, title="Context length (max_model_len)", description=(
+            "context length per sequence, prompt + output (default: the model's "
+            "max_position_embeddings, as vLLM)"))
+    weight_dtype: WeightDtype = Field("bf16", title="Weights", description="weights as loaded")
+    kv_cache_dtype: KVDtype = Field("auto", title="KV cache dtype", description=(
+        "KV cache dtype (auto: the weights' dtype, bf16 for quantised weights)"))
+    gpu_memory_utilization: float = Field(DEFAULT_UTILIZATION, gt=0, le=1,
+                                          title="GPU memory utilization", description=(
         "fraction of the GPU's memory the engine may use (vLLM's --gpu-memory-utilization)"))
     max_num_seqs: int = Field(DEFAULT_MAX_NUM_SEQS, ge=1, le=MAX_COUNT,
+                              title="Most sequences at once (max_num_seqs)",
                               description="most sequences scheduled at once")
     max_num_batched_tokens: int = Field(DEFAULT_BATCHED_TOKENS, ge=1, le=MAX_SEQ,
+                                        title="Tokens per forward pass",
                                         description="tokens per forward pass (the profiling "
                                                     "run's size)")
-    block_size: int = Field(DEFAULT_BLOCK_SIZE, ge=1, le=1024,
+    block_size: int = Field(DEFAULT_BLOCK_SIZE, ge=1, le=1024, title="KV cache block (tokens)",
                             description="tokens per KV cache block")
-    enforce_eager: bool = Field(False, description="no CUDA graphs (vLLM's --enforce-eager)")
+    enforce_eager: bool = Field(False, title="No CUDA graphs (enforce_eager)",
+                                description="no CUDA graphs (vLLM's --enforce-eager)")
 
     @model_validator(mode="after")
     def _kv_dtype(self) -> InferenceRequest:
@@ -151,8 +157,11 @@ class InferenceMemory:
         return "fits" if self.kv_cache_tokens >= self.max_model_len else "does_not_fit"
 
     def as_dict(self) -> dict[str, Any]:
+        q = self.request
         return {
-            "gpu": self.gpu.id, "tp": self.request.tp, "param_count": self.param_count,
+            "gpu": self.gpu.id, "tp": q.tp, "param_count": self.param_count,
+            "weight_dtype": q.weight_dtype, "gpu_memory_utilization": q.gpu_memory_utilization,
+            "max_num_seqs": q.max_num_seqs, "max_num_batched_tokens": q.max_num_batched_tokens,
             "max_model_len": self.max_model_len, "budget_bytes": self.budget_bytes,
             "weight_bytes": self.weight_bytes, "activation_bytes": self.activation_bytes,
             "non_torch_bytes": dict(self.non_torch_bytes),
@@ -271,9 +280,20 @@ def _text(m: InferenceMemory, request: InferenceRequest) -> str:
     return "\n".join(lines)
 
 
+# What the page calls each part of the memory outside PyTorch (the training report's names where
+# the part is the same)
+NON_TORCH_LABELS = {"cuda_context": COMPONENT_LABELS["overhead/cuda_context"],
+                    "nccl": COMPONENT_LABELS["overhead/nccl"], "cuda_graphs": "CUDA graphs"}
+
+
+def _page(m: InferenceMemory, request: InferenceRequest) -> dict[str, Any]:
+    """The answer with the names of the parts outside PyTorch, as the page shows them."""
+    return {**m.as_dict(), "non_torch_labels": {k: NON_TORCH_LABELS[k] for k in m.non_torch_bytes}}
+
+
 OPERATIONS: tuple[Operation[InferenceRequest, InferenceMemory], ...] = (
     Operation("inference", "serving memory (vLLM-style): weights, KV cache, concurrent "
-              "sequences per GPU", InferenceRequest, run=serve, text=_text),
+              "sequences per GPU", InferenceRequest, run=serve, text=_text, browser=_page),
 )
 
 __all__ = ["InferenceMemory", "InferenceRequest", "activation_bytes", "inference_memory",

@@ -16,7 +16,7 @@ export function fixed(x, digits) {
 }
 
 // `x` to `figures` significant figures, never in exponent form: 7.62, 70.6, 671, 1,307.
-function significant(x, figures = 3) {
+export function significant(x, figures = 3) {
   if (x === 0) return "0";
   return fixed(x, Math.max(0, figures - 1 - Math.floor(Math.log10(Math.abs(x)))));
 }

@@ -1,4 +1,5 @@
-// The planning panels, on demand: parallelism advisor, config import, cheapest GPUs, RL rollouts.
+// The planning panels, on demand: parallelism advisor, config import, cheapest GPUs, RL rollouts,
+// serving memory.
 // Each panel is a small form under the result, its inputs generated from its operation's
 // request model (DATA.requests: label, hint, default or example, bounds, choices); its button
 // sends the scenario above and the panel's inputs to calc, and shows the answer as calc
@@ -9,7 +10,7 @@
 import { textProblem } from "../assets/untrusted.mjs";
 import { clearErrors, fillForm, readScenario } from "./form.mjs";
 import { $, DATA, LIMITS, call, count, esc, failed, gpuName, live, say, timings } from "./page.mjs";
-import { applies, notes, renderAdvice, renderCheapest, renderRl } from "./plans.mjs";
+import { applies, notes, renderAdvice, renderCheapest, renderRl, renderServing } from "./plans.mjs";
 
 const SHOWN_PLANS = 5; // the advisor's plans the page lists (a display choice)
 
@@ -76,12 +77,24 @@ const TOOLS = {
       reward models and the rollout engine's weights, KV cache and workspace, per GPU, for the
       scenario above (<code>calc.plan.rl_memory</code>).`,
     fields: ["algorithm", "prompts", "samples_per_prompt", "prompt_len", "response_len", "kv_dtype_bytes", "engines",
-      "colocated", "reference_model", "sleep_mode"],
+      "critic_model", "reward_model", "colocated", "reference_model", "sleep_mode", "offload_between_phases"],
     // DPO has no rollout: its batch is the scenario's, so the rollout inputs are not sent
     request: (scenario, inputs) => ({ scenario, ...(inputs.algorithm === "dpo"
       ? { prompts: null, samples_per_prompt: null } : {}) }),
     basis: (s) => s, // rl_memory sets seq_len itself, but the panel also shows the scenario as set
     render: renderRl,
+  },
+  inference: {
+    title: "Serving memory: vLLM on this GPU", button: "Estimate serving",
+    intro: `The model and GPU above served by one vLLM-style engine: its weights, activation
+      workspace and the memory outside PyTorch, the KV cache left in its budget, and how many
+      sequences of the context length it holds at once (<code>calc.plan.inference_memory</code>).
+      The training settings above do not enter.`,
+    fields: ["tp", "max_model_len", "weight_dtype", "kv_cache_dtype", "gpu_memory_utilization", "max_num_seqs",
+      "max_num_batched_tokens", "enforce_eager"],
+    request: (scenario) => ({ model: scenario.model, gpu: scenario.gpu }),
+    basis: (s) => [s.model, s.gpu],
+    render: renderServing,
   },
 };
 const toolSeq = {};
@@ -158,7 +171,7 @@ function readTool(form) {
       if (raw === "") out[el.name] = el.validity.badInput ? "not a number" : null; // null: calc's default
       else out[el.name] = Number.isFinite(Number(raw)) ? Number(raw) : raw; // calc says what is wrong
     } else if ("number" in el.dataset) out[el.name] = Number(el.value);
-    else out[el.name] = el.value;
+    else out[el.name] = el.value === "" && el.tagName === "SELECT" ? null : el.value; // "": calc's default
   }
   return out;
 }

@@ -355,6 +355,31 @@ def test_rl_panel_is_calcs_rl_memory(calculator: Calculator) -> None:
         kv_dtype_bytes=1, colocated=False).total_bytes
 
 
+def test_rl_panel_takes_critic_and_reward_models_and_offload(calculator: Calculator) -> None:
+    """The critic and reward models chosen among the presets, the models offloaded between
+    phases: rl_memory's answer, with the host memory it needs."""
+    calculator.open(RL)
+    page = calculator.page
+    if not page.evaluate("document.getElementById('calc-rl').open"):
+        page.click("#calc-rl > summary")
+    page.check("#t-rl-offload_between_phases")
+    got = run_panel(calculator, "rl", {"algorithm": "ppo", "prompts": "32", "samples_per_prompt": "8",
+                                       "prompt_len": "1024", "response_len": "7168",
+                                       "critic_model": "qwen3-0.6b", "reward_model": "qwen3-8b"})
+    want = rl_memory(RL, algorithm="ppo", prompts=32, samples_per_prompt=8, prompt_len=1024,
+                     response_len=7168, critic_model="qwen3-0.6b", reward_model="qwen3-8b",
+                     offload_between_phases=True)
+    assert got == as_json({"ok": True, **want.as_dict(),
+                           "scenario_device_bytes": estimate(RL).device_bytes})
+    assert int(page.get_attribute("#calc-rl-host", "data-value")) == want.host_bytes > 0
+    for phase, value in want.phases.items():
+        assert int(page.get_attribute(f"#calc-rl-table tfoot [data-key='phases.{phase}']", "data-value")) == value
+    page.select_option("#t-rl-algorithm", "grpo")  # a critic without ppo: named beside its input
+    got = run_panel(calculator, "rl", {})
+    assert got["ok"] is False and got["field"] == "critic_model"
+    assert "critic" in shown_error(page, "t-rl-critic_model")
+
+
 def test_rl_bad_prompt_count_is_named_beside_the_input(calculator: Calculator) -> None:
     calculator.open(RL)
     got = run_panel(calculator, "rl", {"prompts": "0"})
