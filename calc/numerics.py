@@ -72,3 +72,11 @@ def numerics(precision: str, mixed_precision: str, fsdp: bool, clone: bool = Fal
     if fsdp:  # FSDP2 with a low-precision param_dtype: compute as pure, store fp32
         return Numerics(low, linear_in, low, 4, low, 4, 4, 0, False, True, False)
     return Numerics(low, linear_in, 4, 4, low, 4, 4, copy, True, False, True)
+
+
+def numerics_for(precision: str, mixed_precision: str, zero: int, deepspeed: bool) -> Numerics:
+    """The widths of a layout: FSDP2 gathers low at stages 2-3 under torch; DeepSpeed's ZeRO
+    (stages 1-3) clones fp32 parameters' partition for its optimizer (master weights have
+    theirs already)."""
+    return numerics(precision, mixed_precision, zero >= 2 and not deepspeed,
+                    clone=deepspeed and zero >= 1 and mixed_precision != "master")

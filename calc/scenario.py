@@ -332,6 +332,27 @@ def resolve(scenario: Scenario) -> Resolved:
     return Resolved(scenario, arch, gpu, preset, tuple(warnings))
 
 
+def framework_problem(precision: str, mixed_precision: str, implementation: str,
+                      p: Parallelism) -> str | None:
+    """Why `p.framework` cannot train this precision (a rule of `parallelism.framework`), or
+    None; the advisor asks it before laying out a combination."""
+    if p.framework == "torch" and mixed_precision == "master":
+        return ("torch's DDP, ZeroRedundancyOptimizer and FSDP2 keep no separate fp32 master "
+                "copy: use mixed_precision amp, or framework deepspeed")
+    if p.framework != "deepspeed":
+        return None
+    if implementation == "megatron":
+        return ("implementation megatron runs Megatron-LM's own data parallelism and "
+                "distributed optimizer: leave framework out")
+    if mixed_precision not in ("master", "amp") and precision != "fp32":
+        return (f"DeepSpeed is modelled with mixed_precision master (its bf16/fp16 mode) or "
+                f"amp (its torch_autocast), not {mixed_precision}")
+    if p.zero == 3 and not p.zero3_modelled(precision, mixed_precision):
+        return ("DeepSpeed's ZeRO-3 under torch_autocast (fp32 partitions gathered, then cast "
+                "per op) is not modelled: use mixed_precision master or zero 0, 1 or 2")
+    return None
+
+
 def _check(s: Scenario, arch: Architecture, gpu: GpuPreset) -> list[EstimateWarning]:
     t, p = s.training, s.parallelism
     out: list[EstimateWarning] = []
@@ -425,20 +446,9 @@ def _check(s: Scenario, arch: Architecture, gpu: GpuPreset) -> list[EstimateWarn
              f"seq_len {t.seq_len} exceeds max_position_embeddings "
              f"({arch.max_position_embeddings}); memory is estimated, quality is not")
     # Sharding and offload.
-    if p.framework == "torch" and t.mixed_precision == "master":
-        fail("parallelism.framework", "torch's DDP, ZeroRedundancyOptimizer and FSDP2 keep no "
-             "separate fp32 master copy: use mixed_precision amp, or framework deepspeed")
-    if p.framework == "deepspeed":
-        if t.implementation == "megatron":
-            fail("parallelism.framework", "implementation megatron runs Megatron-LM's own "
-                 "data parallelism and distributed optimizer: leave framework out")
-        if t.mixed_precision not in ("master", "amp") and t.precision != "fp32":
-            fail("parallelism.framework", f"DeepSpeed is modelled with mixed_precision master "
-                 f"(its bf16/fp16 mode) or amp (its torch_autocast), not {t.mixed_precision}")
-        if p.zero == 3 and not p.zero3_modelled(t.precision, t.mixed_precision):
-            fail("parallelism.framework", "DeepSpeed's ZeRO-3 under torch_autocast (fp32 "
-                 "partitions gathered, then cast per op) is not modelled: use mixed_precision "
-                 "master or zero 0, 1 or 2")
+    problem = framework_problem(t.precision, t.mixed_precision, t.implementation, p)
+    if problem:
+        fail("parallelism.framework", problem)
     if p.zero and p.shard_group == 1:
         warn("zero_without_dp", "parallelism.zero",
              "ZeRO shards over dp x cp, which is 1: nothing is sharded"

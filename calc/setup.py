@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 
 from .architecture import Architecture
-from .numerics import Numerics, numerics
+from .numerics import Numerics, numerics_for
 from .optimizers import OPTIMIZERS, Optimizer, OptimizerImpl
 from .params import ParamCounts, count_params, lora_targets
 from .placement import Stage, stages
@@ -138,8 +138,7 @@ class Setup:
         self.counts = count_params(arch)
         # DeepSpeed's engine (master weights, or asked for): its own ZeRO, never FSDP2
         self.deepspeed = p.engine(t.mixed_precision) == "deepspeed"
-        self.n = numerics(t.precision, t.mixed_precision, p.zero >= 2 and not self.deepspeed,
-                          clone=self.deepspeed and p.zero >= 1 and t.mixed_precision != "master")
+        self.n = numerics_for(t.precision, t.mixed_precision, p.zero, self.deepspeed)
         self.stages = stages(self.counts, p.pp, p.pipeline_schedule, p.virtual_stages)
         self.schedule, self.virtual_stages = p.pipeline_schedule, p.virtual_stages
         self.seq_len = t.seq_len

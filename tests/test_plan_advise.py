@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from calc import ScenarioError, estimate
 from calc.cli import main
+from calc.operations import answer
 from calc.plan import PlanError, advise, fits_target
 from calc.plan.advise import TIE_TOLERANCE, _Ctx, _Layout, _Search
 from calc.plan.cost import attention_forward_flops, matmul_weights
@@ -446,3 +447,29 @@ def test_allow_lora_contradictions_name_the_field(capsys) -> None:
     assert main(["advise", "--model", "llama-3-8b", "--finetuning", "qlora", "--gpus", "8",
                  "--allow-lora"]) == 2
     assert "allow_lora" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("framework", "never"), [
+    ("deepspeed", {("pure", z) for z in range(4)} | {("amp", 3)}),
+    ("torch", {("master", z) for z in range(4)}),
+])
+def test_the_framework_is_kept_and_what_it_cannot_train_is_skipped(framework, never) -> None:
+    """parallelism.framework is not searched: every plan runs it, and the precisions and
+    stages it does not run (DeepSpeed: no pure bf16, no ZeRO-3 under torch_autocast; torch:
+    no master weights) are counted apart instead of estimated."""
+    r = advise("llama-3.1-8b", "h100-sxm-80gb", 16, 4096, 64, framework=framework)
+    assert r.plans and r.rejected["framework_cannot_train"] > 0
+    for p in r.plans:
+        assert p.scenario.parallelism.framework == framework
+        assert (p.scenario.training.mixed_precision, p.scenario.parallelism.zero) not in never
+    assert r.assumptions["framework"] == framework
+
+
+def test_the_scenarios_framework_reaches_the_advisor_and_allow_lora_refuses_deepspeed() -> None:
+    scenario = {"model": "llama-3.1-8b", "parallelism": {"dp": 8, "framework": "deepspeed"}}
+    out = json.loads(answer("advise", json.dumps({"scenario": scenario, "gpus": 16})))
+    assert out["assumptions"]["framework"] == "deepspeed"
+    with pytest.raises(PlanError) as exc:
+        advise("llama-3.1-8b", "h100-sxm-80gb", 16, 4096, 64, framework="deepspeed",
+               allow_lora=True)
+    assert exc.value.field == "allow_lora"

@@ -74,19 +74,21 @@ from pydantic import Field
 
 from ..estimate import Estimate, estimate
 from ..formatting import params as param_text
-from ..numerics import numerics
+from ..numerics import numerics, numerics_for
 from ..operations import Cli, Operation, Request
 from ..overhead import overhead
 from ..params import count_params
 from ..presets import gpus as gpu_presets
 from ..presets import resolve_gpu
 from ..scenario import (
+    Framework,
     ModelSpec,
     Parallelism,
     Resolved,
     Scenario,
     ScenarioError,
     Training,
+    framework_problem,
     parse_scenario,
     resolve,
 )
@@ -211,7 +213,8 @@ class AdviceResult:
     """The ranked plans and what the search did. In `rejected`, the rule reasons
     (`tp_not_dividing_heads`, `tp_crosses_node`, `pp_exceeds_layers`, `cp_short_sequence`,
     `dp_not_dividing_global_batch`) count (tp, pp, dp, cp) factorisations; the others
-    (`model_states_exceed_target`, `host_memory_exceeds_limit`, `no_micro_batch_fits`,
+    (`framework_cannot_train`: a precision or stage the scenario's parallelism.framework does
+    not run, `model_states_exceed_target`, `host_memory_exceeds_limit`, `no_micro_batch_fits`,
     `dominated`, `slower_than_top`) count the combinations of `searched`. Where nothing fits,
     `floor` and `changes` say how far off it is and what would fit. With allow_lora, `plans`
     lists the full fine-tuning plans, then LoRA's, then QLoRA's (each group fastest first,
@@ -329,7 +332,8 @@ class _Search:
         sp = lay.tp > 1 and self.ctx.seq_len % (lay.tp * lay.cp) == 0
         return Parallelism(dp=lay.dp, tp=lay.tp, pp=lay.pp, cp=lay.cp, ep=lay.ep, zero=lay.zero,
                            sequence_parallel=sp, offload_optimizer=lay.offload >= 1,
-                           offload_params=lay.offload == 2)
+                           offload_params=lay.offload == 2,
+                           framework=self.base.parallelism.framework)
 
     def setup(self, lay: _Layout) -> Setup:
         """The symbols of the base scenario laid out as `lay` (no estimate)."""
@@ -487,9 +491,15 @@ def _search_layouts(base: Scenario, r: Resolved, peak: float, keep_precision: bo
             for zero, off in _shardings(dp, cp, offloads):
                 for mixed in precisions:
                     lay = _Layout(tp, pp, dp, cp, ep, zero, mixed, off)
+                    par = search.parallelism(lay)
+                    if framework_problem(t.precision, mixed, t.implementation, par):
+                        rejected["framework_cannot_train"] = \
+                            rejected.get("framework_cannot_train", 0) + len(CHECKPOINTING)
+                        continue
                     if held is None:
                         held = search.held(lay)
-                    n = numerics(t.precision, mixed, zero >= 2)
+                    n = numerics_for(t.precision, mixed, zero,
+                                     par.engine(mixed) == "deepspeed")
                     wb, gb = n.gathered_weight if zero == 3 else n.weight, n.grad
                     # Without a bubble (pp 1) the fewest micro-batches are the fastest; the
                     # bubble shrinks with their count m, unless per-micro-batch work
@@ -502,7 +512,7 @@ def _search_layouts(base: Scenario, r: Resolved, peak: float, keep_precision: bo
                         bound = min(_step_time(ctx, lay, ck, mb, held, wb, gb).total
                                     for mb in tried)
                         heap.append((bound, i, searched, lay, ck, held, wb, gb))
-    searched += rejected.get("dominated", 0)
+    searched += rejected.get("dominated", 0) + rejected.get("framework_cannot_train", 0)
     heapq.heapify(heap)
 
     found: list[_Found] = []
@@ -553,6 +563,7 @@ def advise(
     top: int = DEFAULT_TOP, host_memory_gib: float = DEFAULT_HOST_MEMORY_GIB,
     offload_optimizer: bool | None = None, offload_params: bool | None = None,
     pcie_gbps: float = DEFAULT_PCIE_GBPS, suggest: bool = True, allow_lora: bool = False,
+    framework: Framework | None = None,
 ) -> AdviceResult:
     """The `top` fastest layouts of `gpus` GPUs that fit, for `global_batch` sequences of
     `seq_len` tokens per step (default: `default_global_batch`). `base_training` gives
@@ -562,7 +573,8 @@ def advise(
     `suggest`: where nothing fits, search the changes that would fit (`changes`).
     `allow_lora`: for full fine-tuning, also the `top` fastest LoRA and QLoRA plans (the
     training's lora_rank and lora_targets), listed after the full fine-tuning plans: they
-    change what is trained (`Plan.changes_training`)."""
+    change what is trained (`Plan.changes_training`). `framework` (parallelism.framework) is
+    kept in every plan; precisions and stages it does not run are skipped."""
     _check(gpus, seq_len, global_batch, gpus_per_node, inter_node_gbps, mfu, overlap, top,
            host_memory_gib, pcie_gbps)
     _check_target(target)
@@ -577,7 +589,8 @@ def advise(
     training.update(seq_len=seq_len, micro_batch_size=1, gradient_accumulation_steps=1,
                     activation_checkpointing="none", recompute_layers=None,
                     checkpoint_every=None, selective_policy=None)
-    base = parse_scenario({"model": model, "gpu": gpu, "training": training})
+    base = parse_scenario({"model": model, "gpu": gpu, "training": training,
+                           "parallelism": {"framework": framework}})
     r = resolve(base)  # a bad model, GPU or precision is reported as itself
     t = base.training
     peak = r.gpu.dense_tflops.get(_PEAK_KEY[t.precision])
@@ -598,12 +611,16 @@ def advise(
         raise PlanError("allow_lora", f"adds LoRA and QLoRA beside full fine-tuning; the "
                         f"scenario already trains {t.finetuning} (training.finetuning), which "
                         "the advisor keeps: leave allow_lora out")
+    if allow_lora and framework == "deepspeed":
+        raise PlanError("allow_lora", "LoRA and QLoRA are modelled with torch's forms, not "
+                        "parallelism.framework deepspeed: leave one of them out")
     bases = [base]
     if allow_lora:
         adapted = {k: v for k, v in training.items() if keep_precision or k != "mixed_precision"}
         for kind in ADAPTERS:
             bases.append(parse_scenario({"model": model, "gpu": gpu,
-                                         "training": {**adapted, "finetuning": kind}}))
+                                         "training": {**adapted, "finetuning": kind},
+                                         "parallelism": {"framework": framework}}))
             resolve(bases[-1])  # a bad lora_rank or lora_targets is reported as itself
     outcomes = [_search_layouts(b, r if b is base else resolve(b), peak, keep_precision,
                                 offloads, gpus=gpus, global_batch=global_batch, target=target,
@@ -631,7 +648,7 @@ def advise(
         "pcie_gbps": pcie_gbps, "precisions": list(own.precisions),
         "offloads": [OFFLOADS[o] for o in offloads], "checkpointing": list(CHECKPOINTING),
         "tie_tolerance": TIE_TOLERANCE,
-        "finetuning": [b.training.finetuning for b in bases]}
+        "finetuning": [b.training.finetuning for b in bases], "framework": framework}
     rejected: dict[str, int] = {}
     for o in outcomes:
         for reason, count in o.rejected.items():
@@ -889,7 +906,8 @@ class AdviseRequest(Request):
                                      "over the scenario's (the command line's training flags)")
     parallelism: dict[str, Any] = Field(default_factory=dict, description=(
         "only offload_optimizer / offload_params (true: every plan offloads it, false: none "
-        "does; default: searched); the rest of the parallelism is what is searched"))
+        "does; default: searched) and framework (kept, over the scenario's); the rest of the "
+        "parallelism is what is searched"))
     gpus: int = Field(title="GPU count", description=f"GPUs to lay out (1 to {MAX_GPUS})",
                       examples=[DEFAULT_GPUS_PER_NODE],
                       json_schema_extra={"minimum": 1, "maximum": MAX_GPUS})
@@ -922,10 +940,13 @@ class AdviseRequest(Request):
     def base(self) -> dict[str, Any]:
         """The scenario advised on: `scenario` with `model`, `gpu` and `training` over it."""
         for name in self.parallelism:
+            if name == "framework":
+                continue  # checked with the scenario
             if name not in OFFLOAD_FIELDS:
                 raise PlanError(f"parallelism.{name}", "advise searches tp, pp, dp, cp, ep, "
                                 "zero and sequence_parallel; leave it out (offload_optimizer "
-                                "and offload_params may be given: true requires, false forbids)")
+                                "and offload_params may be given: true requires, false "
+                                "forbids; framework is kept)")
             if not isinstance(self.parallelism[name], bool):
                 raise PlanError(f"parallelism.{name}", "must be true or false")
         data = dict(self.scenario or {})
@@ -958,14 +979,15 @@ OFFLOAD_FIELDS = ("offload_optimizer", "offload_params")
 
 def _run(q: AdviseRequest) -> AdviceResult:
     data = q.base()
-    s = parse_scenario(data)
+    s = parse_scenario(data)  # as given: its own batch, its framework
     return advise(data["model"], s.gpu, q.gpus, s.training.seq_len, q.batch(s),
                   gpus_per_node=q.gpus_per_node, inter_node_gbps=q.inter_node_gbps, mfu=q.mfu,
                   target=q.target, overlap=q.overlap, base_training=data["training"],
                   tp_across_nodes=q.tp_across_nodes, top=q.top, host_memory_gib=q.host_memory_gib,
                   pcie_gbps=q.pcie_gbps, allow_lora=q.allow_lora,
                   offload_optimizer=q.parallelism.get("offload_optimizer"),
-                  offload_params=q.parallelism.get("offload_params"))
+                  offload_params=q.parallelism.get("offload_params"),
+                  framework=q.parallelism.get("framework", s.parallelism.framework))
 
 
 def _plan_lines(p: dict[str, Any]) -> list[str]:
@@ -1029,7 +1051,9 @@ def _text(result: AdviceResult, request: AdviseRequest) -> str:
     lines = [f"{a['gpus']} GPUs, {a['global_batch']} sequences of {a['seq_len']} tokens per "
              f"step{source[a['global_batch_source']]}: {d['estimates']} estimates over "
              f"{d['searched']} combinations; plans within {a['tie_tolerance']:.0%} of each other "
-             "are tied and listed simplest first"]
+             "are tied and listed simplest first"
+             + (f"; every plan runs {a['framework']} (parallelism.framework)"
+                if a["framework"] else "")]
     if len(result.trains) <= 1:  # the scenario's own training alone
         for p in d["plans"]:
             lines += _plan_lines(p)

@@ -44,7 +44,7 @@ const TOOLS = {
     // about 2M tokens per step) is what the advisor lays out, so the split is not sent.
     request: (scenario) => ({ scenario: withoutBatch(scenario), top: SHOWN_PLANS }),
     basis: (s) => [s.model, s.gpu, { ...s.training, micro_batch_size: 0, gradient_accumulation_steps: 0,
-      activation_checkpointing: 0, recompute_layers: 0, mixed_precision: 0 }],
+      activation_checkpointing: 0, recompute_layers: 0, mixed_precision: 0 }, s.parallelism?.framework ?? null],
     render: renderAdvice,
   },
   import: {
