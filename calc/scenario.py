@@ -107,6 +107,12 @@ class Training(_Strict):
                                          else "ops")
 
 
+def engine_of(framework: Framework | None, mixed_precision: str) -> Framework:
+    """The framework in effect: as asked, else DeepSpeed for master weights (its bf16
+    optimizer keeps the fp32 copy), torch otherwise."""
+    return framework or ("deepspeed" if mixed_precision == "master" else "torch")
+
+
 class Parallelism(_Strict):
     """How the job is split across GPUs. World size is dp x tp x pp x cp."""
 
@@ -129,9 +135,7 @@ class Parallelism(_Strict):
         "mixed_precision master, else torch")
 
     def engine(self, mixed_precision: str) -> Framework:
-        """The framework in effect: as asked, else DeepSpeed for master weights (its bf16
-        optimizer keeps the fp32 copy), torch otherwise."""
-        return self.framework or ("deepspeed" if mixed_precision == "master" else "torch")
+        return engine_of(self.framework, mixed_precision)
 
     def zero3_modelled(self, precision: str, mixed_precision: str) -> bool:
         """Whether ZeRO-3 is modelled for this engine and precision: not DeepSpeed's stage 3

@@ -88,6 +88,7 @@ from ..scenario import (
     Scenario,
     ScenarioError,
     Training,
+    engine_of,
     framework_problem,
     parse_scenario,
     resolve,
@@ -472,6 +473,7 @@ def _search_layouts(base: Scenario, r: Resolved, peak: float, keep_precision: bo
                inter_node_gbps * 1e9, 1 - overlap, tp_across_nodes,
                r.gpu.memory_bandwidth_gbps * 1e9, pcie_gbps * 1e9, CPU_ADAM_PARAMS_PER_S / node)
     rejected: dict[str, int] = {}
+    framework = base.parallelism.framework  # kept; None: by precision (engine_of)
     search = _Search(base, ctx, target, host_memory_gib * GiB)
     search.estimates = estimates
 
@@ -491,15 +493,15 @@ def _search_layouts(base: Scenario, r: Resolved, peak: float, keep_precision: bo
             for zero, off in _shardings(dp, cp, offloads):
                 for mixed in precisions:
                     lay = _Layout(tp, pp, dp, cp, ep, zero, mixed, off)
-                    par = search.parallelism(lay)
-                    if framework_problem(t.precision, mixed, t.implementation, par):
+                    if framework and framework_problem(t.precision, mixed, t.implementation,
+                                                       search.parallelism(lay)):
                         rejected["framework_cannot_train"] = \
                             rejected.get("framework_cannot_train", 0) + len(CHECKPOINTING)
                         continue
                     if held is None:
                         held = search.held(lay)
                     n = numerics_for(t.precision, mixed, zero,
-                                     par.engine(mixed) == "deepspeed")
+                                     engine_of(framework, mixed) == "deepspeed")
                     wb, gb = n.gathered_weight if zero == 3 else n.weight, n.grad
                     # Without a bubble (pp 1) the fewest micro-batches are the fastest; the
                     # bubble shrinks with their count m, unless per-micro-batch work
