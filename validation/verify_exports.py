@@ -57,6 +57,12 @@ SCENARIOS: dict[str, dict[str, Any]] = {
                      "activation_checkpointing": "full"},
         "parallelism": {"dp": 8, "zero": 2},
     },
+    "zero2-deepspeed-autocast": {  # framework deepspeed: the HF Trainer nests torch_autocast
+        "model": "llama-3-8b",
+        "training": {"micro_batch_size": 2, "gradient_accumulation_steps": 4,
+                     "activation_checkpointing": "full"},
+        "parallelism": {"dp": 8, "zero": 2, "framework": "deepspeed"},
+    },
     "fsdp2-amp": {
         "model": "llama-3-8b",
         "training": {"micro_batch_size": 2, "activation_checkpointing": "full"},
@@ -170,7 +176,15 @@ def check_hf_trainer(name: str, scenario: dict[str, Any]) -> str:
     t = scenario["training"]
     assert args.per_device_train_batch_size == t["micro_batch_size"]
     assert args.gradient_accumulation_steps == t.get("gradient_accumulation_steps", 1)
-    assert args.bf16
+    nested = kwargs.get("deepspeed") or {}
+    if "torch_autocast" in nested:  # the precision is the nested config's, its flags off
+        from deepspeed.runtime.config import DeepSpeedConfig
+
+        assert not args.bf16 and not args.fp16
+        cfg = DeepSpeedConfig({k: v for k, v in nested.items() if k != "train_batch_size"})
+        assert cfg.torch_autocast_enabled and not cfg.bfloat16_config.enabled
+    else:
+        assert args.bf16
     p = scenario.get("parallelism", {})
     ckpt = t.get("activation_checkpointing") == "full"
     if p.get("zero") in (2, 3) and "deepspeed" not in kwargs:  # FSDP: TrainingArguments' own reading
@@ -282,9 +296,10 @@ def check_megatron(name: str, scenario: dict[str, Any]) -> str:
 
 CHECKS: dict[str, tuple[Callable[[str, dict[str, Any]], str], tuple[str, ...]]] = {
     "deepspeed": (check_deepspeed, ("zero2-offload-master", "zero3-master",
-                                    "zero2-amp-autocast")),
+                                    "zero2-amp-autocast", "zero2-deepspeed-autocast")),
     "accelerate-fsdp": (check_accelerate, ("fsdp2-amp",)),
-    "hf-trainer": (check_hf_trainer, ("zero2-offload-master", "fsdp2-amp", "fsdp2-zero2-bf16")),
+    "hf-trainer": (check_hf_trainer, ("zero2-offload-master", "fsdp2-amp", "fsdp2-zero2-bf16",
+                                      "zero2-deepspeed-autocast")),
     "torchtitan": (check_torchtitan, ("fsdp2-amp", "4d-pp-tp-sp", "pure-cp-chunked",
                                       "moe-ep-offload")),
     "megatron": (check_megatron, ("megatron-3d-block", "megatron-fsdp2",
