@@ -61,6 +61,9 @@ class Architecture(BaseModel):
     attention_dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
     resid_pdrop: float = Field(default=0.0, ge=0.0, lt=1.0)
     embd_pdrop: float = Field(default=0.0, ge=0.0, lt=1.0)
+    # A classification head of num_labels outputs in place of the LM head (transformers'
+    # *ForSequenceClassification / *ForTokenClassification: reward models, PPO critics).
+    num_labels: int | None = Field(default=None, gt=0, le=_MAX_VOCAB)
     final_logit_softcapping: float | None = Field(default=None, gt=0)
     attn_logit_softcapping: float | None = Field(default=None, gt=0)
     # Mixture of experts (Mixtral, Qwen MoE, DeepSeek-V3 names mapped onto these).
@@ -149,6 +152,12 @@ class Architecture(BaseModel):
         if self.head_dim is not None:
             return self.head_dim
         return self.hidden_size // self.num_attention_heads
+
+    @property
+    def head_outputs(self) -> int:
+        """The head's outputs per token: num_labels for a classification head, else the
+        vocabulary (the LM head's logits)."""
+        return self.num_labels or self.vocab_size
 
     @property
     def is_mla(self) -> bool:
@@ -248,6 +257,9 @@ class ConfigError(FieldError):
     """A `config.json` that cannot be read; `field` names the offending key."""
 
 
+_CLASSIFIERS = ("ForSequenceClassification", "ForTokenClassification")
+
+
 def from_hf_config(config: dict[str, Any]) -> tuple[Architecture, list[str]]:
     """Read a Hugging Face `config.json` (unknown keys ignored) into an `Architecture`.
 
@@ -280,6 +292,14 @@ def from_hf_config(config: dict[str, Any]) -> tuple[Architecture, list[str]]:
     reader = _READERS.get(model_type, _read_llama)
     fields = reader(cfg)
     fields["model_type"] = model_type
+    heads = config.get("architectures")
+    if isinstance(heads, list) and any(isinstance(a, str) and a.endswith(_CLASSIFIERS)
+                                       for a in heads):
+        labels = config.get("id2label")
+        fields["num_labels"] = config.get("num_labels", len(labels) if isinstance(
+            labels, dict) and labels else 2)  # PretrainedConfig's default: 2
+        notes.append(f"architectures {heads[0]}: a classification head of "
+                     f"{fields['num_labels']} outputs in place of the LM head")
     try:
         arch = Architecture.model_validate(fields)
     except ValidationError as exc:  # re-raise naming the config.json key

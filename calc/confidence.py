@@ -73,6 +73,9 @@ def confidence(r: Resolved) -> dict[str, Any]:
     if size > MAX_TRACED_PARAMS:
         missing.append(f"{size / 1e9:.1f}B parameters is beyond the largest traced model "
                        f"({MAX_TRACED_PARAMS / 1e9:.1f}B)")
+    if r.arch.num_labels:
+        missing.append(f"a classification head of {r.arch.num_labels} outputs (num_labels) is "
+                       "in no traced case: its output and loss are counted as logits that wide")
     traced: list[str] = []
     for path, allowed in VALIDATED_FEATURES.items():
         group, name = path.split(".")

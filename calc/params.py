@@ -253,7 +253,9 @@ def count_params(arch: Architecture) -> ParamCounts:
     dense = layer_params(arch, moe=False)
     moe = layer_params(arch, moe=True) if moe_layers else None
     dense_term, moe_term = _layer_term(dense), (_layer_term(moe) if moe else None)
-    lm_head, final_norm = 0 if arch.tie_word_embeddings else v * h, _norm_size(arch)
+    # a classification head is its own matrix, never tied to the embedding
+    lm_head = arch.num_labels * h if arch.num_labels else 0 if arch.tie_word_embeddings else v * h
+    final_norm = _norm_size(arch)
     dense_layers = arch.num_hidden_layers - moe_layers
     model = MODEL_PARAMETERS(embedding, lm_head, final_norm, dense_layers, dense_term.bytes,
                              moe_layers, moe_term.bytes if moe_term else 0)

@@ -166,8 +166,8 @@ def local_params(counts: ParamCounts, lora: bool, lora_rank: int, tp: int, ep: i
         root_matrices += 1
     if stage.head:
         root += counts.final_norm
-        if counts.lm_head:
-            root += counts.lm_head // tp
+        if counts.lm_head:  # a classification head is replicated, not split over tp
+            root += counts.lm_head // (1 if arch.num_labels else tp)
             root_matrices += 1
         elif not stage.embedding:
             root += vocab_part  # tied weights: the last stage keeps its own copy

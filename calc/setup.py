@@ -93,7 +93,7 @@ class Setup:
     a: int
     k: int
     d: int
-    vocab: int  # vocabulary rows per tensor-parallel rank, ceil(V / tp)
+    vocab: int  # the head's outputs per GPU: ceil(V / tp), or a classification head's labels
     # parallelism
     dp: int
     tp: int
@@ -150,7 +150,9 @@ class Setup:
         self.a = arch.num_attention_heads // p.tp
         self.k = max(1, arch.kv_heads // p.tp)
         self.d = arch.head_size
-        self.vocab = -(-arch.vocab_size // p.tp)
+        # the head's outputs on one GPU: the vocabulary is split over tp, a classification
+        # head's few labels are not
+        self.vocab = arch.num_labels or -(-arch.vocab_size // p.tp)
         self.dp, self.tp, self.pp, self.cp, self.ep = p.dp, p.tp, p.pp, p.cp, p.ep
         self.N = p.dp * p.cp
         self.zero = p.zero

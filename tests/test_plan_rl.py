@@ -8,8 +8,9 @@ import pytest
 from calc import estimate
 from calc.cli import main
 from calc.operations import answer
+from calc.params import count_params
 from calc.plan import PlanError, inference_memory, kv_cache_bytes, rl_memory
-from calc.plan.rl import reward_model_params
+from calc.plan.rl import scorer
 from calc.presets import models
 
 GiB = 1024**3
@@ -155,14 +156,30 @@ def test_critic_is_its_own_model_with_the_policys_settings() -> None:
     model with the policy's training settings and parallelism, smaller than a 7B critic's."""
     same = rl_memory(FSDP8, **ROLLOUT, algorithm="ppo")
     small = rl_memory(FSDP8, **ROLLOUT, algorithm="ppo", critic_model="qwen2.5-1.5b")
-    alone = estimate({**FSDP8, "model": "qwen2.5-1.5b",
+    critic = scorer(models()["qwen2.5-1.5b"].architecture()).model_dump(mode="json")
+    alone = estimate({**FSDP8, "model": critic,
                       "training": {"activation_checkpointing": "full", "seq_len": 8192}})
     assert small.critic_bytes == alone.device_bytes < same.critic_bytes
-    assert small.param_counts["critic"] == 1_543_714_304  # Qwen2.5-1.5B, HF count
+    # Qwen2.5-1.5B (HF count, tied embeddings) and its 1,536 x 1 value head
+    assert small.param_counts["critic"] == 1_543_714_304 + 1536
     assert small.training_bytes == same.training_bytes  # the policy is untouched
     assert small.critic_resident_bytes < same.critic_resident_bytes
     assert small.total_bytes <= same.total_bytes
     assert any("qwen2.5-1.5b" in n and "value head" in n for n in small.notes)
+
+
+def test_the_critics_value_head_outputs_one_value_a_token_not_logits() -> None:
+    """The critic's head is hidden_size x 1: its output is T values, not T x vocab logits, so a
+    1.5B critic at 8K tokens is not dominated by 128K-wide logits as a language model is."""
+    lm = estimate({**FSDP8, "model": "qwen2.5-1.5b",
+                   "training": {"activation_checkpointing": "full", "seq_len": 8192}})
+    m = rl_memory(FSDP8, **ROLLOUT, algorithm="ppo", critic_model="qwen2.5-1.5b")
+    assert lm.components["logits"] > 10 * 2**30
+    assert m.critic_bytes < lm.device_bytes - lm.components["logits"] / 2
+    critic = estimate({**FSDP8, "model": scorer(models()["qwen2.5-1.5b"].architecture())
+                       .model_dump(mode="json"),
+                       "training": {"activation_checkpointing": "full", "seq_len": 8192}})
+    assert critic.components["logits"] < 2**20  # 8,192 fp32 values and their gradient
 
 
 def test_critic_from_a_config_json() -> None:
@@ -183,7 +200,7 @@ def test_an_8b_reward_model_beside_a_70b_policy_golden() -> None:
     (128,256 x 4,096) plus a 4,096 x 1 score head, in bf16, sharded over tp 8 x dp 2 (ZeRO-3)."""
     small = rl_memory(LLAMA70_TP8, **ROLLOUT_70, reward_model="llama-3.1-8b")
     rm = 8_030_261_248 - 128_256 * 4096 + 4096
-    assert reward_model_params(models()["llama-3.1-8b"].architecture()) == rm
+    assert count_params(scorer(models()["llama-3.1-8b"].architecture())).total == rm
     assert small.reward_model_bytes == -(-rm * 2 // 16)
     assert small.param_counts["reward_model"] == rm
     as_policy = rl_memory(LLAMA70_TP8, **ROLLOUT_70, reward="model")

@@ -171,3 +171,24 @@ def test_framework_defaults_to_deepspeed_for_master_weights_else_torch() -> None
              "parallelism": {"dp": 4, "zero": 2}}
     explicit = {**named, "parallelism": {"dp": 4, "zero": 2, "framework": "deepspeed"}}
     assert estimate(named).peak_bytes == estimate(explicit).peak_bytes
+
+
+def test_a_classification_config_has_a_head_of_num_labels_in_place_of_the_lm_head() -> None:
+    """A reward model's config.json (architectures *ForSequenceClassification, num_labels 1):
+    a hidden_size x 1 score head instead of the vocabulary-wide LM head, its output one value a
+    token; no traced case has one, so the estimate says so."""
+    config = {"model_type": "llama", "architectures": ["LlamaForSequenceClassification"],
+              "num_labels": 1, "hidden_size": 512, "num_hidden_layers": 2,
+              "num_attention_heads": 8, "intermediate_size": 1024, "vocab_size": 32000}
+    lm_config = {k: v for k, v in config.items() if k not in ("architectures", "num_labels")}
+    scored = estimate({"model": {"hf_config": config}, "training": {"seq_len": 512}})
+    lm = estimate({"model": {"hf_config": lm_config}, "training": {"seq_len": 512}})
+    assert scored.resolved.arch.num_labels == 1
+    assert lm.param_count - scored.param_count == 32000 * 512 - 512
+    assert scored.components["logits"] < lm.components["logits"] / 1000
+    assert any("classification head" in m for m in scored.confidence["missing"])
+    # id2label alone sizes the head too (transformers writes it with num_labels)
+    two = estimate({"model": {"hf_config": {**lm_config, "architectures": [
+        "LlamaForTokenClassification"], "id2label": {"0": "A", "1": "B", "2": "C"}}},
+        "training": {"seq_len": 512}})
+    assert two.resolved.arch.num_labels == 3

@@ -473,6 +473,7 @@ RL7_FSDP: dict[str, Any] = {"model": "qwen2.5-7b", "training": {"activation_chec
 
 def _rl_models_and_offload(src: str) -> dict[str, str]:
     from calc.plan import PlanError, rl_memory
+    from calc.plan.rl import scorer
 
     rm70 = rl_memory(RL70, **RL70_ROLLOUT, reward="model")
     rm8 = rl_memory(RL70, **RL70_ROLLOUT, reward_model="llama-3.1-8b")
@@ -489,9 +490,12 @@ def _rl_models_and_offload(src: str) -> dict[str, str]:
     claim(src, off.phases["training"] > off.phases["rollout"],
           "offloaded, the training phase sets the peak")
     claim(src, c15.critic_bytes < c7.critic_bytes, "a 1.5B critic takes less than a 7B one")
-    critic15 = estimate({**RL7_FSDP, "model": "qwen2.5-1.5b", "training": {
-        **RL7_FSDP["training"], "seq_len": c15.seq_len}})
+    at_len = {**RL7_FSDP["training"], "seq_len": c15.seq_len}
+    lm15 = estimate({**RL7_FSDP, "model": "qwen2.5-1.5b", "training": at_len})
+    critic15 = estimate({**RL7_FSDP, "model": scorer(lm15.resolved.arch).model_dump(mode="json"),
+                         "training": at_len})
     claim(src, critic15.device_bytes == c15.critic_bytes, "the critic is its own estimate")
+    claim(src, critic15.device_bytes < lm15.device_bytes, "a value head needs less than logits")
     try:
         rl_memory(RL, **rollout, algorithm="ppo", critic_model="qwen2.5-1.5b")
         claim(src, False, "a 1.5B critic does not split over tp 4")
@@ -515,8 +519,8 @@ def _rl_models_and_offload(src: str) -> dict[str, str]:
         offload_table=md_table(["setting", "rollout phase", "training phase", "per GPU",
                                 "host memory per GPU"], phases),
         rm_saved=gib(rm70.total_bytes - rm8.total_bytes), critic15=gib(c15.critic_bytes),
-        critic_logits=gib(critic15.components["logits"]),
-        vocab=f"{critic15.resolved.arch.vocab_size:,}", kv_heads=str(critic15.resolved.arch.kv_heads),
+        critic_lm=gib(lm15.device_bytes), critic_logits=gib(lm15.components["logits"]),
+        vocab=f"{lm15.resolved.arch.vocab_size:,}", kv_heads=str(lm15.resolved.arch.kv_heads),
         resident=gib(resident), off_host=gib(off.host_bytes),
         off_usable=gib(off.usable_bytes), off_share=pct(off.utilization),
         off_verdict=FIT_WORDS[off.status],

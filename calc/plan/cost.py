@@ -79,7 +79,7 @@ def matmul_weights(arch: Architecture) -> tuple[int, int]:
         experts = sum(lin.weight_count for lin in c.moe_layer.linears if lin.group == "experts")
         active = experts // c.experts * c.experts_per_token
         layers += (c.moe_layer.linear_weight_count - experts + active) * c.moe_layers
-    return layers, arch.hidden_size * arch.vocab_size
+    return layers, arch.hidden_size * arch.head_outputs
 
 
 def attention_forward_flops(arch: Architecture, seq_len: int) -> int:

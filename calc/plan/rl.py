@@ -8,11 +8,10 @@ Each part comes from the module that owns its formula, nothing is re-derived her
   (the step trains on the rollouts; DPO: on chosen and rejected responses, so the micro-batch
   is doubled, as TRL concatenates the pair);
 - the critic (PPO): its own `calc.estimate`, of `critic_model` (default: the policy's model)
-  with the policy's training settings and parallelism. calc counts it as a language model,
-  with its LM head and logits, where verl (``AutoModelForTokenClassification``,
-  ``num_labels = 1``, ``verl/workers/fsdp_workers.py``) and OpenRLHF (``value_head``,
-  ``openrlhf/models/model.py``) put a hidden_size x 1 value head: an upper bound, high by up
-  to the logits at its peak (said in a note, with the figure) and the head's states;
+  with the policy's training settings and parallelism, and a hidden_size x 1 value head in
+  place of the LM head (the architecture's `num_labels` = 1), as verl
+  (``AutoModelForTokenClassification``, ``num_labels = 1``, ``verl/workers/fsdp_workers.py``)
+  and OpenRLHF (``value_head``, ``openrlhf/models/model.py``) build it;
 - frozen models: bf16 weights, sharded as the policy's parameters
   (\(2N / (t \cdot p)\), and \(/d\) at ZeRO-3); the reference is the policy's model, the
   reward model is `reward_model` (default: the policy's model) as a sequence classifier, its
@@ -224,12 +223,11 @@ def frozen_model_bytes(s: Scenario, param_count: int) -> int:
     return -(-param_count * INFERENCE_WEIGHT_BYTES // shards)
 
 
-def reward_model_params(arch: Architecture) -> int:
-    """A reward model's parameters: the language model's without its LM head, with a
-    hidden_size x 1 score head (transformers' ``*ForSequenceClassification``, OpenRLHF's
-    ``value_head``: ``nn.Linear(hidden_size, 1, bias=False)``)."""
-    counts = count_params(arch)
-    return counts.total - counts.lm_head + arch.hidden_size
+def scorer(arch: Architecture) -> Architecture:
+    """`arch` as a reward model or critic (a scenario's model): a hidden_size x 1 head in place
+    of the LM head (transformers' ``*ForSequenceClassification`` / ``*ForTokenClassification``
+    with num_labels 1, OpenRLHF's ``value_head``: ``nn.Linear(hidden_size, 1, bias=False)``)."""
+    return arch.model_copy(update={"num_labels": 1})
 
 
 def _named(name: str, run: Callable[[], T]) -> T:
@@ -243,9 +241,8 @@ def _named(name: str, run: Callable[[], T]) -> T:
         raise PlanError(name, f"{exc.field}: {exc.message}") from None
 
 
-def _model_name(report: Estimate) -> str:
-    preset = report.resolved.preset
-    return preset.id if preset else "the given config"
+def _name(model: Any) -> str:
+    return model if isinstance(model, str) else "the given config"
 
 
 def rl_memory(
@@ -329,20 +326,18 @@ def rl_memory(
     n = report.param_count
     critic: Estimate | None = None
     if algorithm == "ppo":
-        critic = report if critic_model is None else _named("critic_model", lambda: estimate(
-            changed(trained, model=critic_model)))
-        head = count_params(critic.resolved.arch).lm_head
-        notes.append(f"critic ({_model_name(critic)}, {params(critic.param_count)} parameters): "
-                     "the policy's training settings and parallelism, counted as a language "
-                     "model: its LM head" + (f" ({params(head)} parameters)" if head else "")
-                     + f" and logits ({gib(critic.components.get('logits', 0))} at its peak), "
-                     "where verl's and OpenRLHF's critics have a hidden_size x 1 value head: an "
-                     "upper bound, high by up to those logits and the head's states")
+        named = critic_model if critic_model is not None else base.model
+        critic = _named("critic_model", lambda: estimate(changed(trained, model=scorer(
+            resolve(changed(trained, model=named)).arch).model_dump(mode="json"))))
+        notes.append(f"critic ({_name(named)}, {params(critic.param_count)} parameters): the "
+                     "policy's training settings and parallelism, a hidden_size x 1 value head "
+                     "in place of the LM head (verl's AutoModelForTokenClassification with "
+                     "num_labels 1, OpenRLHF's value_head)")
     reward_n = 0
     if reward == "model":
         arch = report.resolved.arch if reward_model is None else _named(
             "reward_model", lambda: resolve(changed(base, model=reward_model)).arch)
-        reward_n = reward_model_params(arch)
+        reward_n = count_params(scorer(arch)).total
         if reward_model is not None:
             notes.append(f"reward model: frozen, bf16, {params(reward_n)} parameters (its LM "
                          "head replaced by a hidden_size x 1 score head)")
@@ -487,4 +482,4 @@ OPERATIONS: tuple[Operation[RLRequest, RLMemory], ...] = (
 )
 
 __all__ = ["ALGORITHMS", "REWARDS", "Algorithm", "ModelInput", "RLMemory", "RLRequest", "Reward",
-           "reward_model_params", "rl_memory"]
+           "rl_memory", "scorer"]
