@@ -279,3 +279,20 @@ def test_cli_and_json_request_take_the_models_and_offload(capsys) -> None:
                                               "algorithm": "ppo",
                                               "critic_model": {"hf_config": {}}})))
     assert got["ok"] is False and got["field"].startswith("critic_model.hf_config")
+
+
+def test_the_engine_has_its_own_tensor_parallelism() -> None:
+    """verl trains with FSDP (tp 1) and generates with vLLM at rollout tp 2, 4...: the engine's
+    weights and KV cache split over rollout_tp, and its engines are GPUs / rollout_tp."""
+    one = rl_memory(FSDP8, **ROLLOUT)
+    four = rl_memory(FSDP8, **ROLLOUT, rollout_tp=4)
+    assert (one.tp, one.engines, four.tp, four.engines) == (1, 8, 4, 2)
+    assert four.inference_weight_bytes == pytest.approx(one.inference_weight_bytes / 4, rel=0.01)
+    assert four.sequences_per_engine == 4 * one.sequences_per_engine
+    assert four.kv_cache_bytes == kv_cache_bytes(
+        estimate(FSDP8).resolved.arch, four.sequences_per_engine, four.seq_len, 2, tp=4)
+    assert four.training_bytes == one.training_bytes  # the trainer is untouched
+    for bad in (3, 28):  # 3 does not split the 28 heads; 28 does, but not the 8 GPUs
+        with pytest.raises(PlanError) as exc:
+            rl_memory(FSDP8, **ROLLOUT, rollout_tp=bad)
+        assert exc.value.field == "rollout_tp"

@@ -51,7 +51,7 @@ from ..params import count_params
 from ..presets import GpuPreset, UnknownPreset, resolve_gpu
 from ..scenario import ModelSpec, parse_scenario, resolve
 from ._common import MAX_COUNT, MAX_SEQ, PlanError, gib
-from .kv_cache import _check_tp, kv_elements_per_token
+from .kv_cache import check_tp, kv_elements_per_token
 
 MiB = 1024**2
 WeightDtype = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"]
@@ -217,7 +217,7 @@ def serve(q: InferenceRequest) -> InferenceMemory:
     except UnknownPreset as exc:
         raise PlanError("gpu", str(exc)) from None
     arch = _architecture(q.model, gpu.id)
-    _check_tp(arch, q.tp)
+    check_tp(arch, q.tp)
     notes = []
     max_len = q.max_model_len or arch.max_position_embeddings
     if q.max_model_len is None:

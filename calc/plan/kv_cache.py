@@ -60,13 +60,14 @@ def _arch(model: Architecture | str) -> Architecture:
         raise PlanError("model", str(exc)) from None
 
 
-def _check_tp(arch: Architecture, tp: int) -> None:
+def check_tp(arch: Architecture, tp: int, field: str = "tp") -> None:
     """Engines split the heads over tp: tp divides the query heads, and the key/value heads
-    are either split (tp divides them) or replicated (they divide tp), as vLLM requires."""
-    bounded("tp", tp, 1, arch.num_attention_heads, integer=True)
+    are either split (tp divides them) or replicated (they divide tp), as vLLM requires.
+    `field`: the request field that sets tp (named in the error)."""
+    bounded(field, tp, 1, arch.num_attention_heads, integer=True)
     k = arch.kv_heads
     if arch.num_attention_heads % tp or (not arch.is_mla and k % tp and tp % k):
-        raise PlanError("tp", f"tp ({tp}) must divide num_attention_heads "
+        raise PlanError(field, f"tp ({tp}) must divide num_attention_heads "
                         f"({arch.num_attention_heads}), and num_key_value_heads ({k}) must "
                         "divide tp or be divisible by it")
 
@@ -95,7 +96,7 @@ def kv_cache_bytes(
         raise PlanError("dtype_bytes", f"must be one of {', '.join(map(str, KV_CACHE_DTYPES))} "
                         f"({', '.join(KV_CACHE_DTYPES.values())}), got {shown(dtype_bytes)}")
     arch = _arch(model)
-    _check_tp(arch, tp)
+    check_tp(arch, tp)
     per_token = kv_elements_per_token(arch, tp)
     if quant is None:
         return per_token * seq * batch * dtype_bytes

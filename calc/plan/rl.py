@@ -18,9 +18,10 @@ Each part comes from the module that owns its formula, nothing is re-derived her
   LM head replaced by a hidden_size x 1 score head. Their forward runs under no_grad, so its
   activations are freed layer by layer and are not counted;
 - the rollout engine: `calc.plan.inference_memory`'s weights and activation workspace
-  for one engine of tp = the scenario's tp, and `calc.plan.kv_cache_bytes` for its
-  sequences at full length. The prompts x samples_per_prompt sequences are spread over the
-  engines: by default one per tp group of the trainer's GPUs (world_size / tp, as verl and
+  for one engine of tp = `rollout_tp` (default: the scenario's tp), and
+  `calc.plan.kv_cache_bytes` for its sequences at full length. The prompts x
+  samples_per_prompt sequences are spread over the engines: by default one per rollout-tp
+  group of the trainer's GPUs (world_size / rollout_tp, as verl and
   OpenRLHF colocate them), \(b_{engine} = \lceil prompts \cdot k / engines \rceil\).
 
 Colocated, a step has two phases and the figure per GPU is the larger:
@@ -79,7 +80,7 @@ from ..params import count_params
 from ..scenario import Scenario, parse_scenario, resolve
 from ._common import MAX_COUNT, MAX_SEQ, PlanError, ScenarioInput, bounded, changed, gib
 from .inference import inference_memory
-from .kv_cache import DEFAULT_DTYPE_BYTES, KV_CACHE_DTYPES, kv_cache_bytes
+from .kv_cache import DEFAULT_DTYPE_BYTES, KV_CACHE_DTYPES, check_tp, kv_cache_bytes
 
 Algorithm = Literal["grpo", "ppo", "dpo"]
 ALGORITHMS: tuple[Algorithm, ...] = ("grpo", "ppo", "dpo")
@@ -118,7 +119,7 @@ class RLMemory:
     engines: int
     sequences_per_engine: int
     seq_len: int  # prompt_len + response_len
-    tp: int
+    tp: int  # the rollout engine's tensor parallelism
     param_counts: dict[str, int]  # policy, critic, reward_model (the models on the GPUs)
     scenario_host_bytes: int = 0  # the scenario's own CPU offload, of the policy and critic
     notes: tuple[str, ...] = field(default=())
@@ -252,7 +253,7 @@ def rl_memory(
     engines: int | None = None, reference_model: bool = True,
     reward: Reward | None = None, reward_model: ModelInput | None = None,
     critic_model: ModelInput | None = None, sleep_mode: bool = False,
-    offload_between_phases: bool = False,
+    offload_between_phases: bool = False, rollout_tp: int | None = None,
 ) -> RLMemory:
     """Per-GPU memory of a DPO, PPO or GRPO step.
 
@@ -263,8 +264,10 @@ def rl_memory(
     policy's); `sleep_mode`: the engine frees its weights and KV cache while the trainer runs
     (vLLM's sleep mode); `offload_between_phases`: the trainer's models go to host memory while
     the engine generates, and the frozen models while they are not used (verl's param and
-    optimizer offload); `engines`: rollout engines sharing the prompts x samples sequences
-    (default: world_size / tp when colocated, else 1).
+    optimizer offload); `rollout_tp`: the engine's tensor parallelism (default: the
+    scenario's tp; verl's ``rollout.tensor_model_parallel_size`` is its own, often above an
+    FSDP trainer's 1); `engines`: rollout engines sharing the prompts x samples sequences
+    (default: world_size / rollout_tp when colocated, else 1).
 
         >>> m = rl_memory({"model": "qwen2.5-7b", "parallelism": {"tp": 4}}, prompts=32,
         ...               samples_per_prompt=8, prompt_len=1024, response_len=7168)
@@ -342,19 +345,27 @@ def rl_memory(
             notes.append(f"reward model: frozen, bf16, {params(reward_n)} parameters (its LM "
                          "head replaced by a hidden_size x 1 score head)")
     engines_n = per_engine = sequences = kv = weights = workspace = 0
+    engine_tp = p.tp if rollout_tp is None else rollout_tp
+    if rollout_tp is not None:
+        if not rollout:
+            raise PlanError("rollout_tp", "dpo has no rollout engine; leave it out")
+        check_tp(report.resolved.arch, rollout_tp, "rollout_tp")
+        if colocated and p.world_size % rollout_tp:
+            raise PlanError("rollout_tp", f"({rollout_tp}) must divide the {p.world_size} "
+                            "training GPUs the colocated engines share")
     if rollout:
         assert prompts is not None and samples_per_prompt is not None
         if engines is None:
-            engines_n = p.world_size // p.tp if colocated else 1
+            engines_n = p.world_size // engine_tp if colocated else 1
         else:
             bounded("engines", engines, 1, MAX_COUNT, integer=True)
             engines_n = engines
         sequences = prompts * samples_per_prompt
         per_engine = -(-sequences // engines_n)
-        kv = kv_cache_bytes(report.resolved.arch, per_engine, seq, kv_dtype_bytes, tp=p.tp)
+        kv = kv_cache_bytes(report.resolved.arch, per_engine, seq, kv_dtype_bytes, tp=engine_tp)
         model = base.model if isinstance(base.model, str) \
             else base.model.model_dump(mode="json")
-        engine = inference_memory(model, gpu=report.resolved.gpu.id, tp=p.tp,
+        engine = inference_memory(model, gpu=report.resolved.gpu.id, tp=engine_tp,
                                   max_model_len=seq, max_num_seqs=min(per_engine, MAX_COUNT),
                                   kv_cache_dtype=KV_DTYPE_NAMES[kv_dtype_bytes]
                                   if kv_dtype_bytes != 4 else "auto")
@@ -376,7 +387,7 @@ def rl_memory(
         usable_bytes=report.usable_bytes, gpu=report.resolved.gpu.id, colocated=colocated,
         sleep_mode=sleep_mode, offload_between_phases=offload_between_phases,
         sequences=sequences, engines=engines_n, sequences_per_engine=per_engine, seq_len=seq,
-        tp=p.tp, param_counts={"policy": n, "critic": critic.param_count if critic else 0,
+        tp=engine_tp, param_counts={"policy": n, "critic": critic.param_count if critic else 0,
                                "reward_model": reward_n},
         scenario_host_bytes=report.host_bytes + (critic.host_bytes if critic else 0))
     if offload_between_phases:
@@ -416,7 +427,9 @@ class RLRequest(Request):
         True, title="Engine on the training GPUs (colocated)",
         description="the rollout engine runs on the training GPUs")
     engines: int | None = Field(None, title="Rollout engines", description="rollout engines "
-                                "(default: GPUs / tp when colocated, else 1)")
+                                "(default: GPUs / rollout tp when colocated, else 1)")
+    rollout_tp: int | None = Field(None, title="Rollout tensor parallelism", description=(
+        "the engine's tp (default: the scenario's; verl's rollout.tensor_model_parallel_size)"))
     reference_model: Annotated[bool, Cli(flag="--no-reference-model", negate=True, help=(
         "no reference model on the GPUs: no KL term (grpo, ppo), or the reference log-probs "
         "precomputed (dpo)"))] = Field(
@@ -445,7 +458,8 @@ def _run(q: RLRequest) -> RLMemory:
                      colocated=q.colocated, engines=q.engines,
                      reference_model=q.reference_model, reward=q.reward,
                      reward_model=q.reward_model, critic_model=q.critic_model,
-                     sleep_mode=q.sleep_mode, offload_between_phases=q.offload_between_phases)
+                     sleep_mode=q.sleep_mode, offload_between_phases=q.offload_between_phases,
+                     rollout_tp=q.rollout_tp)
 
 
 def _text(m: RLMemory, request: RLRequest) -> str:

@@ -77,10 +77,11 @@ const TOOLS = {
       reward models and the rollout engine's weights, KV cache and workspace, per GPU, for the
       scenario above (<code>calc.plan.rl_memory</code>).`,
     fields: ["algorithm", "prompts", "samples_per_prompt", "prompt_len", "response_len", "kv_dtype_bytes", "engines",
-      "critic_model", "reward_model", "colocated", "reference_model", "sleep_mode", "offload_between_phases"],
+      "rollout_tp", "critic_model", "reward_model", "colocated", "reference_model", "sleep_mode",
+      "offload_between_phases"],
     // DPO has no rollout: its batch is the scenario's, so the rollout inputs are not sent
     request: (scenario, inputs) => ({ scenario, ...(inputs.algorithm === "dpo"
-      ? { prompts: null, samples_per_prompt: null } : {}) }),
+      ? { prompts: null, samples_per_prompt: null, rollout_tp: null } : {}) }),
     basis: (s) => s, // rl_memory sets seq_len itself, but the panel also shows the scenario as set
     render: renderRl,
   },

@@ -78,7 +78,7 @@ export function renderRl(m, request) {
   const sized = (n) => (n ? `, ${params(n)} parameters` : "");
   const label = {
     training: `Training step (at ${count(m.seq_len)} tokens)`,
-    kv_cache: `Rollout KV cache (${count(m.sequences_per_engine)} sequences of ${count(m.seq_len)} tokens per engine, ${count(m.engines)} engine${m.engines === 1 ? "" : "s"})`,
+    kv_cache: `Rollout KV cache (${count(m.sequences_per_engine)} sequences of ${count(m.seq_len)} tokens per engine, ${count(m.engines)} engine${m.engines === 1 ? "" : "s"} of tp ${count(m.tp)})`,
     inference_weights: `Rollout engine's weights (split over tp ${count(m.tp)})`,
     engine_workspace: "Rollout engine's activation workspace",
     critic: `Critic's training step (PPO${sized(m.param_counts.critic)})`,
