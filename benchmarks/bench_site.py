@@ -28,6 +28,12 @@ same numbers; and the recalculation latency: a select in the form changed (the G
 new live report is in the DOM and until the next frame, median over `--changes` changes. (Typed
 number inputs add calculator.js's 300 ms debounce on top; selects and checkboxes run at once.)
 
+Then a walkthrough step's live example (LIVE_PAGE, its first step), in the same context: one edit
+starts Python on that page (not timed), then its GPU select is changed `--changes` times; per
+change `dom_ms` is from live_example.mjs's "Computing…" (its 200 ms debounce over) to the new
+figures in the DOM (the worker's answer written), `compute_ms` to the next frame after them, and
+`from_input_ms` from the change to that frame.
+
 Last, the parallelism advisor's search in the browser (`--advise-runs` times per run, Python
 live): Llama 3.1 70B on 1024 H100 SXM GPUs, 8 per node, 8192-token sequences, 1024 sequences
 per step, through the calculator's advisor panel. `call_ms` is calculator.js's own timing around
@@ -111,6 +117,37 @@ RECALC = """async (gpu) => {
   select.dispatchEvent(new Event('change', { bubbles: true }));
   return await done;
 }"""
+
+
+# A live example's GPU select changed to `gpu`; [debounce over to DOM, to painted, change to painted] ms.
+LIVE_STEP = """async (gpu) => {
+  const box = document.querySelector('.live-example');
+  const status = box.querySelector('.live-status');
+  const select = box.querySelector('[name="gpu"]');
+  const option = [...select.options].find((o) => JSON.parse(o.value) === gpu);
+  let computing = null;
+  const t0 = performance.now();
+  const done = new Promise((resolve, reject) => {
+    setTimeout(() => reject(new Error(`no answer: ${status.textContent}`)), 120000);
+    const obs = new MutationObserver(() => {
+      const text = status.textContent;
+      if (text.startsWith('Computing') || text.startsWith('Starting')) computing ??= performance.now();
+      else if (box.dataset.state === 'error') { obs.disconnect(); reject(new Error(text)); }
+      else if (computing !== null && text.startsWith('Computed') && box.dataset.state === 'live') {
+        obs.disconnect();
+        const dom = performance.now() - computing;
+        const shown = box.querySelector('[data-key="gpu"]').textContent;
+        if (shown !== option.text) reject(new Error(`shows ${shown}, not ${option.text}`));
+        requestAnimationFrame(() => resolve([dom, performance.now() - computing, performance.now() - t0]));
+      }
+    });
+    obs.observe(status, { childList: true, characterData: true, subtree: true });
+  });
+  select.value = option.value;
+  select.dispatchEvent(new Event('input', { bubbles: true }));
+  return await done;
+}"""
+LIVE_PAGE = "walkthroughs/debug-oom/"
 
 
 # The advisor panel's form filled and submitted `runs` times; per run [call ms, submit-to-DOM ms].
@@ -330,6 +367,7 @@ def main() -> None:
             for j in range(args.changes):
                 recalc.append(page.evaluate(RECALC, choices[j % len(choices)]))
             advised = advise_in_browser(page, args.advise_runs)
+            stepped = live_step_in_browser(page, base + LIVE_PAGE, gpus, args.changes)
             context.close()
             run = {"cold": cold, "bare_pyodide": bare, "repeat": repeats,
                    "recalc_dom_ms": [round(a, 1) for a, _ in recalc],
@@ -337,13 +375,17 @@ def main() -> None:
                    "advise_1024": {"call_ms": [round(a, 1) for a, _, _ in advised],
                                    "dom_ms": [round(b, 1) for _, b, _ in advised],
                                    "plans": advised[0][2]},
+                   "live_step": {"dom_ms": [round(a, 1) for a, _, _ in stepped],
+                                 "compute_ms": [round(b, 1) for _, b, _ in stepped],
+                                 "from_input_ms": [round(c, 1) for _, _, c in stepped]},
                    "foreign_requests": foreign}
             runs.append(run)
             warm = ", ".join(f"{r['first_live_ms']:.0f}" for r in repeats)
             print(f"run {i + 1}: numbers {cold['numbers_on_screen_ms']:.0f} ms, cold live "
                   f"{cold['first_live_ms']:.0f} ms (bare Pyodide {bare['ms']:.0f} ms), repeat live {warm} ms, longest task "
                   f"{cold['longest_task_ms']:.0f} ms, recalc median {med(run['recalc_painted_ms']):.0f} ms, "
-                  f"advise 1024 GPUs median {med(run['advise_1024']['call_ms']):.0f} ms",
+                  f"advise 1024 GPUs median {med(run['advise_1024']['call_ms']):.0f} ms, "
+                  f"live step median {med(run['live_step']['compute_ms']):.0f} ms",
                   flush=True)
         version = browser.version
         browser.close()
@@ -369,6 +411,17 @@ def advise_in_browser(page: Any, runs: int) -> list[tuple[float, float, int]]:
     return [(call, dom, plans) for call, dom, plans in page.evaluate(ADVISE, [ADVISE_INPUTS, runs])]
 
 
+def live_step_in_browser(page: Any, url: str, gpus: list[str], changes: int) -> list[tuple[float, float, float]]:
+    """A walkthrough's live example recomputed `changes` times (its GPU changed), after a first
+    edit that starts Python on the page."""
+    page.goto(url)
+    first = page.locator(".live-example").first
+    current = json.loads(first.locator("script").text_content())["scenario"]["gpu"]
+    choices = [g for g in gpus if g != current]
+    page.evaluate(LIVE_STEP, choices[0])  # starts Python: not timed
+    return [tuple(page.evaluate(LIVE_STEP, choices[(j + 1) % len(choices)])) for j in range(changes)]
+
+
 def _calc_data(site: Path) -> str:
     import html
 
@@ -385,6 +438,9 @@ def summarize(runs: list[dict[str, Any]], site: Path, browser_version: str) -> d
     recalc_dom = [x for r in runs for x in r["recalc_dom_ms"]]
     advise_call = [x for r in runs for x in r["advise_1024"]["call_ms"]]
     advise_dom = [x for r in runs for x in r["advise_1024"]["dom_ms"]]
+    step = [x for r in runs for x in r["live_step"]["compute_ms"]]
+    step_dom = [x for r in runs for x in r["live_step"]["dom_ms"]]
+    step_input = [x for r in runs for x in r["live_step"]["from_input_ms"]]
     versions = json.loads((site / "vendor" / "versions.json").read_text()) \
         if (site / "vendor" / "versions.json").is_file() else {}
     snapshot = site / "vendor" / "pyodide" / "snapshot.json"
@@ -401,6 +457,9 @@ def summarize(runs: list[dict[str, Any]], site: Path, browser_version: str) -> d
                             "repeat": max(w["longest_task_ms"] for w in warm)},
         "recalc_ms": {"median_painted": med(recalc), "median_dom": med(recalc_dom),
                       "max_painted": round(max(recalc), 1), "changes": len(recalc)},
+        "live_step_ms": {"median_compute": med(step), "median_dom": med(step_dom),
+                         "median_from_input": med(step_input),
+                         "max_compute": round(max(step), 1), "changes": len(step), "page": LIVE_PAGE},
         "cold_transfer": {
             "until_live_bytes": int(statistics.median(c["transfer_until_live"]["bytes"] for c in cold)),
             "until_live_gzip_bytes_estimate": int(statistics.median(
@@ -477,6 +536,10 @@ def print_summary(result: dict[str, Any]) -> None:
     print(f"  advisor, 1024 GPUs (70B, 8K tokens):   {a['median_call']:.0f} ms median worker call "
           f"({a['median_dom']:.0f} ms to DOM, first {a['first_call']:.0f}, max {a['max_call']:.0f}, "
           f"{a['searches']} searches)   [target < 1000: {mark[ok['advise_1024']]}]")
+    ls = s["live_step_ms"]
+    print(f"  walkthrough live example, a change:    {ls['median_compute']:.1f} ms median to paint once "
+          f"asked ({ls['median_dom']:.1f} ms to DOM; {ls['median_from_input']:.0f} ms from the change, "
+          f"with its 200 ms debounce; max {ls['max_compute']:.0f}, {ls['changes']} changes)")
     print(f"  cold transfer until live:              {t['until_live_bytes'] / 2**20:.1f} MiB raw, "
           f"~{t['until_live_gzip_bytes_estimate'] / 2**20:.1f} MiB gzip ({t['requests_until_live']} requests)")
     print(f"  cold transfer incl. offline precache:  {t['with_precache_bytes'] / 2**20:.1f} MiB raw, "
