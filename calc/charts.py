@@ -25,7 +25,8 @@ from typing import Any, Literal
 from pydantic import Field
 
 from .estimate import COMPONENTS, Estimate, estimate
-from .operations import COMPONENT_LABELS, SCENARIO_HELP, Operation, Request
+from .formatting import COMPONENT_LABELS
+from .operations import SCENARIO_HELP, Operation, Request
 from .peak import stage_peak
 from .presets import gpus
 from .scenario import Scenario, ScenarioError

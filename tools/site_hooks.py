@@ -27,8 +27,8 @@ from mkdocs.exceptions import PluginError
 from pydantic import BaseModel
 
 from calc import Architecture, Parallelism, Scenario, Training, __version__, gpus, models
-from calc.formatting import natural_key
-from calc.operations import COMPONENT_LABELS, get
+from calc.formatting import COMPONENT_LABELS, natural_key
+from calc.operations import get
 from calc.plan import FORMATS, IMPORT_FORMATS
 from calc.plan.export import FORMAT_NAMES
 from calc.plan.importers import IMPORT_EXAMPLES, IMPORT_FORMAT_NAMES
