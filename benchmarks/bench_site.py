@@ -17,7 +17,8 @@ Measured, per cold run (a fresh browser context: empty HTTP cache, no service wo
   `loadPyodide()` with no snapshot and no packages, and runs one line of Python; navigation start
   to its answer. The summary's `cold_vs_bare` is the ratio of the medians (goal: <= 1.0);
 - longest_task_ms: the longest main-thread task (PerformanceObserver "longtask", which reports
-  tasks over 50 ms; 0 means none) from navigation start to the first live result;
+  tasks over 50 ms; 0 means none) from navigation start to the first live result (waited for
+  by polling: Playwright's wait_for_function would add a task of its own to the page);
 - transfer: what the server sent for the visit (status 200 bodies; 304s count 0), counted at the
   server, so the PyScript worker's requests are included: until the first live result, and in
   all once the service worker has precached the site; plus the same files gzip-compressed
@@ -27,6 +28,12 @@ Then, in the same context, repeat visits (warm: HTTP cache and the service worke
 same numbers; and the recalculation latency: a select in the form changed (the GPU), until the
 new live report is in the DOM and until the next frame, median over `--changes` changes. (Typed
 number inputs add calculator.js's 300 ms debounce on top; selects and checkboxes run at once.)
+
+Then a walkthrough step's live example (LIVE_PAGE, its first step), in the same context: one edit
+starts Python on that page (not timed), then its GPU select is changed `--changes` times; per
+change `dom_ms` is from live_example.mjs's "Computing…" (its 200 ms debounce over) to the new
+figures in the DOM (the worker's answer written), `compute_ms` to the next frame after them, and
+`from_input_ms` from the change to that frame.
 
 Last, the parallelism advisor's search in the browser (`--advise-runs` times per run, Python
 live): Llama 3.1 70B on 1024 H100 SXM GPUs, 8 per node, 8192-token sequences, 1024 sequences
@@ -127,6 +134,37 @@ RECALC = """async (gpu) => {
 }"""
 
 
+# A live example's GPU select changed to `gpu`; [debounce over to DOM, to painted, change to painted] ms.
+LIVE_STEP = """async (gpu) => {
+  const box = document.querySelector('.live-example');
+  const status = box.querySelector('.live-status');
+  const select = box.querySelector('[name="gpu"]');
+  const option = [...select.options].find((o) => JSON.parse(o.value) === gpu);
+  let computing = null;
+  const t0 = performance.now();
+  const done = new Promise((resolve, reject) => {
+    setTimeout(() => reject(new Error(`no answer: ${status.textContent}`)), 120000);
+    const obs = new MutationObserver(() => {
+      const text = status.textContent;
+      if (text.startsWith('Computing') || text.startsWith('Starting')) computing ??= performance.now();
+      else if (box.dataset.state === 'error') { obs.disconnect(); reject(new Error(text)); }
+      else if (computing !== null && text.startsWith('Computed') && box.dataset.state === 'live') {
+        obs.disconnect();
+        const dom = performance.now() - computing;
+        const shown = box.querySelector('[data-key="gpu"]').textContent;
+        if (shown !== option.text) reject(new Error(`shows ${shown}, not ${option.text}`));
+        requestAnimationFrame(() => resolve([dom, performance.now() - computing, performance.now() - t0]));
+      }
+    });
+    obs.observe(status, { childList: true, characterData: true, subtree: true });
+  });
+  select.value = option.value;
+  select.dispatchEvent(new Event('input', { bubbles: true }));
+  return await done;
+}"""
+LIVE_PAGE = "walkthroughs/debug-oom/"
+
+
 # The advisor panel's form filled and submitted `runs` times; per run [call ms, submit-to-DOM ms].
 ADVISE = """async ([inputs, runs]) => {
   const form = document.getElementById('calc-advise-form');
@@ -223,6 +261,17 @@ def transfer(site: Path, entries: list[tuple[float, str, int, int]]) -> dict[str
 PYTHON_START = re.compile(r"^pyodide: started (afresh|from the shipped snapshot) in (\d+) ms")
 
 
+def poll(page: Any, predicate: str) -> None:
+    """Wait until `predicate` (a function's source) is true, asking every 50 ms. Not Playwright's
+    wait_for_function: it first injects Playwright's own script (~330 KB), whose evaluation is
+    a 50-60 ms task on the page's main thread, which the long-task count would then report."""
+    deadline = time.monotonic() + LIVE_TIMEOUT_MS / 1000
+    while not page.evaluate(predicate):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"not true after {LIVE_TIMEOUT_MS} ms: {predicate}")
+        time.sleep(0.05)
+
+
 def visit(page: Any, url: str) -> dict[str, Any]:
     said: list[tuple[str, int]] = []
 
@@ -233,9 +282,8 @@ def visit(page: Any, url: str) -> dict[str, Any]:
 
     page.on("console", listen)
     page.goto(url)
-    page.wait_for_function("() => window.calcTimings && window.calcTimings.firstLive",
-                           timeout=LIVE_TIMEOUT_MS)
-    page.wait_for_function("() => window.__bench.numbersOnScreen !== null", timeout=LIVE_TIMEOUT_MS)
+    poll(page, "() => Boolean(window.calcTimings && window.calcTimings.firstLive)")
+    poll(page, "() => window.__bench.numbersOnScreen !== null")
     t = page.evaluate("({timings: window.calcTimings, bench: window.__bench,"
                       " controlled: Boolean(navigator.serviceWorker && navigator.serviceWorker.controller)})")
     live = t["timings"]["firstLive"]
@@ -356,6 +404,7 @@ def main() -> None:
                 recalc.append(page.evaluate(RECALC, choices[j % len(choices)]))
             advised = advise_in_browser(page, args.advise_runs)
             cases = advise_cases(page, args.advise_runs)
+            stepped = live_step_in_browser(page, base + LIVE_PAGE, gpus, args.changes)
             context.close()
             run = {"cold": cold, "bare_pyodide": bare, "repeat": repeats,
                    "recalc_dom_ms": [round(a, 1) for a, _ in recalc],
@@ -364,13 +413,17 @@ def main() -> None:
                                    "dom_ms": [round(b, 1) for _, b, _ in advised],
                                    "plans": advised[0][2]},
                    "advise_cases": cases,
+                   "live_step": {"dom_ms": [round(a, 1) for a, _, _ in stepped],
+                                 "compute_ms": [round(b, 1) for _, b, _ in stepped],
+                                 "from_input_ms": [round(c, 1) for _, _, c in stepped]},
                    "foreign_requests": foreign}
             runs.append(run)
             warm = ", ".join(f"{r['first_live_ms']:.0f}" for r in repeats)
             print(f"run {i + 1}: numbers {cold['numbers_on_screen_ms']:.0f} ms, cold live "
                   f"{cold['first_live_ms']:.0f} ms (bare Pyodide {bare['ms']:.0f} ms), repeat live {warm} ms, longest task "
                   f"{cold['longest_task_ms']:.0f} ms, recalc median {med(run['recalc_painted_ms']):.0f} ms, "
-                  f"advise 1024 GPUs median {med(run['advise_1024']['call_ms']):.0f} ms; "
+                  f"advise 1024 GPUs median {med(run['advise_1024']['call_ms']):.0f} ms, "
+                  f"live step median {med(run['live_step']['compute_ms']):.0f} ms; "
                   + ", ".join(f"{k} {med(c['pyodide_ms'][1:])} ms (CPython {med(c['cpython_ms'][1:])})"
                               for k, c in cases.items()),
                   flush=True)
@@ -422,6 +475,17 @@ def advise_cases(page: Any, runs: int) -> dict[str, dict[str, Any]]:
     return out
 
 
+def live_step_in_browser(page: Any, url: str, gpus: list[str], changes: int) -> list[tuple[float, float, float]]:
+    """A walkthrough's live example recomputed `changes` times (its GPU changed), after a first
+    edit that starts Python on the page."""
+    page.goto(url)
+    first = page.locator(".live-example").first
+    current = json.loads(first.locator("script").text_content())["scenario"]["gpu"]
+    choices = [g for g in gpus if g != current]
+    page.evaluate(LIVE_STEP, choices[0])  # starts Python: not timed
+    return [tuple(page.evaluate(LIVE_STEP, choices[(j + 1) % len(choices)])) for j in range(changes)]
+
+
 def _calc_data(site: Path) -> str:
     import html
 
@@ -450,6 +514,9 @@ def summarize(runs: list[dict[str, Any]], site: Path, browser_version: str) -> d
     recalc_dom = [x for r in runs for x in r["recalc_dom_ms"]]
     advise_call = [x for r in runs for x in r["advise_1024"]["call_ms"]]
     advise_dom = [x for r in runs for x in r["advise_1024"]["dom_ms"]]
+    step = [x for r in runs for x in r["live_step"]["compute_ms"]]
+    step_dom = [x for r in runs for x in r["live_step"]["dom_ms"]]
+    step_input = [x for r in runs for x in r["live_step"]["from_input_ms"]]
     versions = json.loads((site / "vendor" / "versions.json").read_text()) \
         if (site / "vendor" / "versions.json").is_file() else {}
     snapshot = site / "vendor" / "pyodide" / "snapshot.json"
@@ -466,6 +533,9 @@ def summarize(runs: list[dict[str, Any]], site: Path, browser_version: str) -> d
                             "repeat": max(w["longest_task_ms"] for w in warm)},
         "recalc_ms": {"median_painted": med(recalc), "median_dom": med(recalc_dom),
                       "max_painted": round(max(recalc), 1), "changes": len(recalc)},
+        "live_step_ms": {"median_compute": med(step), "median_dom": med(step_dom),
+                         "median_from_input": med(step_input),
+                         "max_compute": round(max(step), 1), "changes": len(step), "page": LIVE_PAGE},
         "cold_transfer": {
             "until_live_bytes": int(statistics.median(c["transfer_until_live"]["bytes"] for c in cold)),
             "until_live_gzip_bytes_estimate": int(statistics.median(
@@ -556,6 +626,10 @@ def print_summary(result: dict[str, Any]) -> None:
               f"(x{c['ratio']:.1f}; first calls {c['pyodide_first']:.0f} / {c['cpython_first']:.0f} ms; "
               f"{c['estimates']} estimates; {'same answer' if c['same_answer'] else 'ANSWERS DIFFER'})"
               f"   [target < {TARGETS_MS['advise_1024']}: {mark[ok['advise_' + name]]}]")
+    ls = s["live_step_ms"]
+    print(f"  walkthrough live example, a change:    {ls['median_compute']:.1f} ms median to paint once "
+          f"asked ({ls['median_dom']:.1f} ms to DOM; {ls['median_from_input']:.0f} ms from the change, "
+          f"with its 200 ms debounce; max {ls['max_compute']:.0f}, {ls['changes']} changes)")
     print(f"  cold transfer until live:              {t['until_live_bytes'] / 2**20:.1f} MiB raw, "
           f"~{t['until_live_gzip_bytes_estimate'] / 2**20:.1f} MiB gzip ({t['requests_until_live']} requests)")
     print(f"  cold transfer incl. offline precache:  {t['with_precache_bytes'] / 2**20:.1f} MiB raw, "

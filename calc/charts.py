@@ -25,7 +25,8 @@ from typing import Any, Literal
 from pydantic import Field
 
 from .estimate import COMPONENTS, Estimate, estimate
-from .operations import COMPONENT_LABELS, SCENARIO_HELP, Operation, Request
+from .formatting import COMPONENT_LABELS
+from .operations import SCENARIO_HELP, Operation, Request
 from .peak import stage_peak
 from .presets import gpus
 from .scenario import Scenario, ScenarioError
@@ -79,9 +80,6 @@ class Point:
     bytes: int
     label: str  # the <title>: what the point is, in words
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"x": self.x, "bytes": self.bytes}
-
 
 @dataclass(frozen=True, slots=True)
 class Series:
@@ -115,12 +113,6 @@ class XYChart:
     diagonal: bool = False  # the line y = x (a scatter of predicted against measured)
     y_max: int | None = None  # points above it are drawn at the top, marked clipped
     current_x: float | None = None  # the scenario's own value, marked
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "title": self.title,
-                "series": {s.key: [p.as_dict() for p in s.points] for s in self.series},
-                "levels": [{"gpu": lv.key, "bytes": lv.bytes} for lv in self.levels],
-                "svg": self.svg()}
 
     def svg(self) -> str:
         pts = [p for s in self.series for p in s.points]
@@ -306,12 +298,6 @@ class Timeline:
 
     id = "timeline"
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "title": self.title,
-                "moments": [{"moment": b.moment, "bytes": b.bytes, "components": b.components,
-                             "peak": b.peak} for b in self.bars],
-                "levels": [{"gpu": self.gpu.key, "bytes": self.gpu.bytes}], "svg": self.svg()}
-
     def svg(self) -> str:
         top = max(max(b.bytes for b in self.bars), self.gpu.bytes)
         y_step = _nice_step(top / GiB) * GiB
@@ -418,10 +404,15 @@ class ChartsRequest(Request):
     scenario: dict[str, Any] = Field(description=SCENARIO_HELP)
 
 
+def _drawn(result: list[XYChart | Timeline], request: ChartsRequest) -> dict[str, Any]:
+    """What the page places (site/calculator/charts.mjs): each chart's id and SVG. The numbers
+    travel inside the SVG, as its marks' data attributes."""
+    return {"charts": [{"id": c.id, "svg": c.svg()} for c in result]}
+
+
 OPERATIONS: tuple[Operation[ChartsRequest, list[XYChart | Timeline]], ...] = (
     Operation("charts", "memory against micro-batch and sequence length, and through the step",
-              ChartsRequest, run=lambda q: charts(q.scenario),
-              data=lambda r, q: {"charts": [c.as_dict() for c in r]}, cli=False),
+              ChartsRequest, run=lambda q: charts(q.scenario), data=_drawn, cli=False),
 )
 
 __all__ = [

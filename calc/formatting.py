@@ -45,6 +45,11 @@ def gib(n: float) -> str:
     return f"{fixed(n / GiB, 2)} GiB"
 
 
+def gib_number(n: float) -> str:
+    """`gib` without the unit, for a table column whose header names it: ``22.34``."""
+    return fixed(n / GiB, 2)
+
+
 def percent(x: float) -> str:
     """A fraction as a percentage with one decimal: ``27.9%``."""
     return f"{fixed(100 * x, 1)}%"
@@ -70,6 +75,22 @@ def count(n: float) -> str:
 
 FIT_WORDS: dict[FitStatus, str] = {"fits": "fits", "tight": "tight", "does_not_fit": "does not fit"}
 """The words for `calc.estimate.fit_status`, everywhere a verdict is written."""
+
+FIT_PHRASES: dict[FitStatus, str] = {"fits": "fits within the target",
+                                     "tight": "fits, but above the target",
+                                     "does_not_fit": "does not fit"}
+"""The same verdicts where a sentence says them of its scenario ("it fits, but above the
+target"): the walkthroughs' prose and live examples."""
+
+
+COMPONENT_LABELS = {
+    "parameters": "Parameters", "gradients": "Gradients", "optimizer_states": "Optimizer states",
+    "activations": "Activations", "logits": "Logits and loss", "temporaries": "Temporaries",
+    "overhead/allocator": "Allocator cache (empirical)", "overhead/cuda_context": "CUDA context",
+    "overhead/nccl": "NCCL buffers",
+}
+"""What the pages call each part of the device memory: the report's `components` and
+`overhead` keys (the command line prints the keys)."""
 
 
 def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
@@ -112,5 +133,6 @@ def setup_line(e: Estimate) -> str:
     return "".join(join + text for _, text, join in setup_parts(e))
 
 
-__all__ = ["FIT_WORDS", "GiB", "count", "fixed", "gib", "natural_key", "params", "percent",
-           "setup_line", "setup_parts", "significant", "tflops"]
+__all__ = ["COMPONENT_LABELS", "FIT_PHRASES", "FIT_WORDS", "GiB", "count", "fixed", "gib",
+           "gib_number", "natural_key", "params", "percent", "setup_line", "setup_parts",
+           "significant", "tflops"]

@@ -17,7 +17,8 @@ the request model, and adding a tool is one declaration in its module plus its d
 Each planning tool declares its operations at the end of its own module (``OPERATIONS``); the
 registry names that module and imports it on first use, so the browser worker loads
 `calc.plan` only when the page first asks for a planning answer. `estimate`, `presets`,
-`explain` and the page's `architecture` (a pasted config.json read) are declared here.
+`explain`, the page's `architecture` (a pasted config.json read) and the live examples'
+`report` (the estimate without the calculator's GPU cards) are declared here.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from ._version import __version__
 from .architecture import ConfigError, from_hf_config
 from .errors import FieldError, rule
 from .estimate import COMPONENTS, FIT_TARGET, Estimate, estimate
+from .formatting import COMPONENT_LABELS as COMPONENT_LABELS  # its home was here: still importable
 from .formatting import FIT_WORDS, params, percent, setup_line, setup_parts
 from .formatting import GiB as GiB
 from .formatting import gib as gib
@@ -61,8 +63,9 @@ DECLARED_IN: dict[str, str] = {
     "rl": "calc.plan.rl",
     "inference": "calc.plan.inference",
     "explain": "calc.operations",
-    # the calculator page's own (no command): a pasted config.json, and "Batch and speed"
+    # the pages' own (no command): a pasted config.json, "Batch and speed", a live example's
     "architecture": "calc.operations",
+    "report": "calc.operations",
     "batch-and-speed": "calc.plan.cost",
     "charts": "calc.charts",
     "gpus": "calc.plan.compare",  # the GPU comparison page's
@@ -198,15 +201,6 @@ class EstimateRequest(Request):
     scenario: dict[str, Any] = Field(description=SCENARIO_HELP)
 
 
-# What the page calls each part of the device memory (the report's components and overheads).
-COMPONENT_LABELS = {
-    "parameters": "Parameters", "gradients": "Gradients", "optimizer_states": "Optimizer states",
-    "activations": "Activations", "logits": "Logits and loss", "temporaries": "Temporaries",
-    "overhead/allocator": "Allocator cache (empirical)", "overhead/cuda_context": "CUDA context",
-    "overhead/nccl": "NCCL buffers",
-}
-
-
 def format_table(e: Estimate) -> str:
     """The report as `calc estimate` prints it."""
     d = e.as_dict()
@@ -237,21 +231,36 @@ def format_table(e: Estimate) -> str:
     return "\n".join(lines)
 
 
+def _estimate(request: EstimateRequest) -> Estimate:
+    return estimate(request.scenario)
+
+
+def _report(report: Estimate, request: EstimateRequest) -> dict[str, Any]:
+    """The report alone: what a documentation page's live example shows of it."""
+    return {"report": report.as_dict()}
+
+
 def _estimate_page(report: Estimate, request: EstimateRequest) -> dict[str, Any]:
-    """The report, the same scenario on every GPU preset (the page's cards), the setup line
-    (calc.formatting.setup_parts), and the report as `calc estimate --json` prints it."""
+    """The report, the same scenario on every GPU preset (the page's cards, ~28 more
+    estimates), the setup line (calc.formatting.setup_parts), and the report as
+    `calc estimate --json` prints it."""
     from .plan.compare import compare_gpus
 
-    d = report.as_dict()
-    return {"report": d, "gpus": [fit.as_dict() for fit in compare_gpus(report.scenario)],
+    shown = _report(report, request)
+    return {**shown, "gpus": [fit.as_dict() for fit in compare_gpus(report.scenario)],
             "setup": [{"field": f, "text": t, "join": j} for f, t, j in setup_parts(report)],
-            "report_text": json_text(d)}
+            "report_text": json_text(shown["report"])}
 
 
 ESTIMATE: Operation[EstimateRequest, Estimate] = Operation(
     "estimate", "estimate per-GPU memory for a scenario", EstimateRequest,
-    run=lambda q: estimate(q.scenario), text=lambda r, q: format_table(r),
-    browser=_estimate_page)
+    run=_estimate, text=lambda r, q: format_table(r), browser=_estimate_page)
+
+# The documentation's live examples: the same estimate, without the calculator's GPU cards
+# (a walkthrough step shows one GPU: the cards were ~28x the work of its answer).
+REPORT: Operation[EstimateRequest, Estimate] = Operation(
+    "report", "the estimate's report alone (a live example's answer)", EstimateRequest,
+    run=_estimate, data=_report, cli=False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -340,7 +349,7 @@ ARCHITECTURE: Operation[ArchitectureRequest, dict[str, Any]] = Operation(
     run=_architecture, data=lambda r, q: r, cli=False)
 
 
-OPERATIONS: tuple[Operation[Any, Any], ...] = (ESTIMATE, PRESETS, EXPLAIN, ARCHITECTURE)
+OPERATIONS: tuple[Operation[Any, Any], ...] = (ESTIMATE, REPORT, PRESETS, EXPLAIN, ARCHITECTURE)
 
 __all__ = ["COMPONENT_LABELS", "DECLARED_IN", "Cli", "Operation", "Request", "RequestError",
            "answer", "every", "get", "gib", "json_text"]

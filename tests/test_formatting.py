@@ -20,8 +20,9 @@ GiB = 1024**3
 # (function, value): ties on exact binary values (0.125, 2.5) and values just below them
 # (2.675 is 2.67499...) are where Python's format and JavaScript's toFixed could part.
 CASES: list[tuple[str, float]] = [
-    *[("gib", b) for b in (0, 1, GiB, 23_987_965_952, 0.125 * GiB, 2.675 * GiB, 80 * GiB,
-                           1536.5 * GiB, -3 * GiB)],
+    *[(name, b) for name in ("gib", "gib_number")
+      for b in (0, 1, GiB, 23_987_965_952, 0.125 * GiB, 2.675 * GiB, 80 * GiB, 1536.5 * GiB,
+                -3 * GiB)],
     *[("percent", x) for x in (0, 0.2793, 0.85, 1, 0.00049, 0.0005, 1.23456, -0.1)],
     *[("params", n) for n in (0, 999, 1_000, 124_439_808, 494_032_768, 1_235_814_400,
                               7_615_616_512, 8_030_261_248, 70_553_706_496, 671_026_419_200,
@@ -42,9 +43,10 @@ def python_side(name: str, value: float) -> str:
 def javascript_side(cases: list[tuple[str, float]], names: list[str]) -> dict[str, Any]:
     script = f"""import("{FORMAT_MJS.as_uri()}").then((f) => {{
       const cases = {json.dumps(cases)};
-      const call = ([name, v]) => (name === "fixed2" ? f.fixed(v, 2) : f[name](v));
+      const js = {{ gib_number: "gibNumber" }};
+      const call = ([name, v]) => (name === "fixed2" ? f.fixed(v, 2) : f[js[name] ?? name](v));
       const names = {json.dumps(names)};
-      console.log(JSON.stringify({{ values: cases.map(call), fit: f.FIT_WORDS,
+      console.log(JSON.stringify({{ values: cases.map(call), fit: f.FIT_WORDS, phrases: f.FIT_PHRASES,
                                     sorted: [...names].sort(f.naturalCompare) }}));
     }});"""
     out = subprocess.run(["node", "-e", script], capture_output=True, text=True, check=True)
@@ -75,8 +77,8 @@ def test_python_and_javascript_sort_names_alike(js: dict[str, Any], names: list[
 
 
 def test_the_fit_words_are_the_same_and_cover_every_status(js: dict[str, Any]) -> None:
-    assert js["fit"] == fmt.FIT_WORDS
-    assert set(fmt.FIT_WORDS) == {"fits", "tight", "does_not_fit"}
+    assert js["fit"] == fmt.FIT_WORDS and js["phrases"] == fmt.FIT_PHRASES
+    assert set(fmt.FIT_WORDS) == set(fmt.FIT_PHRASES) == {"fits", "tight", "does_not_fit"}
 
 
 def test_the_issue_examples() -> None:

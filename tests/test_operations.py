@@ -13,7 +13,8 @@ import pytest
 from calc import estimate, parse_scenario
 from calc.cli import build_parser, main
 from calc.estimate import COMPONENTS
-from calc.operations import COMPONENT_LABELS, DECLARED_IN, Cli, answer, every, get
+from calc.formatting import COMPONENT_LABELS
+from calc.operations import DECLARED_IN, Cli, answer, every, get
 from calc.plan import DEFAULT_TARGET, FORMATS, advise, cheapest, rl_memory
 from calc.plan.export import FORMAT_NAMES
 from calc.plan.importers import IMPORT_EXAMPLES, IMPORT_FORMAT_NAMES
@@ -92,6 +93,16 @@ def test_the_pages_estimate_answer_is_the_clis_report_with_gpu_cards(capsys, tmp
     got = ask("estimate", {"scenario": SMALL})
     assert got["report_text"] + "\n" == capsys.readouterr().out
     assert len(got["gpus"]) > 5 and got["report"]["device_bytes"] == estimate(SMALL).device_bytes
+
+
+def test_a_live_examples_report_is_the_estimates_without_the_gpu_cards() -> None:
+    """The documentation's live examples ask `report`: the calculator's report, none of the
+    ~28 estimates of its GPU cards, and the same field errors."""
+    page = ask("estimate", {"scenario": SMALL})
+    assert ask("report", {"scenario": SMALL}) == {"ok": True, "report": page["report"]}
+    bad = {**SMALL, "training": {"seq_len": 0}}
+    assert ask("report", {"scenario": bad}) == ask("estimate", {"scenario": bad})
+    assert not get("report").cli
 
 
 def test_advisor_global_batch_default_is_decided_once(capsys, tmp_path) -> None:

@@ -35,7 +35,7 @@ def gib(n: float) -> str:
 
 def num_gib(n: float) -> str:
     """GiB without the unit, for table columns that name it in the header."""
-    return formatting.fixed(n / formatting.GiB, 2)
+    return formatting.gib_number(n)
 
 
 def pct(x: float, signed: bool = False) -> str:

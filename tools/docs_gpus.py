@@ -13,9 +13,9 @@ import html
 import json
 
 from docs_common import DEFAULT_SCENARIO, READING_LIMITS, calc_link, gib, num_gib, pct
-from docs_live import STATUS_WORDS
 
 from calc import gpus, models
+from calc.formatting import FIT_WORDS, count, tflops
 from calc.operations import get
 from calc.plan import DEFAULT_TARGET
 
@@ -31,7 +31,7 @@ def _cells(row: dict[str, object]) -> dict[str, str]:
     return {"device_bytes": num_gib(row["device_bytes"]),  # type: ignore[arg-type]
             "utilization": pct(row["utilization"]),  # type: ignore[arg-type]
             "max_micro_batch": str(mb) if mb else "none",
-            "status": STATUS_WORDS[row["status"]]}  # type: ignore[index]
+            "status": FIT_WORDS[row["status"]]}  # type: ignore[index]
 
 
 def context(src: str) -> dict[str, str]:
@@ -50,8 +50,8 @@ def context(src: str) -> dict[str, str]:
             f'<td><a href="{link}">{html.escape(g.name)}</a></td>'
             f'<td align="right">{num_gib(g.usable_bytes)}</td>{td["device_bytes"]}'
             f'{td["utilization"]}<td data-key="status">{html.escape(cells["status"])}</td>'
-            f'{td["max_micro_batch"]}<td align="right">{f"{bf16:g}" if bf16 else "-"}</td>'
-            f'<td align="right">{g.memory_bandwidth_gbps:,.0f}</td></tr>')
+            f'{td["max_micro_batch"]}<td align="right">{tflops(bf16) if bf16 else "-"}</td>'
+            f'<td align="right">{count(g.memory_bandwidth_gbps)}</td></tr>')
         used = 0 if r["error"] else min(r["device_bytes"], g.usable_bytes)
         cls = "over" if r["error"] else BAR[r["status"]]
         # SVG geometry, not style attributes: the Content-Security-Policy allows none
@@ -66,7 +66,7 @@ def context(src: str) -> dict[str, str]:
             '</span></div>')
     runs = [r for r in rows if r["error"] is None]
     t, p = DEFAULT_SCENARIO["training"], DEFAULT_SCENARIO["parallelism"]
-    data = {"limits": READING_LIMITS, "words": STATUS_WORDS, "bar": BAR,
+    data = {"limits": READING_LIMITS, "bar": BAR,
             "calculator": "../calculator/"}
     payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
     header = "".join(f"<th>{h}</th>" for h in (

@@ -1,9 +1,10 @@
 """Live embedded examples: a scenario's headline figures with the fields a step is about
 editable in place, recomputed in the browser by calc's worker (site/assets/live_example.mjs).
 
-The figures in the HTML are computed now, by the same `estimate` operation the browser calls, so
-the page paints them before Python has started (and without JavaScript at all); each figure sits
-in an element with `data-key`, which the script fills from the live answer.
+The figures in the HTML are computed now, by the estimate the browser's `report` operation
+answers with, so the page paints them before Python has started (and without JavaScript at all);
+each figure sits in an element with `data-key`, which the script fills from the live answer, in
+the same words (calc.formatting, and its twin site/assets/format.mjs).
 """
 
 from __future__ import annotations
@@ -16,10 +17,8 @@ from docs_common import encode_scenario, gib, pct
 from site_hooks import LABELS
 
 from calc import Estimate, Parallelism, Training, gpus
+from calc.formatting import FIT_PHRASES
 
-# The report's `status` in the walkthroughs' words (the script shows the same for a live answer).
-STATUS_WORDS = {"fits": "fits within the target", "tight": "fits, but above the target",
-                "does_not_fit": "does not fit"}
 ALWAYS = ("training.micro_batch_size", "training.seq_len", "gpu")
 SCHEMAS = {"training": Training.model_json_schema()["properties"],
            "parallelism": Parallelism.model_json_schema()["properties"]}
@@ -60,11 +59,11 @@ def live_example(e: Estimate, page_src: str, levers: tuple[str, ...] = ()) -> st
     `levers` (scenario field paths) editable."""
     scenario = e.scenario.model_dump(mode="json")
     root = "../" * (page_src.count("/") + (0 if page_src.endswith("index.md") else 1)) or "./"
-    data = {"scenario": scenario, "words": STATUS_WORDS, "calculator": f"{root}calculator/"}
+    data = {"scenario": scenario, "calculator": f"{root}calculator/"}
     fields = "".join(_field(p, _value(scenario, p)) for p in (*ALWAYS, *levers))
     figures = {"device_bytes": gib(e.device_bytes), "utilization": pct(e.utilization),
                "gpu": html.escape(e.resolved.gpu.name), "usable_bytes": gib(e.usable_bytes),
-               "status": STATUS_WORDS[e.status], "peak_phase": e.peak_phase.replace("_", " ")}
+               "status": FIT_PHRASES[e.status], "peak_phase": e.peak_phase.replace("_", " ")}
     out = {k: f'<span data-key="{k}">{v}</span>' for k, v in figures.items()}
     payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
     return (f'<div class="live-example" data-state="static" data-device-bytes="{e.device_bytes}"'

@@ -29,6 +29,7 @@ import calc.plan
 from calc import Scenario, estimate, gpus, models
 from calc.cli import GROUPS, build_parser
 from calc.explain import explain
+from calc.formatting import count, tflops
 from calc.formula import FORMULAS, Formula
 from calc.operations import DECLARED_IN, get
 from calc.optimizers import OPTIMIZERS
@@ -61,18 +62,18 @@ def presets(src: str) -> dict[str, str]:
     mrows = []
     for m in sorted(models().values(), key=lambda m: (m.family, m.id)):
         e = estimate({"model": m.id, "training": {"seq_len": 128}})
-        pub = f"{m.published_param_count:,}" if m.published_param_count else "-"
+        pub = count(m.published_param_count) if m.published_param_count else "-"
         mrows.append([f"`{m.id}`", m.name, m.family, billions(e.param_count), pub,
                       "yes" if m.verified else "**no**", _link(m.source_url, "config.json")])
     grows = []
     for g in sorted(gpus().values(), key=lambda g: (g.vendor, -g.usable_bytes)):
-        tf = ", ".join(f"{k} {v:g}" for k, v in g.dense_tflops.items())
+        tf = ", ".join(f"{k} {tflops(v)}" for k, v in g.dense_tflops.items())
         srcs = " ".join(_link(u, f"[{i}]") for i, u in enumerate(g.sources, 1))
         price = "-" if g.price is None else \
             f"{g.price.usd_per_gpu_hour:g} ({g.price.as_of}, {_link(g.price.source)})"
         grows.append([f"`{g.id}`", g.name, num_gib(g.usable_bytes), tf,
-                      f"{g.memory_bandwidth_gbps:,.0f}",
-                      f"{g.interconnect.name} {g.interconnect.bandwidth_gbps:,.0f}", price,
+                      count(g.memory_bandwidth_gbps),
+                      f"{g.interconnect.name} {count(g.interconnect.bandwidth_gbps)}", price,
                       "yes" if g.verified else "**no**", srcs])
     notes = "\n".join(f"`{m.id}`\n: {_cell(m.verification_note)}\n" for m in sorted(models().values(), key=lambda m: m.id)
         if m.verification_note)

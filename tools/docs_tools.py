@@ -20,7 +20,7 @@ from docs_common import calc_link, gib, md_table, num_gib, pct
 
 from calc import COMPONENTS, estimate, parse_scenario
 from calc.cli import main as cli_main
-from calc.formatting import FIT_WORDS, params
+from calc.formatting import FIT_WORDS, count, params, tflops
 from calc.plan import (
     DEFAULT_MFU,
     DEFAULT_TARGET,
@@ -271,11 +271,11 @@ def cost(src: str) -> dict[str, str]:
     f = c.flops_per_token
     ctx.update(
         link=calc_link(ZERO3, src), tokens=f"{TOKENS:,}", tokens_short="1e10",
-        gpus=str(c.gpus), peak=f"{c.peak_tflops_per_gpu:g}", tokens_per_step=f"{c.tokens_per_step:,}",
+        gpus=str(c.gpus), peak=tflops(c.peak_tflops_per_gpu), tokens_per_step=count(c.tokens_per_step),
         flops_token=f"{f.executed / 1e9:.1f} GFLOP", flops_model=f"{f.model / 1e9:.1f} GFLOP",
         recompute=f"{f.recompute / 1e9:.1f} GFLOP", achieved_mfu=pct(c.model_flops_utilization),
-        step=f"{c.step_seconds:.3f} s", tps=f"{c.tokens_per_second:,.0f}", steps=f"{c.steps:,}",
-        days=f"{c.train_seconds / 86400:.2f}", gpu_hours=f"{c.gpu_hours:,.0f}",
+        step=f"{c.step_seconds:.3f} s", tps=count(c.tokens_per_second), steps=count(c.steps),
+        days=f"{c.train_seconds / 86400:.2f}", gpu_hours=count(c.gpu_hours),
         cost=f"${c.cost_usd:,.0f}" if c.cost_usd is not None else "no price",
         price=f"{c.price_per_gpu_hour:g}" if c.price_per_gpu_hour is not None else "none",
         price_source=c.price_source or "none",

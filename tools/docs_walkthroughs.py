@@ -11,10 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from docs_common import billions, calc_link, gib, md_table, num_gib, pct
-from docs_live import STATUS_WORDS, live_example
+from docs_live import live_example
 
-from calc import COMPONENTS, PHASES, Estimate, estimate
+from calc import PHASES, Estimate, estimate
 from calc.charts import phase_timeline
+from calc.formatting import COMPONENT_LABELS, FIT_PHRASES
 from calc.plan import DEFAULT_TARGET, advise, max_micro_batch, recommend
 
 
@@ -38,7 +39,7 @@ class Story:
             f"{name}_device": gib(e.device_bytes),
             f"{name}_peak": gib(e.peak_bytes),
             f"{name}_util": pct(e.utilization),
-            f"{name}_fits": STATUS_WORDS[e.status],
+            f"{name}_fits": FIT_PHRASES[e.status],
             f"{name}_phase": e.peak_phase.replace("_", " "),
             f"{name}_link": calc_link(e.scenario, self.src),
             f"{name}_live": live_example(e, self.src, levers),
@@ -60,10 +61,9 @@ class Story:
 
 
 def components_table(e: Estimate) -> str:
-    rows = [[COMPONENTS.get(k, k) if isinstance(COMPONENTS, dict) else k, num_gib(v),
-             pct(v / e.device_bytes)] for k, v in e.components.items() if v]
-    rows += [[f"{k} (empirical)", num_gib(v), pct(v / e.device_bytes)]
-             for k, v in e.overhead.items() if v]
+    """The device memory at the peak by part, in the calculator's words (COMPONENT_LABELS)."""
+    parts = {**e.components, **e.overhead}
+    rows = [[COMPONENT_LABELS[k], num_gib(v), pct(v / e.device_bytes)] for k, v in parts.items() if v]
     rows.append(["**device total**", f"**{num_gib(e.device_bytes)}**", ""])
     return md_table(["at the peak", "GiB", "share"], rows, "lrr")
 
@@ -75,7 +75,8 @@ def phases_table(e: Estimate) -> str:
         ph = e.stage.phases[name]
         label = name.replace("_", " ") + (" (peak)" if name == e.peak_phase else "")
         rows.append([label, num_gib(ph.bytes)] + [num_gib(ph.components[c]) for c in comps])
-    return md_table(["phase", "peak GiB", *comps], rows, "l" + "r" * (len(comps) + 1))
+    return md_table(["phase", "peak GiB", *(f"{COMPONENT_LABELS[c]} GiB" for c in comps)], rows,
+                    "l" + "r" * (len(comps) + 1))
 
 
 def recommendations_table(story: Story, name: str, limit: int = 8) -> str:

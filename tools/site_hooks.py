@@ -27,8 +27,8 @@ from mkdocs.exceptions import PluginError
 from pydantic import BaseModel
 
 from calc import Architecture, Parallelism, Scenario, Training, __version__, gpus, models
-from calc.formatting import natural_key
-from calc.operations import COMPONENT_LABELS, get
+from calc.formatting import COMPONENT_LABELS, natural_key
+from calc.operations import get
 from calc.plan import FORMATS, IMPORT_FORMATS
 from calc.plan.export import FORMAT_NAMES
 from calc.plan.importers import IMPORT_EXAMPLES, IMPORT_FORMAT_NAMES
@@ -304,6 +304,36 @@ def on_page_content(html_text: str, page: Any, config: Any, files: Any) -> str:
         return html_text
     depth = page.url.strip("/").count("/") + 1 if page.url.strip("/") else 0
     return html_text.replace(MARKER, calculator_html("../" * depth or "./"))
+
+
+# KaTeX (its stylesheet, its two scripts, and assets/math.js that runs them) only on a page with
+# formulas (arithmatex's, or the formula reference's "Show the math"): mkdocs.yml loads them on
+# every page, and evaluating katex.min.js is one 40-80 ms main-thread task of every page's load,
+# the calculator's included (issue 13: no task over 50 ms).
+MATH_ASSETS = re.compile(r'\s*(?:<link rel="stylesheet" href="[^"]*vendor/katex/[^"]*">'
+                         r'|<script src="[^"]*(?:vendor/katex/|assets/math\.js)[^"]*"></script>)')
+MATH_ASSET_COUNT = 4  # katex.min.css, katex.min.js, auto-render.min.js, math.js
+HAS_MATH = ('class="arithmatex"', 'id="formula-math"')
+
+
+def without_unused_math(page_html: str) -> str:
+    """The page without KaTeX's files when it has no formula to render."""
+    if any(marker in page_html for marker in HAS_MATH):
+        return page_html
+    stripped, found = MATH_ASSETS.subn("", page_html)
+    if found != MATH_ASSET_COUNT:
+        raise PluginError(f"expected KaTeX's {MATH_ASSET_COUNT} tags in a page, found {found}: "
+                          "update MATH_ASSETS (tools/site_hooks.py) to mkdocs.yml")
+    return stripped
+
+
+def on_post_page(output: str, page: Any, config: Any) -> str:
+    return without_unused_math(output)
+
+
+def on_post_template(output_content: str, template_name: str, config: Any) -> str:
+    """The theme's own pages (404.html)."""
+    return without_unused_math(output_content) if template_name.endswith(".html") else output_content
 
 
 # What the Content-Security-Policy forbids in a page: a <script> with neither a src nor a data type

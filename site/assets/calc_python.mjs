@@ -10,6 +10,10 @@
 // finds Python dead starts a new worker, throws PythonRestarted, and tells the page (`onRestart`),
 // which computes what it shows again. Python dying a second time before it has answered
 // anything is not retried (PythonStopped).
+//
+// The documentation's live parts (a walkthrough's examples, the GPU comparison) `ask` through
+// the same keeper, started on their first question, once for the page; a start that failed is
+// tried again on the next question (a network that came back).
 
 const RUNTIME_FILES = ["vendor/pyscript/core.js", "vendor/pyodide/pyodide.mjs",
   "vendor/pyodide/pyodide.asm.wasm", "vendor/pyodide/python_stdlib.zip",
@@ -81,13 +85,23 @@ async function responds(worker) {
 }
 
 class CalcPython {
-  constructor(root, worker, onRestart) {
-    Object.assign(this, { root, worker, onRestart, restarting: null, deaths: 0, stopped: null });
+  constructor(root, { onSlow = () => {}, onRestart = () => {} } = {}) {
+    Object.assign(this, { root, onSlow, onRestart, worker: null, starting: null, restarting: null,
+      deaths: 0, stopped: null });
+  }
+
+  // The worker, started once; a start that failed (StartError) is tried again by the next call.
+  start() {
+    this.starting ??= startCalcPython(this.root, this.onSlow).then(
+      (worker) => { this.worker = worker; },
+      (e) => { this.starting = null; throw e; });
+    return this.starting;
   }
 
   // calc_worker's answer (JSON text) to operation `name` on `request` (JSON text); with
   // `scenarioText`, the request's scenario is that text, read by calc as the CLI reads a file.
   async call(name, request, scenarioText = null) {
+    if (!this.worker) await this.start();
     if (this.restarting) await this.restarting;
     if (this.stopped) throw this.stopped;
     const worker = this.worker;
@@ -124,6 +138,39 @@ class CalcPython {
 }
 
 // startCalcPython's worker, restarted when it dies: `(await keepCalcPython(root, ...)).call(...)`.
-export async function keepCalcPython(root, { onSlow = () => {}, onRestart = () => {} } = {}) {
-  return new CalcPython(root, await startCalcPython(root, onSlow), onRestart);
+export async function keepCalcPython(root, options = {}) {
+  const python = new CalcPython(root, options);
+  await python.start();
+  return python;
+}
+
+// ---- the documentation's live parts ----
+const SITE_ROOT = new URL("..", import.meta.url).href; // this file is assets/
+const slowListeners = new Set();
+let onDemand = null;
+
+// `listener(sentence)` is told when `ask`'s Python has not started after 30 s, and why.
+export const whenSlow = (listener) => slowListeners.add(listener);
+
+// calc's answer to operation `name` (parsed); `scenarioText`: the request's scenario as text.
+// Python starts on the first question. Where it died on the way, the keeper has started it again
+// and the question is asked once more, as the calculator computes its form again (onRestart).
+export async function ask(name, request, scenarioText = null) {
+  onDemand ??= new CalcPython(SITE_ROOT, { onSlow: (why) => slowListeners.forEach((f) => f(why)) });
+  const text = JSON.stringify(request);
+  try {
+    return JSON.parse(await onDemand.call(name, text, scenarioText));
+  } catch (e) {
+    if (!(e instanceof PythonRestarted)) throw e;
+    return JSON.parse(await onDemand.call(name, text, scenarioText));
+  }
+}
+
+// Is `ask`'s Python running (false before the first question, or after a failed start)?
+export const pythonRunning = () => Boolean(onDemand?.worker);
+
+// A sentence for what stopped a live part, for the page's status line.
+export function stopped(e) {
+  if (e instanceof StartError) return `Python could not start: ${e.message}. The next change tries again.`;
+  return `The live computation stopped: ${e?.message ?? e}.`;
 }

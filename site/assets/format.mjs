@@ -21,7 +21,8 @@ export function significant(x, figures = 3) {
   return fixed(x, Math.max(0, figures - 1 - Math.floor(Math.log10(Math.abs(x)))));
 }
 
-export const gib = (n) => `${fixed(n / GiB, 2)} GiB`;
+export const gibNumber = (n) => fixed(n / GiB, 2); // a column whose header names the unit
+export const gib = (n) => `${gibNumber(n)} GiB`;
 export const percent = (x) => `${fixed(100 * x, 1)}%`;
 export const count = (n) => fixed(n, 0);
 export const tflops = (x) => (Math.abs(x) >= 100 ? fixed(x, 0) : significant(x));
@@ -33,6 +34,9 @@ export function params(n) {
 
 // The words for calc's fit status (calc.estimate.fit_status), everywhere a verdict is written.
 export const FIT_WORDS = { fits: "fits", tight: "tight", does_not_fit: "does not fit" };
+// The same where a sentence says them of its scenario ("it fits, but above the target").
+export const FIT_PHRASES = { fits: "fits within the target", tight: "fits, but above the target",
+  does_not_fit: "does not fit" };
 
 // Numbers inside names ordered by value: "llama-2-7b" before "llama-2-13b" (calc.formatting's
 // natural_key: lower-cased, digit runs compared as numbers and before text, text by code point).

@@ -6,14 +6,13 @@
 // line reads a file: a bad one is calc's error, naming the field, and the table stays as it was.
 
 import { LinkError, encodeScenario, scenarioTextInAddress } from "./scenario_link.mjs";
-import { fixed, percent as pct } from "./format.mjs";
-import { ask, stopped } from "./live_example.mjs";
+import { ask, stopped, whenSlow } from "./calc_python.mjs";
+import { FIT_WORDS, gibNumber, percent as pct } from "./format.mjs";
 import { textProblem } from "./untrusted.mjs";
 
 const $ = (id) => document.getElementById(id);
 const DATA = JSON.parse($("gpu-data").textContent);
 const SAVED = "calc.saved-scenarios"; // the calculator's list (site/calculator/storage.mjs)
-const num = (b) => fixed(b / 1024 ** 3, 2);
 let seq = 0;
 
 const say = (text, state = null) => {
@@ -24,8 +23,8 @@ const say = (text, state = null) => {
 // What a row shows of one GPU's answer (tools/docs_gpus.py: `_cells`).
 function cells(g) {
   if (g.error !== null) return { device_bytes: "-", utilization: "-", max_micro_batch: "-", status: `not supported (${g.error})` };
-  return { device_bytes: num(g.device_bytes), utilization: pct(g.utilization),
-    max_micro_batch: g.max_micro_batch ? String(g.max_micro_batch) : "none", status: DATA.words[g.status] };
+  return { device_bytes: gibNumber(g.device_bytes), utilization: pct(g.utilization),
+    max_micro_batch: g.max_micro_batch ? String(g.max_micro_batch) : "none", status: FIT_WORDS[g.status] };
 }
 
 function describe(s) {
@@ -98,4 +97,5 @@ $("gpu-saved").addEventListener("change", (e) => {
   compute(text, `the saved scenario “${entry.name}”`).catch((err) => say(stopped(err), "error"));
 });
 addEventListener("hashchange", fromAddress);
+whenSlow((why) => say(`Python has not started yet: ${why}.`));
 fromAddress();

@@ -1,34 +1,19 @@
 // Live embedded examples in the documentation: a walkthrough step (.live-example) whose fields
 // can be edited in place, recomputed by calc's worker, the calculator's own (calc_python.mjs).
-// Each example carries its scenario, its words and the figures computed at build time (the
-// first paint); an edit asks calc's `estimate` for the scenario with the edited fields and
-// writes the answer's figures into the elements named by data-key. calc judges every value:
-// a bad one is shown as calc's error, naming the field, beside the figures it leaves standing.
+// Each example carries its scenario and the figures computed at build time (the first paint); an
+// edit asks calc's `report` (the estimate without the calculator's GPU cards: a step shows one
+// GPU) for the scenario with the edited fields and writes the answer's figures into the elements
+// named by data-key. calc judges every value: a bad one is shown as calc's error, naming the
+// field, beside the figures it leaves standing.
 //
-// Python starts on the first edit, once for the page, and `ask` is shared with the other live
-// parts of the documentation (the GPU comparison).
+// Python starts on the first edit, once for the page (calc_python.mjs `ask`, shared with the
+// GPU comparison); a start that failed is tried again by the next edit.
 
-import { PythonRestarted, StartError, keepCalcPython } from "./calc_python.mjs";
-import { gib, percent as pct } from "./format.mjs";
+import { ask, pythonRunning, stopped, whenSlow } from "./calc_python.mjs";
+import { FIT_PHRASES, gib, percent as pct } from "./format.mjs";
 import { encodeScenario } from "./scenario_link.mjs";
 
-const ROOT = new URL("..", import.meta.url).href; // the site root: this file is assets/
-let python = null;
-
-
-// calc's answer to operation `name` (parsed); `scenarioText`: the request's scenario as text.
-export async function ask(name, request, scenarioText = null) {
-  python ??= keepCalcPython(ROOT);
-  const worker = await python;
-  return JSON.parse(await worker.call(name, JSON.stringify(request), scenarioText));
-}
-
-// A sentence for what stopped Python, for the page's status line.
-export function stopped(e) {
-  if (e instanceof StartError) return `Python could not start: ${e.message}.`;
-  if (e instanceof PythonRestarted) return `${e.message}; edit again to recompute.`;
-  return `The live example stopped: ${e?.message ?? e}.`;
-}
+const STARTING = "Starting Python to compute it in your browser…";
 
 function readScenario(box, base) {
   const scenario = structuredClone(base);
@@ -42,10 +27,16 @@ function readScenario(box, base) {
   return scenario;
 }
 
+// The GPU's name as the example's own GPU list writes it (the build's, from calc's presets).
+function gpuName(box, id) {
+  const option = [...box.querySelector('[name="gpu"]').options].find((o) => JSON.parse(o.value) === id);
+  return option?.text ?? id;
+}
+
 function show(box, data, r) {
   const figures = {
-    device_bytes: gib(r.device_bytes), utilization: pct(r.utilization), gpu: r.gpu_name,
-    usable_bytes: gib(r.usable_bytes), status: data.words[r.status],
+    device_bytes: gib(r.device_bytes), utilization: pct(r.utilization), gpu: gpuName(box, r.gpu),
+    usable_bytes: gib(r.usable_bytes), status: FIT_PHRASES[r.status],
     peak_phase: r.peak_phase.replace("_", " "),
   };
   for (const [key, text] of Object.entries(figures)) box.querySelector(`[data-key="${key}"]`).textContent = text;
@@ -55,8 +46,8 @@ function show(box, data, r) {
 
 async function recompute(box, data, mine) {
   const status = box.querySelector(".live-status");
-  status.textContent = python ? "Computing…" : "Starting Python to compute it in your browser…";
-  const answer = await ask("estimate", { scenario: readScenario(box, data.scenario) });
+  status.textContent = pythonRunning() ? "Computing…" : STARTING;
+  const answer = await ask("report", { scenario: readScenario(box, data.scenario) });
   if (mine !== box.seq) return;
   for (const input of box.querySelectorAll("[aria-invalid]")) input.removeAttribute("aria-invalid");
   if (!answer.ok) {
@@ -65,10 +56,9 @@ async function recompute(box, data, mine) {
     status.textContent = `Not computed: ${answer.field}: ${answer.message}. The figures above are the last ones computed.`;
     return;
   }
-  const r = answer.report;
-  show(box, data, { ...r, gpu_name: answer.gpus.find((g) => g.id === r.gpu)?.name ?? r.gpu });
+  show(box, data, answer.report);
   box.dataset.state = "live";
-  status.textContent = `Computed in your browser by calc ${r.calc_version}.`;
+  status.textContent = `Computed in your browser by calc ${answer.report.calc_version}.`;
 }
 
 function watch(box) {
@@ -79,6 +69,7 @@ function watch(box) {
     clearTimeout(timer);
     const mine = ++box.seq;
     timer = setTimeout(() => recompute(box, data, mine).catch((e) => {
+      if (mine !== box.seq) return;
       box.dataset.state = "error";
       box.querySelector(".live-status").textContent = stopped(e);
     }), 200);
@@ -86,4 +77,10 @@ function watch(box) {
   box.querySelector("form").addEventListener("submit", (e) => e.preventDefault());
 }
 
-for (const box of document.querySelectorAll(".live-example")) watch(box);
+const boxes = [...document.querySelectorAll(".live-example")];
+for (const box of boxes) watch(box);
+whenSlow((why) => {
+  for (const status of boxes.map((box) => box.querySelector(".live-status"))) {
+    if (status.textContent === STARTING) status.textContent = `Python has not started yet: ${why}.`;
+  }
+});

@@ -22,6 +22,7 @@ import { isObject, parsed } from "../assets/untrusted.mjs";
 import { askArchitecture, clearErrors, currentModel, field, fillForm, focusField, readScenario,
   showError, watchForm, writeField } from "./form.mjs";
 import { $, DATA, LIMITS, STATIC, ask, failed, live, say, timings } from "./page.mjs";
+import { addCharts } from "./charts.mjs";
 import { addPlanning, planningScenario } from "./planning.mjs";
 import { addResultSections, afterResult, pending, recommendation, render, watchExport } from "./results.mjs";
 import { addStorage, linkTo, pinned, showComparison } from "./storage.mjs";
@@ -124,7 +125,7 @@ function applyScenario(scenario, title) {
   say(`Applied: ${title}.`);
 }
 
-async function start() {
+async function start(laterParts) {
   const built = () => ($("calc-results").closest(".calc-side").dataset.state === "pending"
     ? "No result is shown until it can compute this scenario." : "The result shown was computed when the site was built.");
   try {
@@ -141,6 +142,7 @@ async function start() {
     return say(`The live calculator could not start: ${e.message}. ${built()}`, "error");
   }
   timings.pythonReady = performance.now();
+  await laterParts; // the charts and panels the answers go into
   const model = currentModel();
   if (!held && isObject(model) && "hf_config" in model) await askArchitecture(model.hf_config);
   await update();
@@ -148,9 +150,13 @@ async function start() {
 }
 
 // ---- wiring ----
+// What the first screen shows (the form, the build's report) is set up while this module is
+// evaluated; the charts and the planning panels each in a task of its own after it, so the
+// browser paints in between and no task of the page's load runs long (issue 13: none over
+// 50 ms). Python starts at once; its first answer waits for them.
+const nextTask = () => new Promise((resolve) => setTimeout(resolve, 0));
 addResultSections();
 addStorage({ open: hold });
-addPlanning({ apply: applyScenario, schedule: changed });
 watchForm(changed);
 watchExport(() => (held ? null : readScenario()));
 fillForm(DATA.opening);
@@ -178,4 +184,10 @@ $("calc-copy").addEventListener("click", async () => {
 });
 $("calc-reset").addEventListener("click", () => { fillForm(DATA.opening); clearErrors(); changed(0); });
 addEventListener("hashchange", () => holdLink());
-start().catch(failed);
+const laterParts = (async () => {
+  await nextTask();
+  addCharts();
+  await nextTask();
+  addPlanning({ apply: applyScenario, schedule: changed });
+})();
+start(laterParts).catch(failed);

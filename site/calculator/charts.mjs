@@ -5,10 +5,10 @@
 
 import { $, STATIC, ask, esc, isLatest } from "./page.mjs";
 
-// The charts' place, after `results` (the report); drawn at once from the build's answer.
-export function addCharts(results) {
-  results.insertAdjacentHTML("afterend", `<section id="calc-charts" class="calc-charts" aria-label="Charts">
-    <h3>How memory grows</h3><div class="chart-charts" data-state="static"></div></section>`);
+// The charts, in their place after the report (results.mjs), drawn from the build's answer.
+export function addCharts() {
+  $("calc-charts-place").outerHTML = `<section id="calc-charts" class="calc-charts" aria-label="Charts">
+    <h3>How memory grows</h3><div class="chart-charts" data-state="static"></div></section>`;
   drawCharts(STATIC.charts, "static");
 }
 

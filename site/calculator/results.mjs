@@ -5,19 +5,20 @@
 import { FIT_WORDS, fixed } from "../assets/format.mjs";
 import { $, DATA, ask, count, esc, failed, gib, gpuName, isLatest, label, live, params, pct, resultState,
   say, secs, share, tflops, verdict } from "./page.mjs";
-import { addCharts, showCharts } from "./charts.mjs";
+import { showCharts } from "./charts.mjs";
 import { encodeScenario } from "../assets/scenario_link.mjs";
 
 let recommended = []; // what each recommendation's "Apply" loads
 
-// The results column's sections under the report, and the export's format choice.
+// The results column's sections under the report (the charts' place, filled by addCharts), and
+// the export's format choice.
 export function addResultSections() {
   const results = $("calc-results");
   const side = Object.assign(document.createElement("div"), { className: "calc-side" });
   results.replaceWith(side);
   side.append(results);
   results.insertAdjacentHTML("beforebegin", '<p id="calc-stale" class="calc-stale-note" role="status" hidden></p>');
-  addCharts(results);
+  results.insertAdjacentHTML("afterend", '<div id="calc-charts-place"></div>'); // charts.mjs addCharts
   const formats = Object.entries(DATA.export.formats).map(([id, name]) =>
     `<option value="${id}"${id === DATA.export.default ? " selected" : ""}>${esc(name)} (${id})</option>`).join("");
   side.insertAdjacentHTML("beforeend", `<div id="calc-plan" class="calc-plan"></div>

@@ -55,3 +55,24 @@ def test_no_page_scrolls_sideways_and_tables_stay_in_their_column(tab: Calculato
     assert not seen["overflowing"], f"tables wider than the column: {seen['overflowing']}"
     assert not seen["split"], f"code in table cells broken over lines: {seen['split'][:5]}"
     assert not tab.foreign_requests and not tab.csp_violations
+
+
+# Rankings with a sentence per row: on a laptop the whole row is on screen, sentence included.
+FITTING_TABLES = {"tools/advisor": "why", "walkthroughs/8b-to-70b": "why",
+                  "tools/recommendations": "cost"}
+SCROLLING = """last => [...document.querySelectorAll('.md-content table')]
+  .filter((t) => t.rows[0].cells[t.rows[0].cells.length - 1].textContent.trim() === last)
+  .map((t) => { const box = t.closest('.md-typeset__scrollwrap') ?? t;
+                return box.scrollWidth - box.clientWidth; })"""
+
+
+@pytest.mark.parametrize("path", FITTING_TABLES)
+def test_a_ranking_with_reasons_fits_a_laptop_without_scrolling(browser: Any, base_url: str,
+                                                                 path: str) -> None:
+    context = browser.new_context(viewport={"width": 1366, "height": 900})
+    page = context.new_page()
+    page.goto(f"{base_url}{path}/")
+    scrolled = page.evaluate(SCROLLING, FITTING_TABLES[path])
+    context.close()
+    assert scrolled and all(s <= 0 for s in scrolled), \
+        f"{path}: the table ending in '{FITTING_TABLES[path]}' scrolls by {scrolled} px"

@@ -7,15 +7,14 @@ import json
 from typing import Any
 
 import docs_accuracy  # tools/, put on sys.path by conftest
-from docs_live import STATUS_WORDS
+import pytest
 
 from calc import estimate
 from calc.charts import memory_sweep, phase_timeline
+from calc.formatting import FIT_PHRASES, FIT_WORDS, gib, gib_number
 from calc.plan import compare_gpus, max_micro_batch
 
 from .conftest import LIVE_TIMEOUT_MS, Calculator, decode, encode
-
-GiB = 1024**3
 
 # What a chart's marks say: each sweep point's x and bytes, each level's GPU and bytes, each
 # timeline bar's moment and bytes.
@@ -58,22 +57,26 @@ def test_calculator_charts_follow_the_scenario_with_the_librarys_numbers(
 
 def test_a_walkthrough_step_edited_in_place_recomputes_the_librarys_figure(
         calculator: Calculator) -> None:
-    """Debugging an OOM, step 1: the micro-batch and the loss changed in place; the step shows
-    what calc computes for the edited scenario, and its link opens that scenario."""
+    """Debugging an OOM, step 1: the micro-batch, the loss and the GPU changed in place; the
+    step shows what calc computes for the edited scenario, and its link opens that scenario."""
     page = calculator.page
     page.goto(calculator.base_url + "walkthroughs/debug-oom/")
     box = page.locator(".live-example").first
     built = json.loads(box.locator("script").text_content())["scenario"]
     assert int(box.get_attribute("data-device-bytes")) == estimate(built).device_bytes
+    gpu = "a100-80gb" if built["gpu"] != "a100-80gb" else "h100-sxm-80gb"
     box.locator('[name="training.micro_batch_size"]').fill("1")
     box.locator('[name="training.loss"]').select_option(label="chunked")
-    edited = {**built, "training": {**built["training"], "micro_batch_size": 1, "loss": "chunked"}}
+    box.locator('[name="gpu"]').select_option(value=json.dumps(gpu))
+    edited = {**built, "gpu": gpu,
+              "training": {**built["training"], "micro_batch_size": 1, "loss": "chunked"}}
     want = estimate(edited)
     page.wait_for_function(
         """([el, bytes]) => el.dataset.state === 'live' && el.dataset.deviceBytes === bytes""",
         arg=[box.element_handle(), str(want.device_bytes)], timeout=LIVE_TIMEOUT_MS)
-    assert box.locator('[data-key="device_bytes"]').text_content() == f"{want.device_bytes / GiB:.2f} GiB"
-    assert box.locator('[data-key="status"]').text_content() == STATUS_WORDS[want.status]
+    assert box.locator('[data-key="device_bytes"]').text_content() == gib(want.device_bytes)
+    assert box.locator('[data-key="status"]').text_content() == FIT_PHRASES[want.status]
+    assert box.locator('[data-key="gpu"]').text_content() == want.resolved.gpu.name
     link = box.locator(".live-open").get_attribute("href")
     assert decode(link.split("#", 1)[1].removeprefix("s=")) == want.scenario.model_dump(mode="json")
 
@@ -88,6 +91,34 @@ def test_a_bad_value_in_a_live_example_is_calcs_error_naming_the_field(
                            timeout=LIVE_TIMEOUT_MS)
     assert "training.seq_len:" in box.locator(".live-status").text_content()
     assert box.locator('[name="training.seq_len"]').get_attribute("aria-invalid") == "true"
+
+
+@pytest.mark.console_errors_expected
+def test_a_live_example_tries_a_failed_python_start_again_on_the_next_edit(
+        calculator: Calculator) -> None:
+    """Python cannot start (PyScript's file is missing): the example names the file and keeps
+    its figures; once the file can be loaded, the next edit starts Python and computes."""
+    page = calculator.page
+
+    def missing(r: Any) -> None:
+        r.fulfill(status=404, body="missing")
+
+    page.route("**/vendor/pyscript/core.js", missing)
+    page.goto(calculator.base_url + "walkthroughs/where-the-bytes-go/")
+    box = page.locator(".live-example").first
+    built = json.loads(box.locator("script").text_content())["scenario"]
+    box.locator('[name="training.seq_len"]').fill("1024")
+    page.wait_for_function("el => el.dataset.state === 'error'", arg=box.element_handle(),
+                           timeout=LIVE_TIMEOUT_MS)
+    said = box.locator(".live-status").text_content()
+    assert "could not start" in said and "vendor/pyscript/core.js" in said
+    assert box.get_attribute("data-device-bytes") == str(estimate(built).device_bytes)
+    page.unroute("**/vendor/pyscript/core.js", missing)
+    box.locator('[name="training.seq_len"]').fill("2048")
+    want = estimate({**built, "training": {**built["training"], "seq_len": 2048}})
+    page.wait_for_function(
+        """([el, bytes]) => el.dataset.state === 'live' && el.dataset.deviceBytes === bytes""",
+        arg=[box.element_handle(), str(want.device_bytes)], timeout=LIVE_TIMEOUT_MS)
 
 
 def test_the_gpu_comparison_follows_a_share_link(calculator: Calculator) -> None:
@@ -105,7 +136,8 @@ def test_the_gpu_comparison_follows_a_share_link(calculator: Calculator) -> None
         if fit.error:
             assert status == f"not supported ({fit.error})"
             continue
-        assert status == STATUS_WORDS[fit.status]
+        assert status == FIT_WORDS[fit.status]
+        assert row.locator('[data-key="device_bytes"]').text_content() == gib_number(fit.device_bytes)
         best = max_micro_batch({**scenario, "gpu": fit.gpu}).value
         assert row.locator('[data-key="max_micro_batch"]').text_content() == str(best or "none")
     assert "qwen2.5-7b, lora fine-tuning, 2048-token" in page.text_content("#gpu-scenario")

@@ -53,6 +53,24 @@ def test_formulas_render_as_math(calculator: Calculator) -> None:
     assert calculator.page.locator(".arithmatex .katex").count() >= 10
 
 
+def test_katex_is_loaded_only_where_a_page_has_formulas(calculator: Calculator) -> None:
+    """KaTeX's evaluation is a long main-thread task: the calculator and the home page, which
+    have no formula, do not load it; the concepts page renders its formulas with it."""
+    page = calculator.page
+    fetched: list[str] = []
+    page.on("request", lambda r: fetched.append(r.url))
+    for path in ("calculator/", "", "concepts/"):
+        fetched.clear()
+        page.goto(calculator.base_url + path)
+        page.wait_for_load_state("load")
+        math = [u for u in fetched if "/vendor/katex/" in u or u.endswith("/assets/math.js")]
+        if path == "concepts/":
+            page.wait_for_selector(".arithmatex .katex", timeout=10_000)
+            assert len(math) >= 3
+        else:
+            assert math == [], path
+
+
 def formula_page(calculator: Calculator, scenario: dict[str, Any] | None = None) -> Any:
     url = calculator.base_url + "reference/formulas/" + (f"#s={encode(scenario)}" if scenario else "")
     calculator.page.goto(url)
