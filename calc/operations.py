@@ -35,7 +35,6 @@ from ._version import __version__
 from .architecture import ConfigError, from_hf_config
 from .errors import FieldError, rule
 from .estimate import COMPONENTS, FIT_TARGET, Estimate, estimate
-from .formatting import COMPONENT_LABELS as COMPONENT_LABELS  # its home was here: still importable
 from .formatting import FIT_WORDS, params, percent, setup_line, setup_parts
 from .formatting import GiB as GiB
 from .formatting import gib as gib
@@ -351,5 +350,5 @@ ARCHITECTURE: Operation[ArchitectureRequest, dict[str, Any]] = Operation(
 
 OPERATIONS: tuple[Operation[Any, Any], ...] = (ESTIMATE, REPORT, PRESETS, EXPLAIN, ARCHITECTURE)
 
-__all__ = ["COMPONENT_LABELS", "DECLARED_IN", "Cli", "Operation", "Request", "RequestError",
+__all__ = ["DECLARED_IN", "Cli", "Operation", "Request", "RequestError",
            "answer", "every", "get", "gib", "json_text"]

@@ -44,8 +44,8 @@ from pydantic import Field, ValidationError, model_validator
 
 from ..architecture import Architecture
 from ..estimate import FitStatus
-from ..formatting import FIT_WORDS
-from ..operations import COMPONENT_LABELS, Operation, Request, request_error
+from ..formatting import COMPONENT_LABELS, FIT_WORDS
+from ..operations import Operation, Request, request_error
 from ..overhead import CUDA_CONTEXT_BYTES, NCCL_PER_GROUP
 from ..params import count_params
 from ..presets import GpuPreset, UnknownPreset, resolve_gpu
