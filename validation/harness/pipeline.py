@@ -141,10 +141,15 @@ def schedule(model: nn.Module, indices: list[int], n_stages: int, cls_name: str,
     stages = []
     for mod, i in zip(chunks(model), indices):
         inputs, outputs = shapes(i)
-        stages.append(PipelineStage(
+        stage = PipelineStage(
             mod, i, n_stages, dev, input_args=(inputs,), output_args=(outputs,),
             output_grads=(outputs.detach(),) if i < n_stages - 1 else None,
-            input_grads=(inputs.detach(),) if i > 0 else (None,), group=group))
+            input_grads=(inputs.detach(),) if i > 0 else (None,), group=group)
+        # check every tensor crossing a stage against the static metadata (torch does only
+        # under TORCH_DISTRIBUTED_DEBUG=DETAIL, whose process-group wrapper the fake group
+        # lacks): a wrong dtype would size the recv buffers wrong
+        stage._runtime_validate = True
+        stages.append(stage)
     cls = getattr(schedules, cls_name)
     sched = cls(stages[0] if cls_name in SINGLE else stages, n_microbatches=micro_batches,
                 loss_fn=loss_fn)

@@ -118,16 +118,18 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
             input_ids = torch.randint(0, vocab, (b * gas, s), device=dev)
             labels = torch.randint(0, vocab, (b * gas, s), device=dev)
             act = pdt if use_autocast else model_dtype  # the logits' dtype
+            # the hidden states between stages: the residual stream's dtype, or FSDP2's
+            # param_dtype under its mixed-precision policy (the layers compute in it)
+            hid = pdt if layout == "fsdp" and use_autocast else model_dtype
             h, v = cfg.hidden_size, cfg.vocab_size
 
             def shapes(i):
                 """Stage i's one-micro-batch input and output (static shapes), requiring grad
                 as the stage's forward makes them in training."""
                 return (torch.empty(b, s, dtype=torch.long, device=dev) if i == 0
-                        else torch.empty(b, s, h, dtype=model_dtype, device=dev,
-                                         requires_grad=True),
+                        else torch.empty(b, s, h, dtype=hid, device=dev, requires_grad=True),
                         torch.empty(b, s, v if i == n_stages - 1 else h,
-                                    dtype=act if i == n_stages - 1 else model_dtype,
+                                    dtype=act if i == n_stages - 1 else hid,
                                     device=dev, requires_grad=True))
             stage_objs, sched = pipeline.schedule(model, held, n_stages, sched_cls, dev,
                                                   device_mesh["pp"].get_group(), gas, shapes)
