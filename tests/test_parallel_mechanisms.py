@@ -71,10 +71,54 @@ def test_schedules_order_their_activation_memory() -> None:
                          "parallelism": {"pp": 4, "pipeline_schedule": schedule,
                                          "virtual_stages": v}}).peak_bytes
     one = peak("1f1b")
-    assert peak("zero_bubble") == one
+    # torch's zero bubble: every rank but the first keeps pp micro-batches (the last rank its
+    # head's too), those waiting for their weight backward with their output gradients
+    assert peak("zero_bubble") > one
     assert one < peak("interleaved_1f1b", 2) < peak("gpipe")
     # DualPipe: two stages a rank, both ends on the first rank
     assert peak("dualpipe") > one
+
+
+def test_zero_bubble_keeps_as_many_micro_batches_on_every_rank() -> None:
+    """torch's ScheduleInterleavedZeroBubble over 4 ranks, 8 micro-batches: rank i runs its
+    weight backward i micro-batches late, so it holds min(pp, m) = 4, i of them waiting; the
+    first rank's input backward is empty (1F1B's memory). The last of the middle ranks is
+    evaluated (the most waiting)."""
+    x = _setup({"model": "llama-3.1-8b", "training": {"gradient_accumulation_steps": 8},
+                "parallelism": {"pp": 4, "pipeline_schedule": "zero_bubble"}})
+    assert [st.index for st in x.stages] == [0, 2, 3]
+    assert [tuple(x.flight(st))[::3] for st in x.stages] == [(4, 0), (4, 2), (4, 3)]
+
+
+def test_pipelined_autocast_casts_each_weight_once_a_step() -> None:
+    """The schedule runs under one autocast region: the bf16 copy of each fp32 weight is made
+    in the first forward and serves every micro-batch in flight, so GPipe's 8 micro-batches
+    keep one copy of the stage's weights, not eight."""
+    x = _setup({"model": "llama-3.1-8b", "training": {"gradient_accumulation_steps": 8},
+                "parallelism": {"pp": 4, "pipeline_schedule": "gpipe"}})
+    ly = layers(x, x.stages[0], True)
+    layer = ly.widest.weight_copies[0].bytes
+    assert sum(t.bytes * n for t, n in ly.cache) == 8 * layer  # rank 0's 8 layers, once
+    assert "activations/weight_copies" not in ly.saved.breakdown  # not per micro-batch
+    r = estimate({**{"model": "llama-3.1-8b"}, "training": {"gradient_accumulation_steps": 8},
+                  "parallelism": {"pp": 4, "pipeline_schedule": "gpipe"}})
+    last = layers(x, x.stages[-1], False)
+    assert r.as_dict()["breakdown"]["activations/weight_copies"] == \
+        sum(t.bytes * n for t, n in last.cache)  # the peak's rank: its layers and head, once
+
+
+@pytest.mark.parametrize(("schedule", "gas", "drained"), [
+    ("gpipe", 8, (True, True)), ("1f1b", 8, (False, False)), ("1f1b", 3, (True, False)),
+    ("zero_bubble", 4, (True, True))])
+def test_schedules_that_forward_everything_first_are_drained(schedule: str, gas: int,
+                                                             drained: tuple[bool, ...]) -> None:
+    """Where every forward runs before a rank's first backward, the micro-batches in flight
+    meet no gradient yet (and one fewer meets them all): GPipe always, 1F1B when m <= pp - i
+    (over 4 ranks, 3 micro-batches: rank 0 but not rank 3), zero bubble when m <= pp."""
+    x = _setup({"model": "llama-3.1-8b", "training": {"gradient_accumulation_steps": gas},
+                "parallelism": {"pp": 4, "pipeline_schedule": schedule}})
+    ends = (x.stages[0], x.stages[-1])
+    assert tuple(x.flight(st).drained for st in ends) == drained
 
 
 def test_dualpipe_ranks_hold_two_stages() -> None:
