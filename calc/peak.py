@@ -439,10 +439,11 @@ def _schedule_holds(x: Setup, stage: Stage, ly: Layers, fl: Flight, times: int,
 
 
 def _output_grads(x: Setup, stage: Stage) -> list[tuple[Term, int]]:
-    """One micro-batch's output gradients kept by a split backward for its weight backward."""
-    counts = x.counts
+    """One micro-batch's output gradients kept by a split backward for its weight backward
+    (of one unit: a V schedule's chunk; the head's where the stage holds it)."""
+    counts, unit = x.counts, stage.unit or stage
     items = [(output_grads(x, layer), n) for layer, n in (
-        (counts.dense_layer, stage.dense_layers), (counts.moe_layer, stage.moe_layers))
+        (counts.dense_layer, unit.dense_layers), (counts.moe_layer, unit.moe_layers))
         if layer is not None and n]
     if stage.head:
         items.append((head_output_grads(x), 1))
@@ -517,23 +518,31 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         moments.append(_moment("forward.fsdp_prefetch", states, earlier, gathered, saved,
                                forward_extra, ALL_GATHER(ms.gathered_layer.bytes)))
     bucket = ms.reduce_bucket
-    # past the layers' backward: a later micro-batch's backward leaves the cached weight
-    # copies' gradients for last
-    late_grads: Items = ()
+    # a later micro-batch's backward leaves the cached weight copies' gradients for last: at
+    # the first layer those of the layers above it wait, at the end all of them
+    late_above: Items = ()
+    late_all: Items = ()
     unit_cache = ly.cache if stage.unit is None else layers(x, stage.unit, False).cache
-    if unit_cache and accumulating and not fl.waiting:  # (zero bubble: the weights' backward)
-        late_grads = ((COPY_GRADS(sum(t.bytes * k for t, k in unit_cache) // n.compute,
-                                  n.compute), 1),)
-    if fl.waiting:
+    if unit_cache and accumulating and not fl.split:  # (zero bubble: the weights' backward)
+        copies = sum(t.bytes * k for t, k in unit_cache)
+        first_copies = sum(t.bytes for t in widest.weight_copies)
+        late_above = ((COPY_GRADS((copies - first_copies) // n.compute, n.compute), 1),)
+        late_all = ((COPY_GRADS(copies // n.compute, n.compute), 1),)
+    if fl.split:
         # zero bubble's input backward (retain_graph) frees nothing of the micro-batch it runs:
         # all of it stays beside the others, with its output gradients
-        others: Part | None = extended(saved, (*_output_grads(x, stage), *late_grads), detail)
+        others: Part | None = extended(saved, tuple(_output_grads(x, stage)), detail)
+        done = others
         first: Term | None = None
     else:
         others = scaled(one, times - 1, detail) if times > 1 else None
-        if holds or late_grads:
-            beside = (*holds, *late_grads)
+        done = others
+        if holds or late_above:
+            beside = (*holds, *late_above)
             others = extended(others, beside, detail) if others else part(beside, detail)
+        if holds or late_all:
+            beside = (*holds, *late_all)
+            done = extended(done, beside, detail) if done else part(beside, detail)
         first = FIRST_LAYER_INPUT(widest.checkpoint_input.bytes) if ckpt else FIRST_LAYER(alive)
     # the loss, the head and the final norm have run their backward: their saved tensors
     # are freed (on the head's stage one micro-batch is in flight)
@@ -555,7 +564,7 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     if experts is not None:
         moments.append(_moment("backward.experts", states, experts[0], others, experts[1],
                                experts[2]))
-    moments.append(_end_of_backward(x, stage, ms, states, others, accumulating))
+    moments.append(_end_of_backward(x, stage, ms, states, done, accumulating))
     if loss:  # no layer has gradients yet: only the prefetched layer is gathered
         kept = stage_output(x) if x.pp > 1 else None  # the schedule holds the logits
         moments.append(_moment("backward.loss_grad", states, earlier, head_bwd, saved, loss[1],

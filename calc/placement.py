@@ -63,6 +63,9 @@ def stages(counts: ParamCounts, pp: int, schedule: str = "1f1b", v: int = 1
     - 1F1B, GPipe, zero-bubble: rank i holds the i-th of pp contiguous pieces.
     - interleaved 1F1B (Narayanan et al. 2021, section 2.2): the model in pp x v chunks, rank i
       holding chunks i, i + pp, ...; the embedding on rank 0, the head on rank pp - 1.
+    - ZBV and DualPipeV (torch's V-shaped schedules, `generate_rank_to_stage_mapping` style
+      "v"): the model in 2 pp chunks, rank i holding chunks i and 2 pp - 1 - i, so rank 0 holds
+      both the embedding and the head.
     - DualPipe (DeepSeek-V3 report, section 3.2.1): rank i holds stages i and pp - 1 - i of
       both directions, so the first and the last rank each hold the embedding and the head."""
     arch = counts.arch
@@ -75,6 +78,13 @@ def stages(counts: ParamCounts, pp: int, schedule: str = "1f1b", v: int = 1
             mine = chunks[i::pp]
             unit = _piece(arch, i, mine[:1], False, False)  # its first chunk, the longest
             ranks.append(_piece(arch, i, mine, i == 0, i == pp - 1, unit))
+    elif schedule in ("zbv", "dualpipev"):
+        chunks = _split(L, 2 * pp)
+        ranks = []
+        for i in range(pp):
+            mine = [chunks[i], chunks[2 * pp - 1 - i]]
+            unit = _piece(arch, i, [max(mine, key=lambda c: c[1])], False, False)
+            ranks.append(_piece(arch, i, mine, i == 0, i == 0, unit))
     elif schedule == "dualpipe":
         pieces = _split(L, pp)
         ranks = []

@@ -222,6 +222,12 @@ class Setup:
           a micro-batch waiting for its weight backward keeps every activation and its output
           gradients, so every rank holds min(pp, m), i of them waiting. The first stage's input
           backward is empty and its weight backward a whole one, not delayed: 1F1B's memory;
+        - ZBV (ScheduleZBVZeroBubble): rank i's two chunks hold min(2 pp - i - 1, m) and
+          min(i + 1, m) chunk-micro-batches at the second chunk's input backward (split, its
+          weight backward right after);
+        - DualPipeV (ScheduleDualPipeV, m >= 2 pp): 2 pp - i and i + 1, 2 pp + 1 together, at
+          the second chunk's backward in the overlapped steady phase, which runs
+          m - 2 pp + i + 1 times: run once, the first chunk has no gradient yet there;
         - DualPipe: pp + 1 (DeepSeek-V3 report, Table 2).
 
         When every forward runs before the rank's first backward (`drained`), no gradient exists
@@ -236,21 +242,29 @@ class Setup:
             v = self.virtual_stages
             warm = 2 * (pp - i - 1) + (v - 1) * pp + 1
             return Flight(min(warm, m * v), warm >= m * v, 1, 0)
+        if self.schedule == "zbv":
+            return Flight(min(2 * pp - i - 1, m) + min(i + 1, m), m <= 2 * pp - i - 1, 1, 0,
+                          True)
+        if self.schedule == "dualpipev":
+            return Flight(2 * pp + 1, m - 2 * pp + i + 1 < 2, 1, 0)
         if self.schedule == "dualpipe":
             return Flight(min(pp + 1, m), pp + 1 >= m, 1, 0)
         held = min(pp - i, m)
         if self.schedule == "zero_bubble" and i > 0:
             alive = min(pp, m)
-            return Flight(alive, pp >= m, 1, alive - held)
+            return Flight(alive, pp >= m, 1, alive - held, True)
         return Flight(held, pp - i >= m, held, 0)
 
     def held_stages(self, stage: Stage) -> tuple[tuple[int, ...], int]:
         """The pipeline stages rank `stage.index` holds, and how many the model is cut into:
-        one of pp; v looped ones of pp v (interleaved 1F1B: i, i + pp, ...); DualPipe's stage
-        i and pp - 1 - i of its two directions (each direction's pp stages)."""
+        one of pp; v looped ones of pp v (interleaved 1F1B: i, i + pp, ...); two of 2 pp in a
+        V (ZBV, DualPipeV: i and 2 pp - 1 - i); DualPipe's stage i and pp - 1 - i of its two
+        directions (each direction's pp stages)."""
         pp, i = self.pp, stage.index
         if self.schedule == "interleaved_1f1b":
             return tuple(range(i, pp * self.virtual_stages, pp)), pp * self.virtual_stages
+        if self.schedule in ("zbv", "dualpipev"):
+            return (i, 2 * pp - 1 - i), 2 * pp
         if self.schedule == "dualpipe":
             return (i, pp - 1 - i), pp
         return (i,), pp
@@ -267,6 +281,7 @@ class Flight(NamedTuple):
     drained: bool  # all forwards run before the first backward: no gradient while `held`
     logits: int  # of those, micro-batches whose logits the head's stage keeps
     waiting: int  # of those, micro-batches whose weight backward waits (zero bubble)
+    split: bool = False  # the backward is split (zero bubble): the input's keeps the graph
 
 
 setup = Setup  # the symbols of a resolved scenario: setup(resolved)

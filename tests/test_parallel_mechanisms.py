@@ -121,6 +121,20 @@ def test_schedules_that_forward_everything_first_are_drained(schedule: str, gas:
     assert tuple(x.flight(st).drained for st in ends) == drained
 
 
+@pytest.mark.parametrize(("schedule", "held"), [("zbv", 8), ("dualpipev", 9)])
+def test_v_schedules_hold_two_chunks_and_both_ends_on_rank_0(schedule: str, held: int) -> None:
+    """torch's ZBV and DualPipeV over 4 ranks: 32 layers in 8 chunks, rank i holding chunks i
+    and 7 - i (rank 0 the embedding and the head); with 8 micro-batches every rank holds 2 pp
+    (ZBV, at the second chunk's input backward) or 2 pp + 1 (DualPipeV) chunk-micro-batches,
+    as torch's schedules order them."""
+    x = _setup({"model": "llama-3.1-8b", "training": {"gradient_accumulation_steps": 8},
+                "parallelism": {"pp": 4, "pipeline_schedule": schedule}})
+    first = x.stages[0]
+    assert (first.layers, first.embedding, first.head, first.unit.layers) == (8, True, True, 4)
+    assert x.held_stages(first) == ((0, 7), 8)
+    assert {x.flight(st).held for st in x.stages} == {held}
+
+
 def test_dualpipe_ranks_hold_two_stages() -> None:
     counts = _setup({"model": "llama-3.1-8b"}).counts
     first = stages(counts, 4, "dualpipe", 1)[0]
