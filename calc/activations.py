@@ -536,6 +536,19 @@ def output_grads(x: Setup, layer: LayerParams) -> Term:
     return OUTPUT_GRADS(T, outputs, n.compute, norms, z, qk)
 
 
+_WEIGHT_INPUTS = frozenset({"act.input", "act.input_casts", "act.attention_output",
+                            "act.norm_normalised", "act.norm_normalised_fp32"})
+
+
+def weight_inputs(x: Setup, act: LayerActivations, layer: LayerParams) -> int:
+    """Bytes of one layer's saved tensors that its weights' gradients read: the projections'
+    inputs (the normed tensors, each projection's own cast under autocast, the attention
+    output o_proj reads, the widest row-parallel projection's input) and the trained norms'
+    normalised tensors. Full training of dense llama-like layers."""
+    read = sum(t.bytes for t in act.saved if t.id.partition("@")[0] in _WEIGHT_INPUTS)
+    return read + x.T * (layer.widest_row_input // x.tp) * x.n.compute
+
+
 def head_output_grads(x: Setup) -> Term:
     """The head's output gradients kept for its weight backward (`HEAD_OUTPUT_GRADS`)."""
     n = x.n

@@ -31,6 +31,7 @@ from .activations import (
     head_norm_backward,
     head_output_grads,
     output_grads,
+    weight_inputs,
 )
 from .formula import Formula, Items, Part, Term, extended, part, part_of, scaled
 from .logits import kept_logits, logits_memory, stage_output
@@ -249,6 +250,17 @@ COPY_GRADS = Formula(
     note="autocast casts each weight once, in the step's first forward; a later micro-batch's "
          "backward runs that cast's backward (ToCopyBackward) after all its own nodes, the "
          "engine running the latest created first (traced: 1F1B and GPipe, first stage)")
+SPLIT_RECOMPUTED = Formula(
+    "activations/recomputed", "lambda L_c, n_pg, A_l, x_c, I_w: L_c * n_pg * (A_l - x_c - I_w)",
+    id="peak.split_recomputed", source=TORCH_SCHEDULES,
+    title="A split backward's weight pass over checkpointed layers: one autograd.grad per "
+          "parameter group, each a new graph task that recomputes the layer; what the weights' "
+          "gradients do not read stays until the pass frees the graph",
+    note="torch's stage_backward_weight and torch.utils.checkpoint's per-graph-task recompute "
+         "(frame.recomputed[gid]): a recomputed tensor goes when its node runs, and the weight "
+         "pass runs only the nodes the weights' gradients need. n_pg: a layer's parameter groups "
+         "(its trained projections and norms); I_w: the tensors those gradients read "
+         "(traced: ZBV under full checkpointing, op by op)")
 EMBEDDING_GRAD_TIED = Formula(
     "temporaries/embedding_grad", "lambda E, t, g, T, h, r, c: 2 * floor(E / t) * g + "
     "T * h * max(r, c)", id="peak.embedding_grad_tied", source=TRACED_PEAK,
@@ -326,7 +338,7 @@ class Layers:
 
     def alive(self, act: LayerActivations) -> int:
         """One layer's saved bytes for one micro-batch (its weight copies in the cache)."""
-        if not self.cache:
+        if not any(t is c for c, _ in self.cache for t in act.weight_copies):
             return act.total
         return act.total - sum(t.bytes for t in act.weight_copies)
 
@@ -439,8 +451,9 @@ def _schedule_holds(x: Setup, stage: Stage, ly: Layers, fl: Flight, times: int,
 
 
 def _output_grads(x: Setup, stage: Stage) -> list[tuple[Term, int]]:
-    """One micro-batch's output gradients kept by a split backward for its weight backward
-    (of one unit: a V schedule's chunk; the head's where the stage holds it)."""
+    """What a split backward keeps of one micro-batch for its weight backward beside its saved
+    activations: the output gradients (of one unit: a V schedule's chunk; the head's where the
+    stage holds it)."""
     counts, unit = x.counts, stage.unit or stage
     items = [(output_grads(x, layer), n) for layer, n in (
         (counts.dense_layer, unit.dense_layers), (counts.moe_layer, unit.moe_layers))
@@ -448,6 +461,20 @@ def _output_grads(x: Setup, stage: Stage) -> list[tuple[Term, int]]:
     if stage.head:
         items.append((head_output_grads(x), 1))
     return items
+
+
+def _weight_pass(x: Setup, stage: Stage, ly: Layers) -> list[tuple[Term, int]]:
+    """The weight pass of a split backward over the unit's checkpointed layers
+    (`SPLIT_RECOMPUTED`); nothing for a first stage, whose weight pass is a whole backward."""
+    unit = stage.unit or stage
+    ckpt = x.checkpointed_layers(unit)
+    layer = x.counts.dense_layer if unit.dense_layers else x.counts.moe_layer
+    if not ckpt or layer is None or (stage.embedding and stage.unit is None):
+        return []
+    act = ly.widest
+    groups = sum(1 for lin in layer.linears) + x.arch.traits.norms_per_layer
+    return [(SPLIT_RECOMPUTED(ckpt, groups, ly.alive(act), act.kept_in_saved,
+                              weight_inputs(x, act, layer)), 1)]
 
 
 def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flight, times: int,
@@ -531,7 +558,8 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     if fl.split:
         # zero bubble's input backward (retain_graph) frees nothing of the micro-batch it runs:
         # all of it stays beside the others, with its output gradients
-        others: Part | None = extended(saved, tuple(_output_grads(x, stage)), detail)
+        others: Part | None = extended(
+            saved, (*_output_grads(x, stage), *_weight_pass(x, stage, ly)), detail)
         done = others
         first: Term | None = None
     else:

@@ -134,6 +134,10 @@ SYMBOLS: dict[str, Symbol] = {name: Symbol(tex, meaning) for name, tex, meaning 
     ("P_ml", "P_\\text{MoE}'", "parameters of one MoE decoder layer on one GPU"),
     ("L_d", "L_\\text{dense}", "dense decoder layers (of the model, or of the stage)"),
     ("L_m", "L_\\text{MoE}", "MoE decoder layers (of the model, or of the stage)"),
+    ("L_c", "L_\\text{ckpt}", "checkpointed decoder layers of one pipeline stage (or chunk)"),
+    ("n_pg", "n_\\text{groups}", "a layer's parameter groups in a split weight backward: its "
+     "trained projections and norms"),
+    ("I_w", "I_w", "the bytes of a layer's saved tensors its weights' gradients read"),
     ("W", "W", "a layer's linear weights: d_in x d_out each, times the routed experts"),
     ("W_l", "W'", "a layer's linear weights on one GPU"),
     ("B_b", "B", "a layer's biases"),

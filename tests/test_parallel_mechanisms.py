@@ -135,6 +135,22 @@ def test_v_schedules_hold_two_chunks_and_both_ends_on_rank_0(schedule: str, held
     assert {x.flight(st).held for st in x.stages} == {held}
 
 
+def test_split_weight_pass_recomputes_checkpointed_layers_once_a_parameter_group() -> None:
+    """torch's zero-bubble weight pass runs one autograd.grad per parameter group, each a graph
+    task of its own in which a checkpointed layer is recomputed; what the weights' gradients do
+    not read stays until the pass ends. A llama layer has 9 groups (7 projections, 2 norms);
+    ZBV's head chunk over 4 ranks holds 4 of llama-3.1-8b's 32 layers."""
+    from calc.peak import stage_peak
+    x = _setup({"model": "llama-3.1-8b", "training": {"gradient_accumulation_steps": 8,
+                                                      "activation_checkpointing": "full"},
+                "parallelism": {"pp": 4, "pipeline_schedule": "zbv"}})
+    moment = {m.name: m for m in stage_peak(x, x.stages[0], detail=True).moments}[
+        "backward.first_layer"]
+    (kept,) = [t for p in moment.parts if p is not None and hasattr(p, "items")
+               for t, _ in p.items if t.key == "activations/recomputed"]
+    assert kept.symbols["L_c"] == 4 and kept.symbols["n_pg"] == 9
+
+
 def test_dualpipe_ranks_hold_two_stages() -> None:
     counts = _setup({"model": "llama-3.1-8b"}).counts
     first = stages(counts, 4, "dualpipe", 1)[0]
