@@ -31,7 +31,7 @@ from .architecture import ACTIVATIONS
 from .formula import Formula, Term
 from .params import LayerParams, Linear
 from .setup import Setup
-from .sources import TORCH_SAC
+from .sources import TORCH_SAC, TORCH_SCHEDULES
 from .sources import TRACED_ACTIVATIONS as SRC
 
 
@@ -166,6 +166,20 @@ HEAD_NORM_BACKWARD = Formula(
     note="traced op by op on 4-layer llama-3-8b probes, full, LoRA and QLoRA")
 HEAD_COPY = _f("weight_copies", "lambda V_t, H, c: V_t * H * c", "head_weight_copy",
                "Autocast's low-precision copy of the lm_head weight")
+OUTPUT_GRADS = Formula(
+    "temporaries/output_grads", "lambda T, O_l, c, N_l, z, Q_n: T * (O_l * c + N_l * z + Q_n * c)",
+    id="act.output_grads", source=TORCH_SCHEDULES,
+    title="A layer's output gradients kept for the weight backward of a split backward: each "
+          "projection's and each norm's, where the weights' gradients start",
+    note="torch's stage_backward_input hooks every node where a weight's gradient meets the "
+         "input's path and keeps the gradient reaching it until stage_backward_weight: O_l "
+         "trained projection outputs per token (c each), N_l hidden-size norm outputs (their "
+         "output width z), Q_n = (a + k) d per-head q/k norm outputs (c wide)")
+HEAD_OUTPUT_GRADS = Formula(
+    "temporaries/output_grads", "lambda T, V_t, c, H, z: T * (V_t * c + H * z)",
+    id="act.head_output_grads", source=TORCH_SCHEDULES,
+    title="The head's output gradients kept for the weight backward: the logits' (c) and the "
+          "final norm's (z wide)")
 EMBEDDING_DROPOUT = _f("dropout", "lambda T, h: T * h", "embedding_dropout",
                        "Embedding dropout's one-byte mask (GPT-2's embd_pdrop)")
 EAGER_MASK = _f("attention_mask", "lambda b, s, m: b * s**2 * m", "eager_mask",
@@ -501,6 +515,45 @@ def head_activations(x: Setup) -> tuple[Term, ...]:
     if n.weight_copies and not x.megatron:
         saved.append(HEAD_COPY(x.vocab, x.H, n.compute))
     return tuple(saved)
+
+
+def output_grads(x: Setup, layer: LayerParams) -> Term:
+    """What one layer's split backward keeps for its weight backward (`OUTPUT_GRADS`): the
+    gradient at every trained projection's output and every trained norm's. Routed experts
+    count their routed rows."""
+    n, T, arch = x.n, x.T, x.arch
+    outputs = 0
+    for lin in layer.linears:
+        if x.lora and lin.name not in x.lora_targets:
+            continue
+        rows = lin.local_shape(x.tp)[0]
+        if lin.group == "experts":  # T K rows spread over the local experts
+            rows = rows * x.routed // T if T else 0
+        outputs += rows
+    norms = 0 if x.lora else arch.traits.norms_per_layer * x.h
+    qk = (x.a + x.k) * x.d if arch.traits.qk_norm and not x.lora else 0
+    z = 4 if n.residual == 4 or arch.traits.norm_upcast == "gemma" else n.compute
+    return OUTPUT_GRADS(T, outputs, n.compute, norms, z, qk)
+
+
+_WEIGHT_INPUTS = frozenset({"act.input", "act.input_casts", "act.attention_output",
+                            "act.norm_normalised", "act.norm_normalised_fp32"})
+
+
+def weight_inputs(x: Setup, act: LayerActivations, layer: LayerParams) -> int:
+    """Bytes of one layer's saved tensors that its weights' gradients read: the projections'
+    inputs (the normed tensors, each projection's own cast under autocast, the attention
+    output o_proj reads, the widest row-parallel projection's input) and the trained norms'
+    normalised tensors. Full training of dense llama-like layers."""
+    read = sum(t.bytes for t in act.saved if t.id.partition("@")[0] in _WEIGHT_INPUTS)
+    return read + x.T * (layer.widest_row_input // x.tp) * x.n.compute
+
+
+def head_output_grads(x: Setup) -> Term:
+    """The head's output gradients kept for its weight backward (`HEAD_OUTPUT_GRADS`)."""
+    n = x.n
+    z = 4 if n.residual == 4 or x.arch.traits.norm_upcast == "gemma" else n.compute
+    return HEAD_OUTPUT_GRADS(x.T, 0 if x.lora else x.vocab, n.compute, x.H, 0 if x.lora else z)
 
 
 def head_norm_backward(x: Setup) -> Term | None:

@@ -33,8 +33,10 @@ VALIDATED_FEATURES: dict[str, frozenset[Any]] = {
     "parallelism.ep": frozenset({1, 2, 4, 8}),
     "parallelism.zero": frozenset({0, 1, 2, 3}),
     "parallelism.sequence_parallel": frozenset({False, True}),
-    "parallelism.pipeline_schedule": frozenset({"1f1b"}),
-    "parallelism.virtual_stages": frozenset({1}),
+    # torch.distributed.pipelining's schedules; DeepSeek's bidirectional DualPipe is not in torch
+    "parallelism.pipeline_schedule": frozenset({"1f1b", "gpipe", "interleaved_1f1b",
+                                                "zero_bubble", "zbv", "dualpipev"}),
+    "parallelism.virtual_stages": frozenset({1, 2}),
     "training.moe_capacity_factor": frozenset({None}),
     "training.moe_load_imbalance": frozenset({1.0}),
 }
@@ -113,9 +115,10 @@ def _sharding_gaps(r: Resolved) -> list[str]:
     """What of the parallel setup the traced cases do not cover. Traced: DDP (zero 0),
     DDP + ZeroRedundancyOptimizer (1), FSDP2 with reshard_after_forward False (2) and True
     (3), FSDP2 with a master-weights optimizer, FSDP2's CPUOffloadPolicy; tp (torchtitan's
-    plan, loss parallel), sequence parallel, cp (torch's ring attention) and pp (1F1B), alone
-    or with FSDP2; ep (transformers' all-to-all, balanced routing) with FSDP2 over the experts
-    as their own units, tp, cp and pp 1."""
+    plan, loss parallel), sequence parallel, cp (torch's ring attention) and pp (torch's 1F1B,
+    GPipe, interleaved 1F1B, zero bubble, ZBV and DualPipeV, each stage its own FSDP2 root),
+    alone or with FSDP2; ep (transformers' all-to-all, balanced routing) with FSDP2 over the
+    experts as their own units, tp, cp and pp 1."""
     p, t = r.parallelism, r.training
     gaps = []
     deepspeed = p.engine(t.mixed_precision) == "deepspeed"
@@ -125,6 +128,10 @@ def _sharding_gaps(r: Resolved) -> list[str]:
                     "torchtitan), not with DDP, ZeRO-1 or DeepSpeed")
     if p.pp > 1 and p.cp > 1:
         gaps.append("pipeline and context parallelism together are not traced")
+    if p.pp > 1 and p.pipeline_schedule == "dualpipe":
+        gaps.append("DeepSeek's bidirectional DualPipe (two copies of the parameters) is not in "
+                    "torch.distributed.pipelining, whose V-shaped DualPipeV is traced "
+                    "(pipeline_schedule dualpipev): modelled from the DeepSeek-V3 report")
     if model_parallel and t.implementation == "hf" and (t.finetuning != "full" or
                                                         t.loss != "standard"):
         gaps.append("tp, cp and pp are traced for full training with the standard loss only")

@@ -161,7 +161,8 @@ def _why(x: Setup, stage: Stage) -> str:
     held += [part for part, has in (("the embedding", stage.embedding),
                                     ("the head and the loss", stage.head)) if has]
     flight = x.in_flight(stage)
-    unit = {"interleaved_1f1b": " chunk", "dualpipe": " stage"}.get(x.schedule, "") \
+    unit = {"interleaved_1f1b": " chunk", "zbv": " chunk", "dualpipev": " chunk",
+            "dualpipe": " stage"}.get(x.schedule, "") \
         if stage.unit else ""
     return (f"rank {stage.index} of {x.pp} ({x.schedule}): holds {', '.join(held)}; "
             f"{flight}{unit} micro-batch{'es' if flight != 1 else ''} in flight")

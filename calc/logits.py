@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from .formula import Formula, Term
 from .setup import Setup
-from .sources import HF_LOSS, LIGER, TORCH_LOSS_PARALLEL, TORCH_PIPELINING
+from .sources import HF_LOSS, LIGER, TORCH_LOSS_PARALLEL, TORCH_PIPELINING, TORCH_SCHEDULES
 
 KEY = "logits/loss"
 FORWARD = Formula(KEY, "lambda T, V_t, c, u: T * V_t * (c + u + 4)", id="logits.forward",
@@ -50,6 +50,12 @@ STAGE_OUTPUT = Formula(
     KEY, "lambda T, V_t, c: T * V_t * c", id="logits.stage_output", source=TORCH_PIPELINING,
     title="Pipeline parallelism: the last stage's output (the logits), kept by the schedule "
           "until that micro-batch's backward")
+KEPT = Formula(
+    KEY, "lambda T, V_t, c, k: T * V_t * (c + k)", id="logits.kept", source=TORCH_SCHEDULES,
+    title="Pipeline parallelism: each other micro-batch in flight past the loss on the last "
+          "stage: its logits (the stage output the schedule keeps) and what its loss saved",
+    note="k = 4, log_softmax's fp32 output; with Gemma 2's soft-capping k = 4 + c (the tanh "
+         "output) (traced: GPipe, validation/cases.json)")
 CHUNKED_FORWARD = Formula(
     KEY, "lambda T, H, q, V_t, w, n_c, c, u_w, m_w: T * H * q + V_t * H * w + n_c * V_t * c + "
     "u_w * V_t * H * c + m_w * V_t * H + 4 * T", id="logits.chunked_forward", source=LIGER,
@@ -94,3 +100,15 @@ def stage_output(x: Setup) -> Term | None:
     stage the logits, until the loss's backward (transformers' hf layers; Megatron computes the
     loss inside the stage)."""
     return None if x.megatron or x.chunked_loss else STAGE_OUTPUT(x.T, x.vocab, x.n.compute)
+
+
+def kept_logits(x: Setup) -> Term | None:
+    """What one more micro-batch in flight past its loss keeps on the last pipeline stage
+    (`KEPT`; the fused chunked loss keeps its gradients instead; Megatron's stage computes its
+    loss inside)."""
+    if x.megatron:
+        return None
+    if x.chunked_loss:
+        return logits_memory(x)[1]
+    c = x.n.compute
+    return KEPT(x.T, x.vocab, c, 4 + (c if x.arch.final_logit_softcapping else 0))

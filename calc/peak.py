@@ -9,8 +9,10 @@ the sum of parts (`PARTS`), every part a list of terms; each phase's peak is its
 moment and the step's peak the worst of all (the first, on a tie).
 
 With pipeline parallelism every rank whose share differs is evaluated (`calc.placement.stages`)
-with the micro-batches its schedule keeps in flight (`Setup.in_flight`: 1F1B keeps min(pp - i, m)
-on rank i), and the largest reported.
+with what its schedule keeps (`Setup.flight`: 1F1B keeps min(pp - i, m) micro-batches on rank i),
+and the largest reported; beside the micro-batches' activations a schedule keeps its receive
+buffers, autocast's weight copies (once a step) and, by schedule, other micro-batches' logits
+and zero bubble's output gradients (`_schedule_holds`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from .activations import (
+    HEAD_COPY,
     LayerActivations,
     decoder_layer,
     eager_mask,
@@ -26,13 +29,16 @@ from .activations import (
     expert_width,
     head_activations,
     head_norm_backward,
+    head_output_grads,
+    output_grads,
+    weight_inputs,
 )
-from .formula import Formula, Part, Term, extended, part, part_of, scaled
-from .logits import logits_memory, stage_output
+from .formula import Formula, Items, Part, Term, extended, part, part_of, scaled
+from .logits import kept_logits, logits_memory, stage_output
 from .megatron import megatron_layer
 from .placement import Stage
-from .setup import Setup
-from .sources import EXPERT_UNITS, TRACED_FSDP, TRACED_PEAK
+from .setup import Flight, Setup
+from .sources import EXPERT_UNITS, TORCH_SCHEDULES, TRACED_FSDP, TRACED_PEAK
 from .states import ModelStates, accumulated, model_states
 
 PHASES = ("forward", "backward", "optimizer_step")
@@ -41,15 +47,18 @@ COMPONENTS = ("parameters", "gradients", "optimizer_states", "activations", "log
 
 # What each part of a moment holds: (its LaTeX symbol, what it is).
 PARTS: dict[str, tuple[str, str]] = {
-    "states": ("S", "parameters and optimizer states on the GPU (and DDP's gradient buckets)"),
+    "states": ("S", "parameters and optimizer states on the GPU (and DDP's gradient buckets, "
+               "a pipeline stage's receive buffers)"),
     "gradients": ("G", "every gradient"),
     "earlier_gradients": ("G_e", "the gradients accumulated by earlier micro-batches"),
     "gradients_written": ("G_w", "the gradients written before the last layers' backward"),
     "gathered": ("F", "FSDP: the gathered layer and the root unit"),
     "backward_gathered": ("F_b", "FSDP in a layer's backward: gathered layers and gradients"),
-    "saved": ("A", "the activations saved by every micro-batch in flight"),
+    "saved": ("A", "the activations saved by every micro-batch in flight (and what a pipeline "
+              "schedule keeps beside them)"),
     "saved_layers": ("A_b", "the activations saved, the head's already freed by its backward"),
-    "other_micro_batches": ("A_o", "the saved activations of the other micro-batches in flight"),
+    "other_micro_batches": ("A_o", "the saved activations of the other micro-batches in flight "
+                            "(and what a pipeline schedule keeps beside them)"),
     "forward_extra": ("A_x", "autocast's weight copies of checkpointed layers; the eager mask; "
                       "FSDP2's last all-gather buffer at stage 2"),
     "loss": ("Z", "the logits and the loss"),
@@ -215,6 +224,43 @@ EMBEDDING_GRAD = Formula(
     "temporaries/embedding_grad", "lambda T, h, r, c: T * h * max(r, c)",
     id="peak.embedding_grad", source=TRACED_PEAK,
     title="The gradient of the embedding's output (T h at residual width)")
+EMBEDDING_GRAD_ACCUMULATED = Formula(
+    "temporaries/embedding_grad", "lambda E, t, g, T, h, r, c: floor(E / t) * g + "
+    "T * h * max(r, c)", id="peak.embedding_grad_accumulated", source=TRACED_PEAK,
+    title="Accumulating into an earlier micro-batch's gradients: the embedding's new dense "
+          "gradient, before it is added to the one in .grad",
+    note="traced: the first pipeline stage, 1F1B and GPipe")
+STAGE_INPUT_GRAD = Formula(
+    "temporaries/stage_input_grad", "lambda T, h, r_s: T * h * r_s", id="peak.stage_input_grad",
+    source=TORCH_SCHEDULES,
+    title="Pipeline parallelism: a non-first stage's input gradient, kept (bwd_cache) until "
+          "the next backward sends it to the previous stage")
+RECV_BUFFERS = Formula(
+    "activations/recv_buffers", "lambda n_rb, n_mb, T, h, r_s: n_rb * n_mb * T * h * r_s",
+    id="peak.recv_buffers", source=TORCH_SCHEDULES,
+    title="Pipeline parallelism: the receive buffers, one a micro-batch for the activations a "
+          "stage receives and one for the gradients, allocated once and kept",
+    note="torch's PipelineStage with static shapes (_create_act_recv_info, "
+         "_create_grad_recv_info); traced: every pipeline case")
+COPY_GRADS = Formula(
+    "temporaries/weight_copy_grads", "lambda W_c, c: W_c * c", id="peak.copy_grads",
+    source=TORCH_SCHEDULES,
+    title="Pipeline parallelism under autocast: the gradients of the weights' cached copies, "
+          "waiting until the end of a later micro-batch's backward",
+    note="autocast casts each weight once, in the step's first forward; a later micro-batch's "
+         "backward runs that cast's backward (ToCopyBackward) after all its own nodes, the "
+         "engine running the latest created first (traced: 1F1B and GPipe, first stage)")
+SPLIT_RECOMPUTED = Formula(
+    "activations/recomputed", "lambda L_c, n_pg, A_l, x_c, I_w: L_c * n_pg * (A_l - x_c - I_w)",
+    id="peak.split_recomputed", source=TORCH_SCHEDULES,
+    title="A split backward's weight pass over checkpointed layers: one autograd.grad per "
+          "parameter group, each a new graph task that recomputes the layer; what the weights' "
+          "gradients do not read stays until the pass frees the graph",
+    note="torch's stage_backward_weight and torch.utils.checkpoint's per-graph-task recompute "
+         "(frame.recomputed[gid]): a recomputed tensor goes when its node runs, and the weight "
+         "pass runs only the nodes the weights' gradients need. n_pg: a layer's parameter groups "
+         "(its trained projections and norms); I_w: the tensors those gradients read "
+         "(traced: ZBV under full checkpointing, op by op)")
 EMBEDDING_GRAD_TIED = Formula(
     "temporaries/embedding_grad", "lambda E, t, g, T, h, r, c: 2 * floor(E / t) * g + "
     "T * h * max(r, c)", id="peak.embedding_grad_tied", source=TRACED_PEAK,
@@ -286,6 +332,49 @@ class Layers:
     saved: Part  # one micro-batch's saved activations, the ends of the model included
     body: Part  # the same without the head's (freed before the layers' backward)
     widest: LayerActivations  # the layer kind with the most saved bytes
+    # Under a pipeline schedule the step runs in one autocast region: each weight is cast once
+    # a step, for every micro-batch in flight (the cache, not in `saved`); else empty.
+    cache: Items = ()
+
+    def alive(self, act: LayerActivations) -> int:
+        """One layer's saved bytes for one micro-batch (its weight copies in the cache)."""
+        if not any(t is c for c, _ in self.cache for t in act.weight_copies):
+            return act.total
+        return act.total - sum(t.bytes for t in act.weight_copies)
+
+
+def layers(x: Setup, stage: Stage, detail: bool) -> Layers:
+    counts = x.counts
+    build = megatron_layer if x.megatron else decoder_layer
+    kinds = [(name, build(x, layer), count) for name, layer, count in (
+        ("dense", counts.dense_layer, stage.dense_layers),
+        ("moe", counts.moe_layer, stage.moe_layers)) if layer is not None and count]
+    ckpt = x.checkpointed_layers(stage)
+    cached = x.pp > 1 and x.n.weight_copies  # torch.autocast around the schedule's step
+    saved: list[tuple[Term, int]] = []
+    cache: list[tuple[Term, int]] = []
+    remaining = ckpt
+    widest = kinds[0][1]
+    for _, act, count in kinds:  # checkpointed layers keep only their inputs
+        stored = min(remaining, count)
+        remaining -= stored
+        saved.append((act.checkpoint_input, stored))
+        rest = count - stored
+        copies = act.weight_copies if cached else ()
+        saved += [(term, rest) for term in act.saved if not any(term is c for c in copies)]
+        cache += [(term, count) for term in copies]
+        if act.total > widest.total:
+            widest = act
+    embedding = embedding_activations(x) if stage.embedding else ()
+    head = head_activations(x) if stage.head else ()
+    if cached:
+        cache += [(term, 1) for term in head if term.formula is HEAD_COPY]
+        head = tuple(term for term in head if term.formula is not HEAD_COPY)
+    saved += [(term, 1) for term in embedding]
+    body = part(tuple(saved), detail)
+    whole = extended(body, tuple((term, 1) for term in head), detail) if head else body
+    return Layers(tuple(kinds), ckpt, x.in_flight(stage), (*embedding, *head), whole, body,
+                  widest, tuple(cache))
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,52 +397,112 @@ class StagePeak:
         return {t.key: t.bytes for t in self.states.host}
 
 
-def layers(x: Setup, stage: Stage, detail: bool) -> Layers:
-    counts = x.counts
-    build = megatron_layer if x.megatron else decoder_layer
-    kinds = [(name, build(x, layer), count) for name, layer, count in (
-        ("dense", counts.dense_layer, stage.dense_layers),
-        ("moe", counts.moe_layer, stage.moe_layers)) if layer is not None and count]
-    ckpt = x.checkpointed_layers(stage)
-    saved: list[tuple[Term, int]] = []
-    remaining = ckpt
-    widest = kinds[0][1]
-    for _, act, count in kinds:  # checkpointed layers keep only their inputs
-        stored = min(remaining, count)
-        remaining -= stored
-        saved.append((act.checkpoint_input, stored))
-        rest = count - stored
-        saved += [(term, rest) for term in act.saved]
-        if act.total > widest.total:
-            widest = act
-    embedding = embedding_activations(x) if stage.embedding else ()
-    head = head_activations(x) if stage.head else ()
-    saved += [(term, 1) for term in embedding]
-    body = part(tuple(saved), detail)
-    whole = extended(body, tuple((term, 1) for term in head), detail) if head else body
-    return Layers(tuple(kinds), ckpt, x.in_flight(stage), (*embedding, *head), whole, body,
-                  widest)
-
-
 def stage_peak(x: Setup, stage: Stage, detail: bool = False) -> StagePeak:
-    """The moments of `stage`'s step; `detail` keeps every moment and the layers' terms."""
+    """The moments of `stage`'s step; `detail` keeps every moment and the layers' terms.
+
+    Under a pipeline schedule that runs every forward before the rank's first backward
+    (`Flight.drained`) two states of the step are compared: all micro-batches in flight
+    before any gradient exists, and one fewer once the first backward wrote the gradients;
+    each moment is the worse of the two."""
     ms = model_states(x, stage)
     ly = layers(x, stage, detail)
+    fl = x.flight(stage)
+    if x.micro_batches == 1:
+        variants = [(fl.held, False)]
+    elif fl.drained:
+        variants = [(fl.held, False), (fl.held - 1, True)]
+    else:
+        variants = [(fl.held, True)]
+    worst: dict[str, Moment] = {}
+    for times, accumulating in variants:
+        for m in _stage_moments(x, stage, ms, ly, fl, times, accumulating, detail):
+            best = worst.get(m.name)
+            if best is None or m.bytes > best.bytes:
+                worst[m.name] = m
+    moments = tuple(worst.values())
+    phases: dict[str, Moment] = {}
+    for m in moments:  # the worst moment of each phase; the first on a tie
+        best = phases.get(m.phase)
+        if best is None or m.bytes > best.bytes:
+            phases[m.phase] = m
+    if detail:
+        return StagePeak(stage, ms, phases, moments, ly)
+    return StagePeak(stage, ms, phases)
+
+
+def _schedule_holds(x: Setup, stage: Stage, ly: Layers, fl: Flight, times: int,
+                    accumulating: bool) -> list[tuple[Term, int]]:
+    """What a pipeline schedule keeps beside the micro-batches' saved activations (torch's
+    schedules.py, traced): autocast's weight cache (once a step), the last stage's logits of
+    the other micro-batches past their loss, zero bubble's output gradients of the
+    micro-batches waiting for their weight backward, and the stage input's gradient (kept in
+    `bwd_cache` until the next backward sends it) on a rank holding a non-first stage."""
+    items = list(ly.cache)
+    if stage.head and min(fl.logits, times) > 1:
+        kept = kept_logits(x)
+        if kept is not None:
+            items.append((kept, min(fl.logits, times) - 1))
+    waiting = min(fl.waiting, times - 1)
+    if waiting:
+        items += [(t, n * waiting) for t, n in _output_grads(x, stage)]
+    if accumulating and any(i > 0 for i in x.held_stages(stage)[0]):
+        items.append((STAGE_INPUT_GRAD(x.T, x.h, _hidden_width(x)), 1))
+    return items
+
+
+def _output_grads(x: Setup, stage: Stage) -> list[tuple[Term, int]]:
+    """What a split backward keeps of one micro-batch for its weight backward beside its saved
+    activations: the output gradients (of one unit: a V schedule's chunk; the head's where the
+    stage holds it)."""
+    counts, unit = x.counts, stage.unit or stage
+    items = [(output_grads(x, layer), n) for layer, n in (
+        (counts.dense_layer, unit.dense_layers), (counts.moe_layer, unit.moe_layers))
+        if layer is not None and n]
+    if stage.head:
+        items.append((head_output_grads(x), 1))
+    return items
+
+
+def _weight_pass(x: Setup, stage: Stage, ly: Layers) -> list[tuple[Term, int]]:
+    """The weight pass of a split backward over the unit's checkpointed layers
+    (`SPLIT_RECOMPUTED`); nothing for a first stage, whose weight pass is a whole backward."""
+    unit = stage.unit or stage
+    ckpt = x.checkpointed_layers(unit)
+    layer = x.counts.dense_layer if unit.dense_layers else x.counts.moe_layer
+    if not ckpt or layer is None or (stage.embedding and stage.unit is None):
+        return []
+    act = ly.widest
+    groups = sum(1 for lin in layer.linears) + x.arch.traits.norms_per_layer
+    return [(SPLIT_RECOMPUTED(ckpt, groups, ly.alive(act), act.kept_in_saved,
+                              weight_inputs(x, act, layer)), 1)]
+
+
+def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flight, times: int,
+                   accumulating: bool, detail: bool) -> list[Moment]:
+    """The moments of `stage` with `times` micro-batches in flight, `accumulating` into
+    gradients an earlier backward wrote."""
     n = x.n
-    times, ckpt, widest = ly.in_flight, ly.checkpointed, ly.widest
-    states, gradients, gathered = ms.on_device, ms.gradients, ms.gathered
+    ckpt, widest = ly.checkpointed, ly.widest
+    gradients, gathered, backward_gathered = ms.gradients, ms.gathered, ms.backward_gathered
+    states = _with_buffers(x, stage, ms, detail)
     # under pipelining FSDP2 reduces only after the last micro-batch: no sharded gradients yet
     pipelined = x.pp > 1 and ms.gathered_model is not None
-    earlier = gradients if x.micro_batches > 1 and not pipelined else None
+    earlier = gradients if accumulating and not pipelined else None
+    if pipelined and not accumulating:  # the step's first backward: no unsharded gradient yet
+        gathered = part_of(ms.gathered_model)
+        backward_gathered = part_of(ms.gathered_model, ms.gathered_grads)
+    holds = tuple(_schedule_holds(x, stage, ly, fl, times, accumulating))
     if stage.unit is None:
         one = ly.saved  # one micro-batch's saved activations
         saved = one if times == 1 else scaled(one, times, detail)
     else:  # `times` micro-batches of one unit (a chunk, a DualPipe stage); the rank's ends once
         one = layers(x, stage.unit, detail).saved
         saved = extended(scaled(one, times, detail), tuple((t, 1) for t in ly.ends), detail)
+    if holds:
+        saved = extended(saved, holds, detail)
     mask = eager_mask(x) if stage.embedding or x.pp == 1 else None
     extra: list[tuple[Term, int]] = []
-    if ckpt and n.autocast:  # autocast's weight cache lives for the whole forward
+    if ckpt and n.autocast and not ly.cache:  # autocast's weight cache lives for the forward
         remaining = ckpt
         for _, act, count in ly.kinds:
             stored = min(remaining, count)
@@ -374,12 +523,13 @@ def stage_peak(x: Setup, stage: Stage, detail: bool = False) -> StagePeak:
         head_bwd = part_of(HEAD_GATHERED(R_h, n.gathered_weight)) if R_h else None
     # Recomputing a checkpointed layer rebuilds its activations; the residual it saves is the
     # checkpoint's own input, already counted, where the norms keep the residual itself.
+    alive = ly.alive(widest)
     if ckpt:
         shared = widest.kept_in_saved
-        layer_fwd = LAYER_FORWARD_RECOMPUTE(widest.forward_transient.bytes, widest.total, shared)
+        layer_fwd = LAYER_FORWARD_RECOMPUTE(widest.forward_transient.bytes, alive, shared)
         layer_bwd = LAYER_BACKWARD_RECOMPUTE(
             widest.backward_transient.bytes, widest.forward_transient.bytes,
-            x.T * x.h * max(n.residual, n.compute), widest.total, shared)
+            x.T * x.h * max(n.residual, n.compute), alive, shared)
     else:
         layer_fwd, layer_bwd = widest.forward_transient, widest.backward_transient
     moments = []
@@ -395,28 +545,54 @@ def stage_peak(x: Setup, stage: Stage, detail: bool = False) -> StagePeak:
         moments.append(_moment("forward.fsdp_prefetch", states, earlier, gathered, saved,
                                forward_extra, ALL_GATHER(ms.gathered_layer.bytes)))
     bucket = ms.reduce_bucket
-    others = scaled(one, times - 1, detail) if times > 1 else None
-    first = FIRST_LAYER_INPUT(widest.checkpoint_input.bytes) if ckpt else FIRST_LAYER(widest.total)
+    # a later micro-batch's backward leaves the cached weight copies' gradients for last: at
+    # the first layer those of the layers above it wait, at the end all of them
+    late_above: Items = ()
+    late_all: Items = ()
+    unit_cache = ly.cache if stage.unit is None else layers(x, stage.unit, False).cache
+    if unit_cache and accumulating and not fl.split:  # (zero bubble: the weights' backward)
+        copies = sum(t.bytes * k for t, k in unit_cache)
+        first_copies = sum(t.bytes for t in widest.weight_copies)
+        late_above = ((COPY_GRADS((copies - first_copies) // n.compute, n.compute), 1),)
+        late_all = ((COPY_GRADS(copies // n.compute, n.compute), 1),)
+    if fl.split:
+        # zero bubble's input backward (retain_graph) frees nothing of the micro-batch it runs:
+        # all of it stays beside the others, with its output gradients
+        others: Part | None = extended(
+            saved, (*_output_grads(x, stage), *_weight_pass(x, stage, ly)), detail)
+        done = others
+        first: Term | None = None
+    else:
+        others = scaled(one, times - 1, detail) if times > 1 else None
+        done = others
+        if holds or late_above:
+            beside = (*holds, *late_above)
+            others = extended(others, beside, detail) if others else part(beside, detail)
+        if holds or late_all:
+            beside = (*holds, *late_all)
+            done = extended(done, beside, detail) if done else part(beside, detail)
+        first = FIRST_LAYER_INPUT(widest.checkpoint_input.bytes) if ckpt else FIRST_LAYER(alive)
     # the loss, the head and the final norm have run their backward: their saved tensors
     # are freed (on the head's stage one micro-batch is in flight)
-    body = ly.body if times == 1 else saved
-    moments.append(_moment("backward.last_layer", states, earlier, ms.backward_gathered, body,
+    body = (extended(ly.body, holds, detail) if holds else ly.body) if times == 1 else saved
+    moments.append(_moment("backward.last_layer", states, earlier, backward_gathered, body,
                            layer_bwd, bucket))
-    reduce = _experts_reduce(x, stage, ms, ly, others) if units else None
+    reduce = _experts_reduce(x, stage, ms, states, ly, others, accumulating) if units else None
     if reduce is not None:
         moments.append(reduce)
     else:
-        moments.append(_moment("backward.first_layer", states, _written(x, stage, ms),
-                               ms.backward_gathered, others, first, layer_bwd, bucket))
-    late = None if units else _first_layer_late(x, stage, ms, ly, ckpt)
+        moments.append(_moment("backward.first_layer", states,
+                               _written(x, stage, ms, accumulating), ms.backward_gathered,
+                               others, first, layer_bwd, bucket))
+    late = None if units else _first_layer_late(x, stage, ms, ly, ckpt, accumulating)
     if late is not None:
         moments.append(_moment("backward.first_layer_late", states, late[0], late[1], others,
                                late[2], late[3], bucket))
-    experts = _experts_backward(x, stage, ms, ly)
+    experts = _experts_backward(x, stage, ms, ly, accumulating)
     if experts is not None:
         moments.append(_moment("backward.experts", states, experts[0], others, experts[1],
                                experts[2]))
-    moments.append(_end_of_backward(x, stage, ms, others))
+    moments.append(_end_of_backward(x, stage, ms, states, done, accumulating))
     if loss:  # no layer has gradients yet: only the prefetched layer is gathered
         kept = stage_output(x) if x.pp > 1 else None  # the schedule holds the logits
         moments.append(_moment("backward.loss_grad", states, earlier, head_bwd, saved, loss[1],
@@ -426,23 +602,22 @@ def stage_peak(x: Setup, stage: Stage, detail: bool = False) -> StagePeak:
             moments.append(_moment("backward.head_norm", states, earlier, head_bwd, saved, norm))
     moments.append(_moment("optimizer_step", states, ms.step_gradients, bucket,
                            ms.step_temporary))
-    phases: dict[str, Moment] = {}
-    for m in moments:  # the worst moment of each phase; the first on a tie
-        best = phases.get(m.phase)
-        if best is None or m.bytes > best.bytes:
-            phases[m.phase] = m
-    if detail:
-        return StagePeak(stage, ms, phases, tuple(moments), ly)
-    return StagePeak(stage, ms, phases)
+    return moments
 
 
-def _written(x: Setup, stage: Stage, ms: ModelStates, late: bool = False) -> Term:
-    """Gradients at the first layer's backward (`late`: past its MLP). Without accumulation,
-    an untied embedding's gradient is not written yet, nor the first layer's own but for its
-    last projection (its MLP's, `late`); with FSDP, the last prefetching layer's and the next
-    one's sharded gradients neither (traced: an 8B-shaped stack, FSDP2 x 8)."""
+def _written(x: Setup, stage: Stage, ms: ModelStates, accumulating: bool, late: bool = False
+             ) -> Term | None:
+    """Gradients at the first layer's backward (`late`: past its MLP). Under pipelining FSDP2
+    writes its sharded gradients only after the last micro-batch's backward (torch's stage
+    turns gradient sync off for every backward): none. Unless `accumulating` into gradients an
+    earlier backward wrote, an untied embedding's gradient is not written yet, nor the first
+    layer's own but for its last projection (its MLP's, `late`); with FSDP, the last
+    prefetching layer's and the next one's sharded gradients neither (traced: an 8B-shaped
+    stack, FSDP2 x 8)."""
     grads = ms.gradients
-    if x.micro_batches > 1 or x.lora or not accumulated(grads):  # or held on the host
+    if x.pp > 1 and ms.gathered_model is not None:
+        return None
+    if accumulating or x.lora or not accumulated(grads):  # or held on the host
         return grads
     local = ms.local
     m_e = 0
@@ -457,7 +632,8 @@ def _written(x: Setup, stage: Stage, ms: ModelStates, late: bool = False) -> Ter
     return GRADIENTS_WRITTEN(grads.bytes, m_e, m_l, x.n.grad)
 
 
-def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt: int
+def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt: int,
+                      accumulating: bool
                       ) -> tuple[Term | Part | None, Part | None, Term, Term] | None:
     """The first layer's backward once its MLP is done: the MLP's weight gradients written,
     its activations freed, the attention's norm running its fp32 backward. It sets the peak
@@ -470,27 +646,28 @@ def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt:
     n = x.n
     a_mlp = act.mlp_bytes
     if ckpt:
-        first = FIRST_LAYER_LATE(act.checkpoint_input.bytes, act.total, a_mlp, act.kept_in_saved)
+        first = FIRST_LAYER_LATE(act.checkpoint_input.bytes, ly.alive(act), a_mlp,
+                                 act.kept_in_saved)
     else:
-        first = FIRST_LAYER_LATE(0, act.total, a_mlp, 0)
+        first = FIRST_LAYER_LATE(0, ly.alive(act), a_mlp, 0)
     grads = ms.gradients
     fsdp = ms.gathered_layer is not None or ms.gathered_model is not None
     if fsdp:
-        written: Term | Part | None = _written(x, stage, ms)
+        written: Term | Part | None = _written(x, stage, ms, accumulating)
         g_u, g_r = n.fsdp_grads(n.grad)
         prefetched = ms.gathered_layer.bytes if ms.gathered_layer is not None else 0
         unsharded = LATE_GATHERED(prefetched, local.per_layer_trainable, local.per_layer_mlp,
                                   g_u, g_r)
         gathered = part_of(ms.gathered_layer, ms.gathered_root, ms.gathered_model, unsharded)
     else:
-        if x.micro_batches > 1 or not accumulated(grads):
+        if accumulating or not accumulated(grads):
             return None
-        written = _written(x, stage, ms, late=True)
+        written = _written(x, stage, ms, accumulating, late=True)
         gathered = None
     return written, gathered, first, LATE_TRANSIENT(x.T, x.h, n.residual, n.compute)
 
 
-def _experts_backward(x: Setup, stage: Stage, ms: ModelStates, ly: Layers
+def _experts_backward(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, accumulating: bool
                       ) -> tuple[Term, Term, Term] | None:
     """The first MoE layer's expert backward (transformers' grouped_mm, traced on Mixtral,
     Qwen3-MoE and DeepSeek-V3): the layers above are done, its experts' down weights' gradient
@@ -498,7 +675,7 @@ def _experts_backward(x: Setup, stage: Stage, ms: ModelStates, ly: Layers
     one rank's own gradients (no FSDP gathering, no accumulation); dense layers below the
     first MoE layer keep their activations and have no gradients yet."""
     moe = next((act for kind, act, _ in ly.kinds if kind == "moe"), None)
-    if (moe is None or x.lora or x.megatron or x.micro_batches > 1 or not accumulated(ms.gradients)
+    if (moe is None or x.lora or x.megatron or accumulating or not accumulated(ms.gradients)
             or ms.gathered_layer is not None or ms.gathered_model is not None):
         return None
     arch = x.arch
@@ -517,7 +694,7 @@ def _experts_backward(x: Setup, stage: Stage, ms: ModelStates, ly: Layers
     written = GRADIENTS_WRITTEN(ms.gradients.bytes, m_e, m_l, n.grad)
     x_e = expert_width(x)
     f = arch.expert_intermediate_size // x.tp
-    alive = EXPERTS_ALIVE(A_d, moe.total, moe.mlp_bytes, x.routed, x.H, x_e)
+    alive = EXPERTS_ALIVE(A_d, ly.alive(moe), moe.mlp_bytes, x.routed, x.H, x_e)
     return written, alive, EXPERTS_BACKWARD(gate_up, n.grad, x.routed, f, x.H, x_e)
 
 
@@ -533,11 +710,11 @@ def _below_first_moe(x: Setup, stage: Stage, ly: Layers) -> tuple[int, int]:
     if dense is None or not below:
         return below, 0
     kept = min(ly.checkpointed, below)
-    return below, kept * dense.checkpoint_input.bytes + (below - kept) * dense.total
+    return below, kept * dense.checkpoint_input.bytes + (below - kept) * ly.alive(dense)
 
 
-def _experts_reduce(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, others: Part | None
-                    ) -> Moment | None:
+def _experts_reduce(x: Setup, stage: Stage, ms: ModelStates, states: Part | None, ly: Layers,
+                    others: Part | None, accumulating: bool) -> Moment | None:
     """FSDP2 with the experts their own unit (transformers' plan; traced on Mixtral, Qwen3-MoE
     and DeepSeek-V3 with ep): the first MoE layer's expert unit reduces its gradients once its
     backward is done. Its reduce-scatter input and output coexist; on a one-rank expert mesh
@@ -554,7 +731,7 @@ def _experts_reduce(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, others:
     grads = ms.gradients
     written: Term = grads
     embedding = x.counts.embedding // x.tp if stage.embedding else 0
-    if x.micro_batches == 1 and accumulated(grads):
+    if not accumulating and accumulated(grads):
         m_e = 0 if x.arch.tie_word_embeddings else -(-embedding // x.N)
         m_l = -(-(P_l - E_l) // x.N) + -(-E_l // X_3) + below * -(-symbols["P_dl"] // x.N)
         written = GRADIENTS_WRITTEN(grads.bytes, m_e, m_l, n.grad)
@@ -562,22 +739,38 @@ def _experts_reduce(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, others:
     reduce = EXPERT_REDUCE(P_l, E_l, U_n, n.gathered_weight, X_3, int(X_3 == 1), g_r,
                            local.per_layer_experts_down, g_u)
     if ly.checkpointed:
-        alive = EXPERTS_REDUCED_ALIVE(A_d, moe.checkpoint_input.bytes, moe.total, moe.mlp_bytes,
-                                      moe.kept_in_saved)
+        alive = EXPERTS_REDUCED_ALIVE(A_d, moe.checkpoint_input.bytes, ly.alive(moe),
+                                      moe.mlp_bytes, moe.kept_in_saved)
     else:
-        alive = EXPERTS_REDUCED_ALIVE(A_d, 0, moe.total, moe.mlp_bytes, 0)
-    return _moment("backward.experts_reduce", ms.on_device, written, reduce, others, alive,
+        alive = EXPERTS_REDUCED_ALIVE(A_d, 0, ly.alive(moe), moe.mlp_bytes, 0)
+    return _moment("backward.experts_reduce", states, written, reduce, others, alive,
                    MOE_GRADS_IN(x.T, x.h, n.residual, n.compute))
 
 
-def _end_of_backward(x: Setup, stage: Stage, ms: ModelStates, others: Part | None) -> Moment:
+def _end_of_backward(x: Setup, stage: Stage, ms: ModelStates, states: Part | None,
+                     others: Part | None, accumulating: bool) -> Moment:
+    """The end of the stage's backward: the gradient reaching its first op (the embedding's,
+    or the stage input's); accumulating, an untied embedding's new dense gradient beside the
+    one in .grad it is added to."""
     n = x.n
     tied = stage.embedding and stage.head and x.arch.tie_word_embeddings and not x.lora
+    fsdp = ms.gathered_layer is not None or ms.gathered_model is not None
+    pipelined = x.pp > 1 and ms.gathered_model is not None
     if tied:
         incoming = EMBEDDING_GRAD_TIED(x.counts.embedding, x.tp, n.grad, x.T, x.h, n.residual,
                                        n.compute)
+    elif (stage.embedding and accumulating and not x.lora and not fsdp
+          and accumulated(ms.gradients)):
+        incoming = EMBEDDING_GRAD_ACCUMULATED(x.counts.embedding, x.tp, n.grad, x.T, x.h,
+                                              n.residual, n.compute)
+    elif stage.embedding and pipelined and not x.lora:  # added to its unsharded gradient
+        incoming = EMBEDDING_GRAD_ACCUMULATED(x.counts.embedding, x.tp, n.fsdp_grads(n.grad)[0],
+                                              x.T, x.h, n.residual, n.compute)
     else:
         incoming = EMBEDDING_GRAD(x.T, x.h, n.residual, n.compute)
+    if pipelined:  # no reduce until the last micro-batch: every unsharded gradient is kept
+        return _moment("backward.embedding", states, None, ms.gathered, others, incoming,
+                       ms.reduce_bucket)
     root = ms.local.root_trainable  # a frozen root (LoRA) has no gradients to reduce
     if ms.expert_units is not None:  # the embedding is its own unit, the head reduced before
         root = x.counts.embedding // x.tp if stage.embedding else 0
@@ -587,9 +780,28 @@ def _end_of_backward(x: Setup, stage: Stage, ms: ModelStates, others: Part | Non
         rest = ROOT_GRADIENTS(ms.gradients.bytes, root, x.N, n.grad) \
             if accumulated(ms.gradients) else ms.gradients  # offloaded: not on the GPU
         scatter = ROOT_REDUCE_SCATTER(root, n.gathered_weight, n.grad)
-        return _moment("backward.fsdp_root", ms.on_device, rest, others, incoming, scatter)
-    return _moment("backward.embedding", ms.on_device, ms.gradients, ms.gathered, others,
+        return _moment("backward.fsdp_root", states, rest, others, incoming, scatter)
+    return _moment("backward.embedding", states, ms.gradients, ms.gathered, others,
                    incoming, ms.reduce_bucket)
+
+
+def _with_buffers(x: Setup, stage: Stage, ms: ModelStates, detail: bool) -> Part | None:
+    """The stage's states and, under a pipeline schedule, its receive buffers (`RECV_BUFFERS`),
+    alive all step like them."""
+    if x.pp == 1:
+        return ms.on_device
+    held, count = x.held_stages(stage)
+    sets = sum(i > 0 for i in held) + sum(i < count - 1 for i in held)
+    buffers = ((RECV_BUFFERS(sets, x.micro_batches, x.T, x.h, _hidden_width(x)), 1),)
+    if ms.on_device is None:
+        return part(buffers, detail)
+    return extended(ms.on_device, buffers, detail)
+
+
+def _hidden_width(x: Setup) -> int:
+    """Bytes of the hidden states between pipeline stages: FSDP2's param dtype under its
+    mixed-precision policy, else the residual stream's."""
+    return x.n.compute if x.n.fsdp_mixed else x.n.residual
 
 
 __all__ = ["COMPONENTS", "MOMENTS", "PARTS", "PHASES", "Moment", "MomentKind", "StagePeak",

@@ -55,12 +55,17 @@ def _piece(arch: Architecture, index: int, pieces: list[tuple[int, int]], embedd
 def stages(counts: ParamCounts, pp: int, schedule: str = "1f1b", v: int = 1
            ) -> tuple[Stage, ...]:
     """The pipeline ranks that can set the peak: of ranks holding the same parts, the first
-    (it keeps the most micro-batches in flight). Every rank's share is considered: DeepSeek-V3's
-    middle ranks hold only MoE layers, its first the dense ones and the embedding.
+    (it keeps the most micro-batches in flight); under zero bubble the last (every rank but
+    the first keeps as many, the later ones more of them waiting for their weight backward:
+    `Setup.flight`). Every rank's share is considered: DeepSeek-V3's middle ranks hold only MoE
+    layers, its first the dense ones and the embedding.
 
     - 1F1B, GPipe, zero-bubble: rank i holds the i-th of pp contiguous pieces.
     - interleaved 1F1B (Narayanan et al. 2021, section 2.2): the model in pp x v chunks, rank i
       holding chunks i, i + pp, ...; the embedding on rank 0, the head on rank pp - 1.
+    - ZBV and DualPipeV (torch's V-shaped schedules, `generate_rank_to_stage_mapping` style
+      "v"): the model in 2 pp chunks, rank i holding chunks i and 2 pp - 1 - i, so rank 0 holds
+      both the embedding and the head.
     - DualPipe (DeepSeek-V3 report, section 3.2.1): rank i holds stages i and pp - 1 - i of
       both directions, so the first and the last rank each hold the embedding and the head."""
     arch = counts.arch
@@ -73,6 +78,13 @@ def stages(counts: ParamCounts, pp: int, schedule: str = "1f1b", v: int = 1
             mine = chunks[i::pp]
             unit = _piece(arch, i, mine[:1], False, False)  # its first chunk, the longest
             ranks.append(_piece(arch, i, mine, i == 0, i == pp - 1, unit))
+    elif schedule in ("zbv", "dualpipev"):
+        chunks = _split(L, 2 * pp)
+        ranks = []
+        for i in range(pp):
+            mine = [chunks[i], chunks[2 * pp - 1 - i]]
+            unit = _piece(arch, i, [max(mine, key=lambda c: c[1])], False, False)
+            ranks.append(_piece(arch, i, mine, i == 0, i == 0, unit))
     elif schedule == "dualpipe":
         pieces = _split(L, pp)
         ranks = []
@@ -85,11 +97,11 @@ def stages(counts: ParamCounts, pp: int, schedule: str = "1f1b", v: int = 1
     else:
         ranks = [_piece(arch, i, [piece], i == 0, i == pp - 1)
                  for i, piece in enumerate(_split(L, pp))]
-    for st in ranks:
+    for st in reversed(ranks) if schedule == "zero_bubble" else ranks:
         key = (st.dense_layers, st.moe_layers, st.embedding, st.head,
                st.unit.layers if st.unit else 0)
         out.setdefault(key, st)
-    return tuple(out.values())
+    return tuple(sorted(out.values(), key=lambda st: st.index))
 
 
 LOCAL_PARAMETERS = Formula(

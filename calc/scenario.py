@@ -37,7 +37,9 @@ Loss = Literal["standard", "chunked"]
 Finetuning = Literal["full", "lora", "qlora"]
 LoraTargets = Literal["all_linear", "attention", "query_value"]  # query_value: peft's Llama default
 Implementation = Literal["hf", "megatron"]
-PipelineSchedule = Literal["1f1b", "interleaved_1f1b", "gpipe", "zero_bubble", "dualpipe"]
+PipelineSchedule = Literal["1f1b", "interleaved_1f1b", "gpipe", "zero_bubble", "zbv", "dualpipev",
+                           "dualpipe"]
+V_SCHEDULES = ("zbv", "dualpipev")  # two stages a rank in a V: i and 2 pp - 1 - i of 2 pp
 Framework = Literal["torch", "deepspeed"]
 
 _BIG = 1 << 22  # a bound on counts that catches typos without limiting real runs
@@ -126,7 +128,10 @@ class Parallelism(_Strict):
     offload_optimizer: bool = False
     offload_params: bool = False
     pipeline_schedule: PipelineSchedule = Field(
-        default="1f1b", description="with pp > 1: which micro-batches a stage holds at once")
+        default="1f1b", description="with pp > 1: which micro-batches a stage holds at once; "
+        "torch.distributed.pipelining's Schedule1F1B, ScheduleInterleaved1F1B, ScheduleGPipe, "
+        "ScheduleInterleavedZeroBubble (one stage a rank), ScheduleZBVZeroBubble and "
+        "ScheduleDualPipeV (two stages a rank in a V), or DeepSeek's bidirectional DualPipe")
     virtual_stages: int = Field(default=1, ge=1, le=64,
                                 description="model chunks per pipeline rank (interleaved_1f1b)")
     framework: Framework | None = Field(
@@ -389,6 +394,13 @@ def _check(s: Scenario, arch: Architecture, gpu: GpuPreset) -> list[EstimateWarn
     if p.pp * p.virtual_stages > arch.num_hidden_layers:
         fail("parallelism.virtual_stages", f"pp x virtual_stages ({p.pp * p.virtual_stages}) "
              f"cannot exceed num_hidden_layers ({arch.num_hidden_layers})")
+    if p.pipeline_schedule in V_SCHEDULES and 2 * p.pp > arch.num_hidden_layers:
+        fail("parallelism.pp", f"{p.pipeline_schedule} cuts the model in 2 x pp stages "
+             f"({2 * p.pp}), more than num_hidden_layers ({arch.num_hidden_layers})")
+    if p.pipeline_schedule == "dualpipev" and t.gradient_accumulation_steps < 2 * p.pp:
+        fail("training.gradient_accumulation_steps", "DualPipeV needs at least as many "
+             f"micro-batches as stages, 2 x pp ({2 * p.pp}), as torch's ScheduleDualPipeV "
+             "requires")
     if p.pipeline_schedule == "interleaved_1f1b" and t.gradient_accumulation_steps % p.pp:
         fail("training.gradient_accumulation_steps", "with interleaved_1f1b the micro-batches "
              f"({t.gradient_accumulation_steps}) must be a multiple of pp ({p.pp}), as "

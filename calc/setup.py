@@ -16,6 +16,7 @@ Symbols follow the papers (per GPU):
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 from .architecture import Architecture
 from .numerics import Numerics, numerics_for
@@ -205,23 +206,83 @@ class Setup:
             return (first + stage.layers - 1) // n - (first - 1) // n
         return min(self.recompute_layers or stage.layers, stage.layers)
 
-    def in_flight(self, stage: Stage) -> int:
-        """Micro-batches whose activations `stage` holds at once (of its `unit` where it has
-        one): 1F1B and zero-bubble (ZB-H1, Qi et al. 2023: 1F1B's memory) keep min(pp - i, m)
-        on rank i (Narayanan et al. 2021, section 2.2); GPipe all m; interleaved 1F1B the
-        chunk-micro-batches of Megatron-LM's warm-up, 2 (pp - i - 1) + (v - 1) pp + 1; DualPipe
-        pp + 1 (DeepSeek-V3 report, Table 2). Without pipelining, one."""
-        pp, m = self.pp, self.micro_batches
+    def flight(self, stage: Stage) -> Flight:
+        """What `stage`'s pipeline schedule keeps at once: micro-batches (of its `unit` where
+        it has one) whose activations are alive together, as torch.distributed.pipelining's
+        schedules order them (schedules.py):
+
+        - 1F1B: rank i runs pp - i - 1 warm-up forwards, then one forward one backward, so
+          min(pp - i, m) (Narayanan et al. 2021, section 2.2);
+        - GPipe: all m forwards, then the backwards;
+        - interleaved 1F1B: torch's `_get_warmup_ops`, 2 (pp - i - 1) + (v - 1) pp warm-up
+          chunk forwards (Megatron-LM's count), so min(2 (pp - i - 1) + (v - 1) pp + 1, m v)
+          chunk-micro-batches;
+        - zero bubble (torch's ScheduleInterleavedZeroBubble, one stage a rank: ZB-H1, Qi et
+          al. 2023): rank i warms up like 1F1B but splits each backward into the input's
+          (`stage_backward_input`, with retain_graph) and the weights', run i backwards later;
+          a micro-batch waiting for its weight backward keeps every activation and its output
+          gradients, so every rank holds min(pp, m), i of them waiting. The first stage's input
+          backward is empty and its weight backward a whole one, not delayed: 1F1B's memory;
+        - ZBV (ScheduleZBVZeroBubble): rank i's two chunks hold min(2 pp - i - 1, m) and
+          min(i + 1, m) chunk-micro-batches at the second chunk's input backward (split, its
+          weight backward right after);
+        - DualPipeV (ScheduleDualPipeV, m >= 2 pp): 2 pp - i and i + 1, 2 pp + 1 together, at
+          the second chunk's backward in the overlapped steady phase, which runs
+          m - 2 pp + i + 1 times: run once, the first chunk has no gradient yet there;
+        - DualPipe: pp + 1 (DeepSeek-V3 report, Table 2).
+
+        When every forward runs before the rank's first backward (`drained`), no gradient exists
+        while all are alive, and one micro-batch fewer is once the first backward wrote them.
+        Without pipelining, one."""
+        pp, m, i = self.pp, self.micro_batches, stage.index
         if pp == 1:
-            return 1
+            return Flight(1, False, 0, 0)
         if self.schedule == "gpipe":
-            return m
+            return Flight(m, True, m, 0)
         if self.schedule == "interleaved_1f1b":
             v = self.virtual_stages
-            return min(2 * (pp - stage.index - 1) + (v - 1) * pp + 1, m * v)
+            warm = 2 * (pp - i - 1) + (v - 1) * pp + 1
+            return Flight(min(warm, m * v), warm >= m * v, 1, 0)
+        if self.schedule == "zbv":
+            return Flight(min(2 * pp - i - 1, m) + min(i + 1, m), m <= 2 * pp - i - 1, 1, 0,
+                          True)
+        if self.schedule == "dualpipev":
+            return Flight(2 * pp + 1, m - 2 * pp + i + 1 < 2, 1, 0)
         if self.schedule == "dualpipe":
-            return min(pp + 1, m)
-        return min(pp - stage.index, m)
+            return Flight(min(pp + 1, m), pp + 1 >= m, 1, 0)
+        held = min(pp - i, m)
+        if self.schedule == "zero_bubble" and i > 0:
+            alive = min(pp, m)
+            return Flight(alive, pp >= m, 1, alive - held, True)
+        return Flight(held, pp - i >= m, held, 0)
+
+    def held_stages(self, stage: Stage) -> tuple[tuple[int, ...], int]:
+        """The pipeline stages rank `stage.index` holds, and how many the model is cut into:
+        one of pp; v looped ones of pp v (interleaved 1F1B: i, i + pp, ...); two of 2 pp in a
+        V (ZBV, DualPipeV: i and 2 pp - 1 - i); DualPipe's stage i and pp - 1 - i of its two
+        directions (each direction's pp stages)."""
+        pp, i = self.pp, stage.index
+        if self.schedule == "interleaved_1f1b":
+            return tuple(range(i, pp * self.virtual_stages, pp)), pp * self.virtual_stages
+        if self.schedule in ("zbv", "dualpipev"):
+            return (i, 2 * pp - 1 - i), 2 * pp
+        if self.schedule == "dualpipe":
+            return (i, pp - 1 - i), pp
+        return (i,), pp
+
+    def in_flight(self, stage: Stage) -> int:
+        """Micro-batches whose activations `stage` holds at once (`flight`)."""
+        return self.flight(stage).held
+
+
+class Flight(NamedTuple):
+    """What a pipeline rank's schedule keeps at once (`Setup.flight`)."""
+
+    held: int  # micro-batches (of the stage's unit) whose activations are alive together
+    drained: bool  # all forwards run before the first backward: no gradient while `held`
+    logits: int  # of those, micro-batches whose logits the head's stage keeps
+    waiting: int  # of those, micro-batches whose weight backward waits (zero bubble)
+    split: bool = False  # the backward is split (zero bubble): the input's keeps the graph
 
 
 setup = Setup  # the symbols of a resolved scenario: setup(resolved)

@@ -137,6 +137,14 @@ TORCH_PIPELINING = Source(
     "parallelize.py (reshard_after_forward=False when pp > 1); FSDP2 _fsdp_param.py (unsharded "
     "gradients accumulated in reduce_dtype)", "code",
     "https://github.com/pytorch/torchtitan", short="torch pipelining + FSDP2")
+TORCH_SCHEDULES = Source(
+    "torch_schedules", "torch.distributed.pipelining schedules.py (Schedule1F1B, ScheduleGPipe, "
+    "_get_warmup_ops and _get_1f1b_rank_ops for ScheduleInterleaved1F1B and "
+    "ScheduleInterleavedZeroBubble: which micro-batch each rank runs when) and _backward.py "
+    "(stage_backward_input with retain_graph, stage_backward_weight); traced: "
+    "validation/cases.json (pipeline cases)", "traced",
+    "https://github.com/pytorch/pytorch/blob/main/torch/distributed/pipelining/schedules.py",
+    short="torch pipeline schedules")
 TORCH_LOSS_PARALLEL = Source(
     "torch_loss_parallel", "torch.distributed.tensor.parallel.loss_parallel (torchtitan's "
     "default with tp): cross-entropy on vocabulary-sharded DTensor logits; traced: "
@@ -172,6 +180,6 @@ SOURCES: dict[str, Source] = {s.id: s for s in (
     ZERO, ZERO_OFFLOAD, KORTHIKANTI, NARAYANAN, MEGATRON_SPLITS, LORA, QLORA, ADAMW, ADAM, SGD,
     ADAFACTOR, LION, BNB_8BIT, HF_PARAMS, HF_LOSS, LIGER, MEGATRON_CODE, TORCH_SAC, TRACED_ACTIVATIONS, TRACED_PEAK,
     TRACED_FSDP, TRACED_OPTIMIZER_STEP, DDP_BUCKETS, ALLOCATOR, CUDA_CONTEXT, NCCL, GPU_PRESETS,
-    TRANSFORMER_MATH, MEGATRON_THEORETICAL, EXPERT_DP, TORCH_PIPELINING,
+    TRANSFORMER_MATH, MEGATRON_THEORETICAL, EXPERT_DP, TORCH_PIPELINING, TORCH_SCHEDULES,
     TORCH_LOSS_PARALLEL, EXPERT_UNITS, VERL_FSDP, OPENRLHF)}
 """Every source by id: the docs' bibliography lists them from here."""

@@ -40,6 +40,14 @@ SYMBOLS: dict[str, Symbol] = {name: Symbol(tex, meaning) for name, tex, meaning 
     ("d_v", "d_v", "MLA: value head dimension"),
     ("r_q", "r_\\text{latent}", "MLA: a latent's rank"),
     ("a_h", "a_h", "heads of the normed tensor (a for q, k for k)"),
+    ("O_l", "O_\\text{layer}", "a layer's trained projection outputs per token on one GPU"),
+    ("N_l", "N_\\text{layer}", "a layer's hidden-size norm outputs per token with trained "
+     "weights, norms x h'"),
+    ("Q_n", "Q_n", "a layer's per-head q/k norm outputs per token, (a + k) d"),
+    ("n_mb", "m", "micro-batches a step (gradient_accumulation_steps)"),
+    ("n_rb", "n_\\text{recv}", "a pipeline rank's receive-buffer sets: one for each stage it "
+     "holds but the first (activations), one for each but the last (gradients)"),
+    ("W_c", "W_c", "weights autocast casts once a step on one GPU (elements)"),
     # parallelism
     ("t", "t", "tensor-parallel size (tp)"),
     ("p", "p", "pipeline-parallel size (pp)"),
@@ -57,6 +65,8 @@ SYMBOLS: dict[str, Symbol] = {name: Symbol(tex, meaning) for name, tex, meaning 
     ("r", "r", "bytes of the residual stream (4 under amp)"),
     ("q", "q", "bytes of the copy of a matmul input saved for backward"),
     ("z", "z", "bytes of a norm's output"),
+    ("r_s", "r_s", "bytes of the hidden states between pipeline stages (the residual stream's, "
+     "or FSDP's param dtype under its mixed-precision policy)"),
     ("q_a", "q_a", "bytes of a LoRA adapter's copy of its input (4, or c under autocast)"),
     ("w_r", "w_r", "bytes of lora_A's output (4, or c under autocast)"),
     ("c_n", "c_n", "bytes of a normalised q/k kept for its weight's gradient (0 when frozen)"),
@@ -124,6 +134,10 @@ SYMBOLS: dict[str, Symbol] = {name: Symbol(tex, meaning) for name, tex, meaning 
     ("P_ml", "P_\\text{MoE}'", "parameters of one MoE decoder layer on one GPU"),
     ("L_d", "L_\\text{dense}", "dense decoder layers (of the model, or of the stage)"),
     ("L_m", "L_\\text{MoE}", "MoE decoder layers (of the model, or of the stage)"),
+    ("L_c", "L_\\text{ckpt}", "checkpointed decoder layers of one pipeline stage (or chunk)"),
+    ("n_pg", "n_\\text{groups}", "a layer's parameter groups in a split weight backward: its "
+     "trained projections and norms"),
+    ("I_w", "I_w", "the bytes of a layer's saved tensors its weights' gradients read"),
     ("W", "W", "a layer's linear weights: d_in x d_out each, times the routed experts"),
     ("W_l", "W'", "a layer's linear weights on one GPU"),
     ("B_b", "B", "a layer's biases"),

@@ -115,6 +115,10 @@ def test_interleaved_pipelines_export_their_chunks() -> None:
     assert "pipeline_parallel_layers_per_stage 8" in text
     assert "pipeline_parallel_schedule GPipe" in export(_pipelined("torchtitan", "gpipe"),
                                                          "torchtitan").text
+    v = export({**_pipelined("torchtitan", "dualpipev"), "model": "llama-3.1-8b"},
+               "torchtitan").text
+    assert "pipeline_parallel_schedule DualPipeV" in v  # 32 layers in 2 pp = 4 chunks: 8 each
+    assert "pipeline_parallel_layers_per_stage 8" in v
 
 
 @pytest.mark.parametrize(("fmt", "schedule"), [("megatron", "gpipe"), ("megatron", "dualpipe"),

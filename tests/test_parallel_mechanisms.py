@@ -71,10 +71,84 @@ def test_schedules_order_their_activation_memory() -> None:
                          "parallelism": {"pp": 4, "pipeline_schedule": schedule,
                                          "virtual_stages": v}}).peak_bytes
     one = peak("1f1b")
-    assert peak("zero_bubble") == one
+    # torch's zero bubble: every rank but the first keeps pp micro-batches (the last rank its
+    # head's too), those waiting for their weight backward with their output gradients
+    assert peak("zero_bubble") > one
     assert one < peak("interleaved_1f1b", 2) < peak("gpipe")
     # DualPipe: two stages a rank, both ends on the first rank
     assert peak("dualpipe") > one
+
+
+def test_zero_bubble_keeps_as_many_micro_batches_on_every_rank() -> None:
+    """torch's ScheduleInterleavedZeroBubble over 4 ranks, 8 micro-batches: rank i runs its
+    weight backward i micro-batches late, so it holds min(pp, m) = 4, i of them waiting; the
+    first rank's input backward is empty (1F1B's memory). The last of the middle ranks is
+    evaluated (the most waiting)."""
+    x = _setup({"model": "llama-3.1-8b", "training": {"gradient_accumulation_steps": 8},
+                "parallelism": {"pp": 4, "pipeline_schedule": "zero_bubble"}})
+    assert [st.index for st in x.stages] == [0, 2, 3]
+    assert [tuple(x.flight(st))[::3] for st in x.stages] == [(4, 0), (4, 2), (4, 3)]
+
+
+def test_pipelined_autocast_casts_each_weight_once_a_step() -> None:
+    """The schedule runs under one autocast region: the bf16 copy of each fp32 weight is made
+    in the first forward and serves every micro-batch in flight, so GPipe's 8 micro-batches
+    keep one copy of the stage's weights, not eight."""
+    x = _setup({"model": "llama-3.1-8b", "training": {"gradient_accumulation_steps": 8},
+                "parallelism": {"pp": 4, "pipeline_schedule": "gpipe"}})
+    ly = layers(x, x.stages[0], True)
+    layer = ly.widest.weight_copies[0].bytes
+    assert sum(t.bytes * n for t, n in ly.cache) == 8 * layer  # rank 0's 8 layers, once
+    assert "activations/weight_copies" not in ly.saved.breakdown  # not per micro-batch
+    r = estimate({**{"model": "llama-3.1-8b"}, "training": {"gradient_accumulation_steps": 8},
+                  "parallelism": {"pp": 4, "pipeline_schedule": "gpipe"}})
+    last = layers(x, x.stages[-1], False)
+    assert r.as_dict()["breakdown"]["activations/weight_copies"] == \
+        sum(t.bytes * n for t, n in last.cache)  # the peak's rank: its layers and head, once
+
+
+@pytest.mark.parametrize(("schedule", "gas", "drained"), [
+    ("gpipe", 8, (True, True)), ("1f1b", 8, (False, False)), ("1f1b", 3, (True, False)),
+    ("zero_bubble", 4, (True, True))])
+def test_schedules_that_forward_everything_first_are_drained(schedule: str, gas: int,
+                                                             drained: tuple[bool, ...]) -> None:
+    """Where every forward runs before a rank's first backward, the micro-batches in flight
+    meet no gradient yet (and one fewer meets them all): GPipe always, 1F1B when m <= pp - i
+    (over 4 ranks, 3 micro-batches: rank 0 but not rank 3), zero bubble when m <= pp."""
+    x = _setup({"model": "llama-3.1-8b", "training": {"gradient_accumulation_steps": gas},
+                "parallelism": {"pp": 4, "pipeline_schedule": schedule}})
+    ends = (x.stages[0], x.stages[-1])
+    assert tuple(x.flight(st).drained for st in ends) == drained
+
+
+@pytest.mark.parametrize(("schedule", "held"), [("zbv", 8), ("dualpipev", 9)])
+def test_v_schedules_hold_two_chunks_and_both_ends_on_rank_0(schedule: str, held: int) -> None:
+    """torch's ZBV and DualPipeV over 4 ranks: 32 layers in 8 chunks, rank i holding chunks i
+    and 7 - i (rank 0 the embedding and the head); with 8 micro-batches every rank holds 2 pp
+    (ZBV, at the second chunk's input backward) or 2 pp + 1 (DualPipeV) chunk-micro-batches,
+    as torch's schedules order them."""
+    x = _setup({"model": "llama-3.1-8b", "training": {"gradient_accumulation_steps": 8},
+                "parallelism": {"pp": 4, "pipeline_schedule": schedule}})
+    first = x.stages[0]
+    assert (first.layers, first.embedding, first.head, first.unit.layers) == (8, True, True, 4)
+    assert x.held_stages(first) == ((0, 7), 8)
+    assert {x.flight(st).held for st in x.stages} == {held}
+
+
+def test_split_weight_pass_recomputes_checkpointed_layers_once_a_parameter_group() -> None:
+    """torch's zero-bubble weight pass runs one autograd.grad per parameter group, each a graph
+    task of its own in which a checkpointed layer is recomputed; what the weights' gradients do
+    not read stays until the pass ends. A llama layer has 9 groups (7 projections, 2 norms);
+    ZBV's head chunk over 4 ranks holds 4 of llama-3.1-8b's 32 layers."""
+    from calc.peak import stage_peak
+    x = _setup({"model": "llama-3.1-8b", "training": {"gradient_accumulation_steps": 8,
+                                                      "activation_checkpointing": "full"},
+                "parallelism": {"pp": 4, "pipeline_schedule": "zbv"}})
+    moment = {m.name: m for m in stage_peak(x, x.stages[0], detail=True).moments}[
+        "backward.first_layer"]
+    (kept,) = [t for p in moment.parts if p is not None and hasattr(p, "items")
+               for t, _ in p.items if t.key == "activations/recomputed"]
+    assert kept.symbols["L_c"] == 4 and kept.symbols["n_pg"] == 9
 
 
 def test_dualpipe_ranks_hold_two_stages() -> None:

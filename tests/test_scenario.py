@@ -128,6 +128,10 @@ def test_aliases_resolve_case_insensitively() -> None:
     ({"pp": 3, "pipeline_schedule": "dualpipe"}, {}, "parallelism.pp"),
     ({"pp": 8, "pipeline_schedule": "interleaved_1f1b", "virtual_stages": 8}, {},
      "parallelism.virtual_stages"),
+    # llama-3.2-1b has 16 layers: a V cuts them in 2 pp chunks; DualPipeV needs m >= 2 pp
+    ({"pp": 16, "pipeline_schedule": "zbv"}, {}, "parallelism.pp"),
+    ({"pp": 4, "pipeline_schedule": "dualpipev"}, {"gradient_accumulation_steps": 7},
+     "training.gradient_accumulation_steps"),
 ])
 def test_pipeline_schedules_are_checked(parallelism: dict, training: dict, field: str) -> None:
     with pytest.raises(ScenarioError) as err:

@@ -133,7 +133,10 @@ def published_rows() -> list[dict[str, Any]]:
 
 
 MOE_FAMILIES = ("mixtral", "qwen3_moe", "deepseek_v3")
-FEATURES = ("tp", "tp+sp", "fsdp x tp", "cp", "pp", "fsdp + pp", "ep", *MOE_FAMILIES)
+# the pipeline schedules traced beside 1F1B (torch.distributed.pipelining's)
+SCHEDULES = ("gpipe", "interleaved_1f1b", "zero_bubble", "zbv", "dualpipev")
+FEATURES = ("tp", "tp+sp", "fsdp x tp", "cp", "pp", "fsdp + pp", *SCHEDULES, "ep",
+            *MOE_FAMILIES)
 TARGET = 0.03  # each feature: at least 2 held-out test cases within 3%
 
 
@@ -151,6 +154,9 @@ def features(scenario: dict[str, Any], family: str) -> list[str]:
         out.append("cp")
     if pp > 1:
         out.append("fsdp + pp" if sharded else "pp")
+        schedule = p.get("pipeline_schedule", "1f1b")
+        if schedule != "1f1b":
+            out.append(schedule)
     if ep > 1:
         out.append("ep")
     if family in MOE_FAMILIES:

@@ -20,12 +20,15 @@ def inline(pid, **over):
 
 
 CASES = []
+# pipeline schedules in case ids (1F1B, the default, has none)
+SCHEDULE_TAGS = {"gpipe": "gpipe", "interleaved_1f1b": "interleaved", "zero_bubble": "zb",
+                 "zbv": "zbv", "dualpipev": "dualpipev"}
 
 
 def case(split, model, b, s, mp="amp", attn="flash", prec="bf16", opt="adamw", impl="fused",
          ac="none", gas=1, lora=None, targets="all_linear", lora_dropout=0.0, dp=1, notes="",
          tag=None, zero=None, qlora=False, loss="standard", every=None, recompute=None,
-         policy=None, offload=False, ep=1, tp=1, sp=False, cp=1, pp=1):
+         policy=None, offload=False, ep=1, tp=1, sp=False, cp=1, pp=1, sched=None, v=1):
     name = model if isinstance(model, str) else tag
     parts = [name, f"b{b}", f"s{s}", mp if prec == "bf16" else f"{mp}-{prec}", attn]
     if (opt, impl) != ("adamw", "fused"):
@@ -50,7 +53,8 @@ def case(split, model, b, s, mp="amp", attn="flash", prec="bf16", opt="adamw", i
     if cp > 1:
         parts.append(f"cp{cp}")
     if pp > 1:
-        parts.append(f"pp{pp}")
+        parts.append(f"pp{pp}" + (f"-{SCHEDULE_TAGS[sched]}" if sched else "")
+                     + (f"-v{v}" if v > 1 else ""))
     if offload:
         parts.append("offload")
     tr = {"micro_batch_size": b, "seq_len": s, "gradient_accumulation_steps": gas,
@@ -68,7 +72,11 @@ def case(split, model, b, s, mp="amp", attn="flash", prec="bf16", opt="adamw", i
     par = {"dp": dp, "zero": zero}
     if ep > 1:
         par["ep"] = ep
-    par.update({k: v for k, v in (("tp", tp), ("cp", cp), ("pp", pp)) if v > 1})
+    par.update({k: n for k, n in (("tp", tp), ("cp", cp), ("pp", pp)) if n > 1})
+    if sched:
+        par["pipeline_schedule"] = sched
+    if v > 1:
+        par["virtual_stages"] = v
     if sp:
         par["sequence_parallel"] = True
     if offload:
@@ -270,6 +278,35 @@ case("test", L8[Q3], 2, 2048, gas=2, pp=2, tag=T8[Q3])
 case("dev", L8[LL], 1, 4096, gas=4, dp=2, pp=2, tag=T8[LL], notes="FSDP2 + PP")
 case("test", L8[QW], 1, 2048, mp="pure", ac="full", gas=4, dp=4, pp=2, tag=T8[QW])
 case("test", L8[Q3], 1, 4096, gas=4, dp=2, pp=4, tag=T8[Q3])
+# the other schedules torch.distributed.pipelining runs (the traced rank's stages as torchtitan
+# builds them: interleaved looped i, i + pp, ...; ZBV and DualPipeV in a V, i and 2 pp - 1 - i)
+IL, ZB, ZBV, DPV = "interleaved_1f1b", "zero_bubble", "zbv", "dualpipev"
+case("dev", L8[LL], 1, 2048, gas=4, pp=2, sched="gpipe", tag=T8[LL],
+     notes="GPipe: every forward, then every backward")
+case("dev", L8[LL], 1, 2048, gas=4, pp=2, sched=IL, v=2, tag=T8[LL],
+     notes="interleaved 1F1B, 2 chunks a rank")
+case("dev", L8[LL], 1, 2048, gas=4, dp=2, pp=2, sched=IL, v=2, tag=T8[LL],
+     notes="interleaved 1F1B + FSDP2 (each chunk its own root)")
+case("dev", L8[LL], 1, 2048, gas=4, pp=2, sched=ZB, tag=T8[LL],
+     notes="zero bubble (ScheduleInterleavedZeroBubble, one stage a rank)")
+case("dev", L8[LL], 1, 2048, gas=4, pp=2, sched=ZBV, tag=T8[LL], notes="ZBV, 2 chunks a rank in a V")
+case("dev", L8[LL], 1, 2048, gas=4, pp=2, sched=DPV, tag=T8[LL],
+     notes="DualPipeV, 2 chunks a rank in a V")
+# a 1k vocabulary moves the peak off the head's rank: the first rank's micro-batches decide
+V1K8 = inline("llama-3-8b", num_hidden_layers=8, vocab_size=1024)
+case("test", V1K8, 1, 4096, gas=8, pp=4, sched="gpipe", tag="llama-3-8b-8L-v1k")
+case("test", V1K8, 1, 4096, gas=8, pp=4, sched=IL, v=2, tag="llama-3-8b-8L-v1k")
+case("test", V1K8, 1, 4096, mp="pure", gas=8, pp=4, sched=ZB, tag="llama-3-8b-8L-v1k")
+case("test", L8[QW], 1, 4096, mp="pure", ac="full", gas=4, pp=4, sched="gpipe", tag=T8[QW])
+case("test", L8[Q3], 2, 2048, gas=4, pp=2, sched="gpipe", tag=T8[Q3])
+case("test", L8[Q3], 1, 4096, gas=8, pp=4, sched=IL, v=2, tag=T8[Q3])
+case("test", L8[QW], 1, 2048, mp="pure", ac="full", gas=4, dp=4, pp=2, sched=IL, v=2, tag=T8[QW])
+case("test", L8[Q3], 1, 4096, gas=4, pp=2, sched=ZB, tag=T8[Q3])
+case("test", L8[QW], 1, 4096, mp="pure", gas=8, pp=4, sched=ZB, tag=T8[QW])
+case("test", L8[QW], 1, 4096, mp="pure", ac="full", gas=4, pp=2, sched=ZBV, tag=T8[QW])
+case("test", L8[Q3], 2, 2048, gas=8, pp=4, sched=ZBV, tag=T8[Q3])
+case("test", L8[Q3], 1, 4096, gas=4, pp=2, sched=DPV, tag=T8[Q3])
+case("test", L8[QW], 1, 2048, mp="pure", gas=8, dp=2, pp=4, sched=DPV, tag=T8[QW])
 
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]

@@ -99,8 +99,8 @@ def main(argv=None):
     ap.add_argument("--split", choices=["dev", "test"])
     ap.add_argument("--only-missing", action="store_true")
     ap.add_argument("--no-save", action="store_true", help="--case: do not write traced.json")
-    ap.add_argument("--pp-stage", choices=["first", "last"], default="first",
-                    help="with pp > 1: which pipeline stage this process traces")
+    ap.add_argument("--pp-stage", choices=["first", "middle", "last"], default="first",
+                    help="with pp > 1: which pipeline rank this process traces (middle: pp > 2)")
     ap.add_argument("--modules", action="store_true", help="--scenario: include per-module report")
     ap.add_argument("--timeline", metavar="OUT.json",
                     help="--scenario: write the second step's memory after every op to OUT.json")
@@ -141,7 +141,7 @@ def main(argv=None):
         world = n["pp"] * n["dp"] * n["cp"] * n["tp"]
         try:
             if n["pp"] > 1 and not a.no_save:
-                r = _pipeline_case(c["id"])
+                r = _pipeline_case(c["id"], n["pp"])
             elif a.no_save:
                 r = run_case(c, a.pp_stage)
             elif world > 1 and (a.all or parallel.PG_READY or n["pp"] > 1):
@@ -161,10 +161,12 @@ def main(argv=None):
     return rc
 
 
-def _pipeline_case(case_id: str) -> dict:
-    """The first and the last pipeline stage, each in its own process; the case's figures are
-    the larger stage's (what a GPU must hold), both kept under `pipeline_stages`."""
-    stages = {st: _run_subprocess(case_id, st) for st in ("first", "last")}
+def _pipeline_case(case_id: str, pp: int) -> dict:
+    """The first and the last pipeline rank (and with pp > 2 the middle rank that holds the
+    most), each in its own process; the case's figures are the largest rank's (what a GPU
+    must hold), every rank's kept under `pipeline_stages`."""
+    ranks = ("first", "middle", "last") if pp > 2 else ("first", "last")
+    stages = {st: _run_subprocess(case_id, st) for st in ranks}
     if any("error" in r for r in stages.values()):
         return next(r for r in stages.values() if "error" in r)
     worst = max(stages.values(), key=lambda r: r["peak_bytes"])

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import FieldError, PlanError
-from ..scenario import Resolved, Scenario
+from ..scenario import V_SCHEDULES, Resolved, Scenario
 
 if TYPE_CHECKING:
     from .registry import ExportFormat
@@ -147,10 +147,11 @@ def layers_per_chunk(r: Resolved, framework: str) -> int:
     """Decoder layers in each model chunk of an interleaved pipeline: the frameworks split the
     layers evenly over pp x virtual_stages chunks, so those must divide them."""
     p, layers = r.parallelism, r.arch.num_hidden_layers
-    chunks = p.pp * p.virtual_stages
+    v = 2 if p.pipeline_schedule in V_SCHEDULES else p.virtual_stages  # a V: two chunks a rank
+    chunks = p.pp * v
     if layers % chunks:
         raise ExportError("parallelism.virtual_stages", f"{framework} splits the layers evenly: "
-                          f"num_hidden_layers ({layers}) must divide by pp x virtual_stages "
+                          f"num_hidden_layers ({layers}) must divide by pp x {v} chunks a rank "
                           f"({chunks})")
     return layers // chunks
 

@@ -12,7 +12,7 @@ ConfigManager by `make verify-exports`.
 from __future__ import annotations
 
 from ..optimizers import OptimizerId
-from ..scenario import Resolved
+from ..scenario import V_SCHEDULES, Resolved
 from .common import (
     TORCH_DTYPE,
     Export,
@@ -49,7 +49,8 @@ def _loss_chunks(r: Resolved) -> int:
 
 
 # calc's schedules as torchtitan names them (torch.distributed.pipelining's schedule classes)
-_SCHEDULES = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved_1f1b": "Interleaved1F1B"}
+_SCHEDULES = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved_1f1b": "Interleaved1F1B",
+              "zbv": "ZBVZeroBubble", "dualpipev": "DualPipeV"}
 
 
 def export_torchtitan(r: Resolved) -> Export:
@@ -126,12 +127,13 @@ def export_torchtitan(r: Resolved) -> Export:
     if p.pp > 1:
         schedule = _SCHEDULES.get(p.pipeline_schedule)
         if schedule is None:
-            raise ExportError("parallelism.pipeline_schedule", "torchtitan's zero-bubble and "
-                              "DualPipeV schedules are V-shaped (two stages a rank), not the "
+            raise ExportError("parallelism.pipeline_schedule", "torchtitan builds its zero-bubble "
+                              "schedules with two stages a rank (InterleavedZeroBubble, "
+                              "ZBVZeroBubble) and has no bidirectional DualPipe, not the "
                               f"{p.pipeline_schedule} schedule calc models")
         args += [f"--parallelism.pipeline_parallel_microbatch_size {m}",
                  f"--parallelism.pipeline_parallel_schedule {schedule}"]
-        if p.virtual_stages > 1:
+        if p.virtual_stages > 1 or p.pipeline_schedule in V_SCHEDULES:
             args.append("--parallelism.pipeline_parallel_layers_per_stage "
                         f"{layers_per_chunk(r, 'torchtitan')}")
     args += [f"--parallelism.context_parallel_degree {p.cp}",

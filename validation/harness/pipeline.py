@@ -1,22 +1,66 @@
-"""Pipeline parallelism: one stage of torch.distributed.pipelining's Schedule1F1B, run for real
-in one process on the `fake` process group (send/recv complete at once and move nothing; the
-received activations and gradients are fresh fake buffers of the right shape, as the stage's
-own recv buffers are on a GPU).
+"""Pipeline parallelism: the traced rank's stages under torch.distributed.pipelining's own
+schedule, run for real in one process on the `fake` process group (send/recv complete at once
+and move nothing; the received activations and gradients are fresh fake buffers of the right
+shape, as the stage's own recv buffers are on a GPU).
 
-The stage is the Hugging Face model cut as torchtitan's `pipeline_module_split` cuts it: the
-first stage keeps the embedding, the last the final norm and lm_head, and the decoder layers are
-split evenly. Micro-batches = `gradient_accumulation_steps` (the schedule's n_microbatches),
-each of `micro_batch_size` sequences; with 1F1B stage i holds min(pp - i, m) micro-batches'
-activations at its peak. The loss on the last stage is cross-entropy on fp32 logits
-(torchtitan's `cross_entropy_loss`). FSDP2 on a stage: `reshard_after_forward=False`
-(torchtitan's default with PP, `get_fsdp_reshard_after_forward_policy`).
+The model is cut as torchtitan's `pipeline_module_split` cuts it: into pp x v stages of as
+many decoder layers each, the first stage keeping the embedding, the last the final norm and
+lm_head. Which stages a rank holds is the schedule's (`SCHEDULES`, torch's
+`generate_rank_to_stage_mapping`): one (1F1B, GPipe), v looped ones, i, i + pp, ...
+(interleaved 1F1B, interleaved zero bubble), or two in a V, i and 2 pp - 1 - i (ZBV, DualPipeV:
+rank 0 holds both ends of the model). Micro-batches = `gradient_accumulation_steps` (the
+schedule's n_microbatches), each of `micro_batch_size` sequences. The loss on the last stage is
+cross-entropy on fp32 logits (torchtitan's `cross_entropy_loss`). FSDP2 on a stage:
+`reshard_after_forward=False` (torchtitan's default with PP,
+`get_fsdp_reshard_after_forward_policy`).
 """
 from __future__ import annotations
 
 import torch
 from torch import nn
 
+from .common import Untraceable
 from .models import decoder_layers
+
+# The scenario's `pipeline_schedule` -> (torch's class, how stages are placed on ranks,
+# stages a rank holds: None = `virtual_stages`).
+SCHEDULES = {
+    "1f1b": ("Schedule1F1B", "loop", 1),
+    "gpipe": ("ScheduleGPipe", "loop", 1),
+    "interleaved_1f1b": ("ScheduleInterleaved1F1B", "loop", None),
+    # ZB-H1 (Qi et al. 2023) with one stage a rank: torch's ZB1P, split backward
+    "zero_bubble": ("ScheduleInterleavedZeroBubble", "loop", None),
+    "zbv": ("ScheduleZBVZeroBubble", "v", 2),
+    "dualpipev": ("ScheduleDualPipeV", "v", 2),
+}
+SINGLE = ("Schedule1F1B", "ScheduleGPipe")  # PipelineScheduleSingle: one stage object
+
+
+def layout(par: dict) -> tuple[str, str, int]:
+    """(torch's schedule class, placement style, stages a rank holds) of a scenario's
+    parallelism."""
+    name = par.get("pipeline_schedule") or "1f1b"
+    if name not in SCHEDULES:
+        raise Untraceable(f"pipeline_schedule={name}: no torch.distributed.pipelining schedule")
+    cls, style, per_rank = SCHEDULES[name]
+    return cls, style, per_rank or int(par.get("virtual_stages") or 1)
+
+
+def middle_rank(par: dict, pp: int) -> int:
+    """The middle rank (neither end of the model's embedding or head) that holds the most:
+    the one with the most micro-batches in flight, rank 1, except under zero bubble, where
+    every rank but the first keeps as many micro-batches and the later ranks more of them
+    waiting for their weight backward."""
+    if pp < 3:
+        raise ValueError("no middle pipeline rank with pp < 3")
+    return pp - 2 if (par.get("pipeline_schedule") or "1f1b") == "zero_bubble" else 1
+
+
+def rank_stages(rank: int, pp: int, style: str, per_rank: int) -> list[int]:
+    """The global stage indices rank `rank` holds (torch's `generate_rank_to_stage_mapping`)."""
+    if style == "v":
+        return [rank, 2 * pp - 1 - rank]
+    return list(range(rank, pp * per_rank, pp))
 
 
 class StageModule(nn.Module):
@@ -44,26 +88,47 @@ class StageModule(nn.Module):
         return h
 
 
-def split(lm: nn.Module, stage: int, pp: int) -> StageModule:
+class RankModule(nn.Module):
+    """The stages one rank holds when it holds several (torchtitan's model parts): what the
+    optimizer, FSDP2 and the tracker see. Never called itself; the schedule calls each chunk."""
+
+    def __init__(self, chunks: list[StageModule]):
+        super().__init__()
+        self.chunks = nn.ModuleList(chunks)
+
+
+def split(lm: nn.Module, indices: list[int], n_stages: int) -> nn.Module:
+    """The stages `indices` of `lm` cut into `n_stages`: one StageModule, or a RankModule of
+    several."""
     n = len(decoder_layers(lm))
-    if n % pp:
-        raise ValueError(f"{n} layers do not split evenly over pp={pp}")
-    per = n // pp
-    return StageModule(lm, stage * per, (stage + 1) * per, stage == 0, stage == pp - 1)
+    if n % n_stages:
+        raise ValueError(f"{n} layers do not split evenly over {n_stages} pipeline stages")
+    per = n // n_stages
+    chunks = [StageModule(lm, i * per, (i + 1) * per, i == 0, i == n_stages - 1)
+              for i in indices]
+    return chunks[0] if len(chunks) == 1 else RankModule(chunks)
+
+
+def chunks(model: nn.Module) -> list[StageModule]:
+    return list(model.chunks) if isinstance(model, RankModule) else [model]
 
 
 def loss_fn(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return nn.functional.cross_entropy(logits.flatten(0, 1).float(), labels.flatten())
 
 
-def schedule(stage_mod: nn.Module, stage: int, pp: int, dev, group, micro_batches: int,
-             inputs: torch.Tensor, outputs: torch.Tensor):
-    """The stage with static shapes (`inputs`/`outputs`: one micro-batch's), and its 1F1B.
+def schedule(model: nn.Module, indices: list[int], n_stages: int, cls_name: str, dev, group,
+             micro_batches: int, shapes):
+    """The rank's stages with static shapes and torch's schedule over them. `shapes(i)` gives
+    stage i's one-micro-batch (input, output) tensors. Their `requires_grad` is part of the
+    static metadata: a received activation is a leaf requiring grad only if its example is
+    one (without it the stage computes no input gradient, and zero bubble's split backward,
+    which finds the weights' gradients through the input's, none at all).
 
     The schedule's first step votes with its neighbours on static vs dynamic shapes and reads
     the vote with `.item()`, which a fake tensor cannot answer; every rank passing its shapes
     votes static, so the vote is replaced by its result."""
-    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, schedules
+    from torch.distributed.pipelining import PipelineStage, schedules
     from torch.distributed.pipelining._utils import InferenceMode
 
     def voted_static(self, stages, has_backward, p2p_done):
@@ -73,8 +138,19 @@ def schedule(stage_mod: nn.Module, stage: int, pp: int, dev, group, micro_batche
     # Stage initialisation forks the CUDA RNG (no CUDA generator in the CPU build): a no-op.
     torch.cuda.get_rng_state = lambda *a, **k: torch.zeros(0, dtype=torch.uint8)
     torch.cuda.set_rng_state = lambda *a, **k: None
-    ps = PipelineStage(stage_mod, stage, pp, dev, input_args=(inputs,), output_args=(outputs,),
-                       output_grads=(outputs,) if stage < pp - 1 else None,
-                       input_grads=(inputs,) if stage > 0 else (None,),
-                       group=group)
-    return ps, Schedule1F1B(ps, n_microbatches=micro_batches, loss_fn=loss_fn)
+    stages = []
+    for mod, i in zip(chunks(model), indices):
+        inputs, outputs = shapes(i)
+        stage = PipelineStage(
+            mod, i, n_stages, dev, input_args=(inputs,), output_args=(outputs,),
+            output_grads=(outputs.detach(),) if i < n_stages - 1 else None,
+            input_grads=(inputs.detach(),) if i > 0 else (None,), group=group)
+        # check every tensor crossing a stage against the static metadata (torch does only
+        # under TORCH_DISTRIBUTED_DEBUG=DETAIL, whose process-group wrapper the fake group
+        # lacks): a wrong dtype would size the recv buffers wrong
+        stage._runtime_validate = True
+        stages.append(stage)
+    cls = getattr(schedules, cls_name)
+    sched = cls(stages[0] if cls_name in SINGLE else stages, n_microbatches=micro_batches,
+                loss_fn=loss_fn)
+    return stages, sched

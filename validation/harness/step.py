@@ -28,8 +28,8 @@ MODES = {
 
 def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = False,
                    pp_stage: str = "first") -> dict:
-    """`pp_stage`: with pp > 1, trace the first pipeline stage (rank 0) or the last (the
-    first rank of the last stage)."""
+    """`pp_stage`: with pp > 1, which pipeline rank to trace: the first (rank 0), a middle
+    one (`pipeline.middle_rank`) or the last (the first rank of the last stage)."""
     sc = normalize_scenario(scenario)
     tr, par = sc["training"], sc["parallelism"]
     t0 = time.time()
@@ -50,7 +50,13 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
     pp = n["pp"]
     if pp > 1 and cp > 1:
         raise Untraceable("pp with cp")
-    stage = (pp - 1 if pp_stage == "last" else 0) if pp > 1 else 0
+    stage = 0  # the traced pipeline rank
+    if pp > 1:
+        sched_cls, style, per_rank = pipeline.layout(par)
+        stage = (0 if pp_stage == "first" else pp - 1 if pp_stage == "last"
+                 else pipeline.middle_rank(par, pp))
+        n_stages = pp * per_rank
+        held = pipeline.rank_stages(stage, pp, style, per_rank)
     pdt = DTYPES[tr["precision"]]
     if mp not in MODES:
         raise Untraceable(f"mixed_precision={mp}")
@@ -85,15 +91,16 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
             tensor_parallel.apply_tp(model, device_mesh["tp"], bool(par.get("sequence_parallel")))
         models.apply_checkpointing(model, tr)
         if pp > 1:
-            model = pipeline.split(model, stage, pp)
+            model = pipeline.split(model, held, n_stages)
         if tr["loss"] == "chunked":
             fused_loss.apply(model)
         model.train()
 
         buckets = None
-        if layout == "fsdp":
-            parallel.shard(model, par, device_mesh, pdt if use_autocast else None,
-                           reshard_after_forward=False if pp > 1 else None)
+        if layout == "fsdp":  # each stage its own FSDP2 root, as torchtitan shards model parts
+            for part in pipeline.chunks(model) if pp > 1 else (model,):
+                parallel.shard(part, par, device_mesh, pdt if use_autocast else None,
+                               reshard_after_forward=False if pp > 1 else None)
         elif layout == "ep":
             model = parallel.shard_ep(model, par, device_mesh, pdt if use_autocast else None)
         elif layout in ("ddp", "zero1"):
@@ -111,28 +118,38 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
             input_ids = torch.randint(0, vocab, (b * gas, s), device=dev)
             labels = torch.randint(0, vocab, (b * gas, s), device=dev)
             act = pdt if use_autocast else model_dtype  # the logits' dtype
+            # the hidden states between stages: the residual stream's dtype, or FSDP2's
+            # param_dtype under its mixed-precision policy (the layers compute in it)
+            hid = pdt if layout == "fsdp" and use_autocast else model_dtype
             h, v = cfg.hidden_size, cfg.vocab_size
-            stage_in = (torch.empty(b, s, dtype=torch.long, device=dev) if stage == 0
-                        else torch.empty(b, s, h, dtype=model_dtype, device=dev))
-            stage_out = (torch.empty(b, s, v, dtype=act, device=dev) if stage == pp - 1
-                         else torch.empty(b, s, h, dtype=model_dtype, device=dev))
-            stage_obj, sched = pipeline.schedule(model, stage, pp, dev,
-                                                 device_mesh["pp"].get_group(), gas,
-                                                 stage_in, stage_out)
-            del stage_in, stage_out
+
+            def shapes(i):
+                """Stage i's one-micro-batch input and output (static shapes), requiring grad
+                as the stage's forward makes them in training."""
+                return (torch.empty(b, s, dtype=torch.long, device=dev) if i == 0
+                        else torch.empty(b, s, h, dtype=hid, device=dev, requires_grad=True),
+                        torch.empty(b, s, v if i == n_stages - 1 else h,
+                                    dtype=act if i == n_stages - 1 else hid,
+                                    device=dev, requires_grad=True))
+            stage_objs, sched = pipeline.schedule(model, held, n_stages, sched_cls, dev,
+                                                  device_mesh["pp"].get_group(), gas, shapes)
         if cp > 1:  # the sequence is sharded in place: position_ids must be explicit
             batch["position_ids"] = torch.arange(s, device=dev).expand(b, s).contiguous()
 
         if sharded:
             from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
-            mt = make_phase_tracker_cls(FSDPMemTracker)(model, optimizer)
+            if isinstance(model, pipeline.RankModule):  # several FSDP2 roots: instrument all
+                mt = make_phase_tracker_cls(FSDPMemTracker)(model.chunks[0], optimizer)
+                mt._root_mod = model
+            else:
+                mt = make_phase_tracker_cls(FSDPMemTracker)(model, optimizer)
         else:
             mt = make_phase_tracker_cls(MemTracker)()
         mt._phase_init(dev, timeline)
         if timeline:
             _mark_layers(model, mt)
         if pp > 1:
-            _pipeline_phases(stage_obj, model, mt)
+            _pipeline_phases(stage_objs, mt)
         mt.track_external(model, optimizer, input_ids, labels,
                           *(buckets.buckets if buckets else ()))  # DDP's buckets: other
 
@@ -160,10 +177,9 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
             if pp > 1:
                 with autocast_ctx():
                     # torchtitan's call: the last stage keeps no micro-batch's output
-                    if stage == 0:
-                        sched.step(input_ids, return_outputs=False)
-                    else:
-                        sched.step(target=labels, return_outputs=False)
+                    args = (input_ids,) if 0 in held else ()
+                    target = labels if n_stages - 1 in held else None
+                    sched.step(*args, target=target, return_outputs=False)
                 mt.set_phase(None)
                 mt.set_phase("optimizer_step")
                 optimizer.step()
@@ -230,8 +246,10 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
         if meshed:
             res["mesh"] = {k: v for k, v in n.items() if v > 1}
         if pp > 1:
-            res["per_rank"] = f"rank {stage * dp * cp * tp} (pipeline stage {stage} of {pp}, " \
-                f"Schedule1F1B, {gas} micro-batches)"
+            where = f"pipeline stage {stage} of {pp}" if n_stages == pp else \
+                f"pipeline rank {stage} of {pp}, stages {', '.join(map(str, held))} of {n_stages}"
+            res["per_rank"] = f"rank {stage * dp * cp * tp} ({where}, {sched_cls}, " \
+                f"{gas} micro-batches)"
         if TRACE_DEVICE == "cuda":
             res["sdpa_backend_calls"] = dict(fake_cuda.SDPA_CHOICES)
         modules = module_report(mt, dev) if with_modules else None
@@ -258,33 +276,47 @@ def _qlora_param_count(model) -> int:
     return n
 
 
-def _pipeline_phases(stage_obj, stage_mod, mt) -> None:
+def _pipeline_phases(stage_objs, mt) -> None:
     """Phases inside the schedule: forward_one_chunk is `forward` (loss included on the last
-    stage), backward_one_chunk is `backward`. MemTracker refuses a second forward of its root
-    module before backward; 1F1B runs several, so the root's stats are dropped first."""
-    fwd, bwd = stage_obj.forward_one_chunk, stage_obj.backward_one_chunk
+    stage), backward_one_chunk (the whole backward, or the input gradients of a split one) and
+    backward_weight_one_chunk (zero bubble's weight gradients) are `backward`. MemTracker
+    refuses a second forward of its root module before backward; a schedule runs several, so
+    the stage module's stats are dropped first."""
+    for stage_obj in stage_objs:
+        fwd, bwd = stage_obj.forward_one_chunk, stage_obj.backward_one_chunk
+        bwd_w = stage_obj.backward_weight_one_chunk
 
-    def forward_one_chunk(*a, **k):
-        mt.memory_tracking.pop(stage_mod, None)
-        mt._idx_len = -1
-        mt.set_phase("forward")
-        return fwd(*a, **k)
+        def forward_one_chunk(*a, _fwd=fwd, _mod=stage_obj.submod, **k):
+            mt.memory_tracking.pop(_mod, None)
+            mt._idx_len = -1
+            mt.set_phase("forward")
+            return _fwd(*a, **k)
 
-    def backward_one_chunk(*a, **k):
-        mt.set_phase("backward")
-        return bwd(*a, **k)
-    stage_obj.forward_one_chunk = forward_one_chunk
-    stage_obj.backward_one_chunk = backward_one_chunk
+        def backward_one_chunk(*a, _bwd=bwd, **k):
+            mt.set_phase("backward")
+            return _bwd(*a, **k)
+
+        def backward_weight_one_chunk(*a, _bwd_w=bwd_w, **k):
+            mt.set_phase("backward")
+            return _bwd_w(*a, **k)
+        stage_obj.forward_one_chunk = forward_one_chunk
+        stage_obj.backward_one_chunk = backward_one_chunk
+        stage_obj.backward_weight_one_chunk = backward_weight_one_chunk
 
 
 def _mark_layers(model, mt) -> None:
     """Timeline markers: which decoder layer (or the head) the forward or backward is in.
     Backward is marked by a hook on the module's output tensor, which keeps nothing alive
     (a module backward hook would wrap the output and hold a gradient)."""
-    parts = [(f"layer{i}", layer) for i, layer in enumerate(models.decoder_layers(model))]
-    if isinstance(model, pipeline.StageModule):
-        parts += [(k, getattr(model, k)) for k in ("norm", "lm_head") if getattr(model, k)]
+    if isinstance(model, (pipeline.StageModule, pipeline.RankModule)):
+        parts = []
+        for c, chunk in enumerate(pipeline.chunks(model)):
+            prefix = f"chunk{c}." if isinstance(model, pipeline.RankModule) else ""
+            parts += [(f"{prefix}layer{i}", layer) for i, layer in enumerate(chunk.layers)]
+            parts += [(prefix + k, getattr(chunk, k)) for k in ("norm", "lm_head")
+                      if getattr(chunk, k)]
     else:
+        parts = [(f"layer{i}", layer) for i, layer in enumerate(models.decoder_layers(model))]
         lm = next(m for m in model.modules() if "lm_head" in m._modules)
         parts += [("norm", lm.model.norm), ("head", lm.lm_head)]
     for name, module in parts:
