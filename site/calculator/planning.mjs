@@ -38,8 +38,9 @@ const TOOLS = {
       mixed precision, CPU offload, activation checkpointing and the micro-batch for the model,
       GPU, sequence length and training settings above (their parallelism, precision and batch
       split are what is searched) and ranks the layouts that fit by an estimated step time
-      (<code>calc.plan.advise</code>).`,
-    fields: ["gpus", "gpus_per_node", "global_batch", "inter_node_gbps", "host_memory_gib"],
+      (<code>calc.plan.advise</code>). With LoRA and QLoRA allowed, their plans are listed
+      apart, after full fine-tuning's: they change what is trained.`,
+    fields: ["gpus", "gpus_per_node", "global_batch", "inter_node_gbps", "host_memory_gib", "allow_lora"],
     // The form always holds a batch split; the panel's own global batch (empty: calc's default of
     // about 2M tokens per step) is what the advisor lays out, so the split is not sent.
     request: (scenario) => ({ scenario: withoutBatch(scenario), top: SHOWN_PLANS }),

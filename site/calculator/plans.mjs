@@ -30,9 +30,17 @@ export function renderAdvice(a) {
       ? `; or: ${a.changes.slice(1).map((c) => esc(c.title)).join("; ")}` : ""}.</p>` : "<p>No single change searched makes it fit.</p>";
     return `${head}<p id="calc-advise-none"><strong>No layout of ${count(s.gpus)} GPUs fits</strong>: ${esc(a.floor?.text ?? "")}.</p>${changes}${dropped}${assumed}`;
   }
+  // With allow_lora the plans come grouped by what they train (full first): a heading row
+  // before each group says what it trains, and that LoRA or QLoRA changes it
+  const groups = a.trains.length > 1 ? Object.fromEntries(a.trains.map((g) => [g.finetuning, g])) : {};
+  const heading = (g) => `<tr class="calc-group" data-finetuning="${esc(g.finetuning)}"><td colspan="9"><strong>${esc(g.title)}</strong>: ${g.changes_training
+    ? `changes what is trained, not equivalent to full fine-tuning (${params(g.trainable_param_count)} adapter parameters, the base frozen)`
+    : `trains all ${params(g.param_count)} parameters`}${g.plans ? "" : "; nothing fits"}</td></tr>`;
   const rows = a.plans.map((p, i) => {
     const l = p.layout, e = p.estimate;
-    return `<tr data-rank="${p.rank}"><td>${p.rank}</td>
+    const group = groups[p.finetuning] && (i === 0 || a.plans[i - 1].finetuning !== p.finetuning)
+      ? heading(groups[p.finetuning]) : "";
+    return `${group}<tr data-rank="${p.rank}"><td>${p.rank}</td>
       <td data-key="layout">${esc(layoutText(l))}${l.sequence_parallel ? "<br><small>sequence parallel</small>" : ""}</td>
       <td data-key="zero" data-value="${l.zero}">${l.zero}<br><small>${esc(l.mixed_precision)}${l.offload_params ? ", offload params + optimizer" : l.offload_optimizer ? ", offload optimizer" : ""}</small></td>
       <td data-key="activation_checkpointing" data-value="${esc(l.activation_checkpointing)}">${esc(l.activation_checkpointing)}</td>

@@ -213,6 +213,27 @@ def test_advisor_panel_shows_calcs_plans(calculator: Calculator) -> None:
     assert f"{want.searched:,} combinations" in page.text_content("#calc-advise-out")
 
 
+def test_advisor_with_lora_allowed_lists_each_training_apart(calculator: Calculator) -> None:
+    """With LoRA and QLoRA allowed, the panel's answer is calc's, and the plans are headed by
+    what they train: full fine-tuning first, then LoRA and QLoRA, said to change it."""
+    calculator.open(ADVISE_SCENARIO)
+    page = calculator.page
+    page.click("#calc-advise > summary")
+    page.check("#t-advise-allow_lora")
+    got = run_panel(calculator, "advise", {"gpus": "8", "global_batch": "64"})
+    want = advise("llama-3.1-8b", "h100-sxm-80gb", 8, 8192, 64,
+                  base_training=parse_scenario(ADVISE_SCENARIO).training, top=5, allow_lora=True)
+    assert got == as_json({"ok": True, **want.as_dict()})
+    kinds = list(dict.fromkeys(p.scenario.training.finetuning for p in want.plans))
+    assert kinds[0] == "full" and {"lora", "qlora"} <= set(kinds)
+    headings = page.locator("#calc-advise-table tr.calc-group")
+    assert [headings.nth(i).get_attribute("data-finetuning") for i in range(headings.count())] \
+        == kinds
+    for i, kind in enumerate(kinds):
+        text = headings.nth(i).text_content()
+        assert ("changes what is trained" in text) == (kind != "full")
+
+
 def test_advisor_apply_loads_the_plan_into_the_form(calculator: Calculator) -> None:
     """Apply on a plan loads its scenario (layout, micro-batch, accumulation, checkpointing):
     the live report is then calc's estimate of exactly that scenario, and the advisor's answer
