@@ -53,9 +53,11 @@ def _price_note(price: GpuPrice | None) -> str:
         return ("none: no stable, widely listed on-demand price to cite; `calc cost` takes "
                 "your own (`--price-per-gpu-hour`)")
     offer = _cell(price.offer).replace("$", "\\$")  # a lone $ must not open arithmatex math
-    checked = "" if price.verified else "; unverified: not re-read from that page"
-    return (f"{price.usd_per_gpu_hour:g} USD per GPU-hour, {offer}, {price.as_of} "
-            f"({_link(price.source, 'price page')}{checked})")
+    checked = "" if price.verified else ", unverified (not re-read from that page)"
+    # the link last: a cell's only link is laid out at a minimum width (docs.css), which
+    # would push any text after it onto a line of its own
+    return (f"{price.usd_per_gpu_hour:g} USD per GPU-hour, {offer}, {price.as_of}{checked}: "
+            f"{_link(price.source, 'price page')}")
 
 
 def presets(src: str) -> dict[str, str]:
@@ -70,7 +72,7 @@ def presets(src: str) -> dict[str, str]:
         tf = ", ".join(f"{k} {tflops(v)}" for k, v in g.dense_tflops.items())
         srcs = " ".join(_link(u, f"[{i}]") for i, u in enumerate(g.sources, 1))
         price = "-" if g.price is None else \
-            f"{g.price.usd_per_gpu_hour:g} ({g.price.as_of}, {_link(g.price.source)})"
+            f"{g.price.usd_per_gpu_hour:g}, {g.price.as_of}: {_link(g.price.source)}"  # link last
         grows.append([f"`{g.id}`", g.name, num_gib(g.usable_bytes), tf,
                       count(g.memory_bandwidth_gbps),
                       f"{g.interconnect.name} {count(g.interconnect.bandwidth_gbps)}", price,
