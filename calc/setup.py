@@ -35,7 +35,6 @@ class Setup:
         "N",
         "T",
         "a",
-        "amp",
         "arch",
         "b",
         "checkpoint_every",
@@ -54,7 +53,6 @@ class Setup:
         "lora_dropout",
         "lora_rank",
         "lora_targets",
-        "master",
         "math_attention",
         "megatron",
         "micro_batches",
@@ -117,8 +115,6 @@ class Setup:
     lora_rank: int
     lora_targets: frozenset[str]  # empty unless lora
     lora_dropout: float
-    amp: bool  # mixed_precision amp (the LoRA base stays in the stored width)
-    master: bool  # mixed_precision master
     deepspeed: bool  # DeepSpeed's engine and ZeRO (parallelism.framework, master by default)
     optimizer: Optimizer
     optimizer_impl: OptimizerImpl
@@ -168,8 +164,6 @@ class Setup:
         self.lora_rank = t.lora_rank
         self.lora_targets = lora_targets(t.lora_targets) if lora else frozenset()
         self.lora_dropout = t.lora_dropout if lora else 0.0
-        self.amp = t.mixed_precision == "amp"
-        self.master = t.mixed_precision == "master"
         self.optimizer = OPTIMIZERS[t.optimizer]
         self.optimizer_impl = t.optimizer_impl
         self.full_checkpointing = t.activation_checkpointing == "full"

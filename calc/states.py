@@ -268,13 +268,13 @@ def local(x: Setup, stage: Stage) -> LocalParams:
 
 
 def model_states(x: Setup, stage: Stage) -> ModelStates:
-    return _model_states(local(x, stage), x.n, x.lora, x.qlora, x.amp, x.deepspeed, x.optimizer,
+    return _model_states(local(x, stage), x.n, x.lora, x.qlora, x.deepspeed, x.optimizer,
                          x.optimizer_impl, x.N, x.z, x.dp, x.offload_optimizer, x.offload_params,
                          x.H, x.megatron, x.ep, x.pp)
 
 
 @lru_cache(maxsize=4096)
-def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool, amp: bool,
+def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
                   deepspeed: bool, opt: Optimizer, impl: OptimizerImpl, N: int, z: int, dp: int,
                   offload_optimizer: bool, offload_params: bool, H: int,
                   megatron: bool = False, ep: int = 1, pp: int = 1) -> ModelStates:
