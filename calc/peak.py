@@ -786,9 +786,11 @@ def _end_of_backward(x: Setup, stage: Stage, ms: ModelStates, states: Part | Non
 
 
 def _with_buffers(x: Setup, stage: Stage, ms: ModelStates, detail: bool) -> Part | None:
-    """The stage's states and, under a pipeline schedule, its receive buffers (`RECV_BUFFERS`),
-    alive all step like them."""
-    if x.pp == 1:
+    """The stage's states and, under torch's pipeline schedules, its receive buffers
+    (`RECV_BUFFERS`), alive all step like them. Megatron-LM allocates what it receives per
+    message (p2p_communication's torch.empty): the activation received is the stage's input,
+    counted with the first layer's saved tensors, and the gradient lives for one backward."""
+    if x.pp == 1 or x.megatron:
         return ms.on_device
     held, count = x.held_stages(stage)
     sets = sum(i > 0 for i in held) + sum(i < count - 1 for i in held)

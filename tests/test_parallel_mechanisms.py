@@ -79,6 +79,23 @@ def test_schedules_order_their_activation_memory() -> None:
     assert peak("dualpipe") > one
 
 
+@pytest.mark.parametrize(("implementation", "mixed"), [("hf", "amp"), ("megatron", "master")])
+def test_receive_buffers_follow_the_framework(implementation: str, mixed: str) -> None:
+    """torch's PipelineStage allocates one receive buffer a micro-batch for the activations
+    and one for the gradients, kept all step: T h bytes or more per micro-batch. Megatron-LM receives into a tensor made per message, the stage's input counted with
+    its first layer: 8 or 512 micro-batches, 1F1B holds the same (FlagPerf's Llama 3 8B PP8
+    run has 512; a buffer each would be 64 GiB)."""
+    def peak(gas: int) -> int:
+        return estimate({"model": "llama-3-8b", "training": {
+            "gradient_accumulation_steps": gas, "seq_len": 8192,
+            "implementation": implementation, "mixed_precision": mixed},
+            "parallelism": {"pp": 8}}).peak_bytes
+    grown = peak(512) - peak(8)
+    if implementation == "megatron":
+        assert grown == 0
+    else:
+        assert grown >= (512 - 8) * 8192 * 4096 * 2
+
 def test_zero_bubble_keeps_as_many_micro_batches_on_every_rank() -> None:
     """torch's ScheduleInterleavedZeroBubble over 4 ranks, 8 micro-batches: rank i runs its
     weight backward i micro-batches late, so it holds min(pp, m) = 4, i of them waiting; the
