@@ -51,7 +51,7 @@ STEP_ORDER = ("forward.last_layer", "forward.experts_combine", "forward.fsdp_pre
               "forward.loss", "backward.loss_grad", "backward.head_norm", "backward.last_layer",
               "backward.experts", "backward.experts_reduce", "backward.first_layer",
               "backward.first_layer_late", "backward.fsdp_root", "backward.embedding",
-              "optimizer_step")
+              "backward.weight_copies", "optimizer_step")
 
 
 def _num(v: float) -> str:

@@ -71,6 +71,7 @@ PARTS: dict[str, tuple[str, str]] = {
     "embedding_grad": ("X_e", "the gradient reaching the embedding"),
     "root_reduce_scatter": ("X_r", "FSDP's root: unsharded gradients and reduce-scatter input"),
     "head_norm": ("X_n", "the final norm's backward temporaries"),
+    "copy_grad_cast": ("X_c", "the first cached weight copy's gradient in the weight's dtype"),
     "step_gradients": ("G_s", "the gradients as the optimizer step sees them"),
     "step_temporary": ("X_s", "the optimizer step's temporaries"),
 }
@@ -122,6 +123,11 @@ MOMENTS: dict[str, MomentKind] = {
     "backward.embedding": MomentKind(
         "the end of backward: the gradient reaching the embedding",
         ("states", "gradients", "gathered", "other_micro_batches", "embedding_grad", "bucket")),
+    "backward.weight_copies": MomentKind(
+        "pipelined autocast: past the stage's first op, the cached weight copies' gradients "
+        "run last, the first converted to the weight's dtype",
+        ("states", "gradients", "gathered", "other_micro_batches", "copy_grad_cast",
+         "bucket")),
     "backward.loss_grad": MomentKind(
         "the start of backward: the loss gradients at full width",
         ("states", "earlier_gradients", "gathered", "saved", "loss", "stage_output")),
@@ -242,6 +248,14 @@ RECV_BUFFERS = Formula(
           "stage receives and one for the gradients, allocated once and kept",
     note="torch's PipelineStage with static shapes (_create_act_recv_info, "
          "_create_grad_recv_info); traced: every pipeline case")
+COPY_GRAD_CAST = Formula(
+    "temporaries/weight_copy_grads", "lambda W_1, g: W_1 * g", id="peak.copy_grad_cast",
+    source=TORCH_SCHEDULES,
+    title="Pipeline parallelism under autocast: the first of the waiting copies' gradients "
+          "converted to the weight's dtype (ToCopyBackward) beside them all",
+    note="W_1: the weight cast last in the forward, whose cast's backward runs first: the "
+         "head's on its stage, else the last layer's last projection (traced: GPipe, the last "
+         "stage's second backward)")
 COPY_GRADS = Formula(
     "temporaries/weight_copy_grads", "lambda W_c, c: W_c * c", id="peak.copy_grads",
     source=TORCH_SCHEDULES,
@@ -335,12 +349,29 @@ class Layers:
     # Under a pipeline schedule the step runs in one autocast region: each weight is cast once
     # a step, for every micro-batch in flight (the cache, not in `saved`); else empty.
     cache: Items = ()
+    # What of the cache outlives a backward's first recomputation (`cleared`): the copies the
+    # graphs of the layers that are not checkpointed, and the head's, keep.
+    kept: Items = ()
 
     def alive(self, act: LayerActivations) -> int:
         """One layer's saved bytes for one micro-batch (its weight copies in the cache)."""
         if not any(t is c for c, _ in self.cache for t in act.weight_copies):
             return act.total
         return act.total - sum(t.bytes for t in act.weight_copies)
+
+    @property
+    def cleared(self) -> bool:
+        """The backward's first recomputation empties autocast's cache: the backward runs on
+        the device's autograd thread, outside the schedule's autocast region, so leaving the
+        autocast that torch.utils.checkpoint re-enters to recompute drops the nesting to 0,
+        which clears the cache (one for every thread; traced: 1F1B, amp, full checkpointing,
+        the first stage's backward holds no cached copy past its last layer)."""
+        return bool(self.checkpointed and self.cache)
+
+    def recomputed(self, act: LayerActivations) -> int:
+        """A checkpointed layer's bytes once its backward recomputed it: with autocast's cache
+        emptied, the recomputation casts the layer's weights anew."""
+        return act.total if self.cleared else self.alive(act)
 
 
 def layers(x: Setup, stage: Stage, detail: bool) -> Layers:
@@ -353,6 +384,7 @@ def layers(x: Setup, stage: Stage, detail: bool) -> Layers:
     cached = x.pp > 1 and x.n.weight_copies  # torch.autocast around the schedule's step
     saved: list[tuple[Term, int]] = []
     cache: list[tuple[Term, int]] = []
+    kept: list[tuple[Term, int]] = []
     remaining = ckpt
     widest = kinds[0][1]
     for _, act, count in kinds:  # checkpointed layers keep only their inputs
@@ -363,18 +395,20 @@ def layers(x: Setup, stage: Stage, detail: bool) -> Layers:
         copies = act.weight_copies if cached else ()
         saved += [(term, rest) for term in act.saved if not any(term is c for c in copies)]
         cache += [(term, count) for term in copies]
+        kept += [(term, rest) for term in copies if rest]
         if act.total > widest.total:
             widest = act
     embedding = embedding_activations(x) if stage.embedding else ()
     head = head_activations(x) if stage.head else ()
     if cached:
         cache += [(term, 1) for term in head if term.formula is HEAD_COPY]
+        kept += [(term, 1) for term in head if term.formula is HEAD_COPY]
         head = tuple(term for term in head if term.formula is not HEAD_COPY)
     saved += [(term, 1) for term in embedding]
     body = part(tuple(saved), detail)
     whole = extended(body, tuple((term, 1) for term in head), detail) if head else body
     return Layers(tuple(kinds), ckpt, x.in_flight(stage), (*embedding, *head), whole, body,
-                  widest, tuple(cache))
+                  widest, tuple(cache), tuple(kept))
 
 
 @dataclass(frozen=True, slots=True)
@@ -416,6 +450,8 @@ def stage_peak(x: Setup, stage: Stage, detail: bool = False) -> StagePeak:
     worst: dict[str, Moment] = {}
     for times, accumulating in variants:
         for m in _stage_moments(x, stage, ms, ly, fl, times, accumulating, detail):
+            if accumulating and fl.drained and m.phase == "forward":
+                continue  # every forward ran before the first backward wrote a gradient
             best = worst.get(m.name)
             if best is None or m.bytes > best.bytes:
                 worst[m.name] = m
@@ -430,14 +466,15 @@ def stage_peak(x: Setup, stage: Stage, detail: bool = False) -> StagePeak:
     return StagePeak(stage, ms, phases)
 
 
-def _schedule_holds(x: Setup, stage: Stage, ly: Layers, fl: Flight, times: int,
+def _schedule_holds(x: Setup, stage: Stage, cache: Items, fl: Flight, times: int,
                     accumulating: bool) -> list[tuple[Term, int]]:
     """What a pipeline schedule keeps beside the micro-batches' saved activations (torch's
     schedules.py, traced): autocast's weight cache (once a step), the last stage's logits of
     the other micro-batches past their loss, zero bubble's output gradients of the
     micro-batches waiting for their weight backward, and the stage input's gradient (kept in
-    `bwd_cache` until the next backward sends it) on a rank holding a non-first stage."""
-    items = list(ly.cache)
+    `bwd_cache` until the next backward sends it) on a rank holding a non-first stage.
+    `cache`: the weight copies autocast holds (`Layers.cache`, or `kept` once cleared)."""
+    items = list(cache)
     if stage.head and min(fl.logits, times) > 1:
         kept = kept_logits(x)
         if kept is not None:
@@ -473,7 +510,7 @@ def _weight_pass(x: Setup, stage: Stage, ly: Layers) -> list[tuple[Term, int]]:
         return []
     act = ly.widest
     groups = sum(1 for lin in layer.linears) + x.arch.traits.norms_per_layer
-    return [(SPLIT_RECOMPUTED(ckpt, groups, ly.alive(act), act.kept_in_saved,
+    return [(SPLIT_RECOMPUTED(ckpt, groups, ly.recomputed(act), act.kept_in_saved,
                               weight_inputs(x, act, layer)), 1)]
 
 
@@ -491,15 +528,24 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     if pipelined and not accumulating:  # the step's first backward: no unsharded gradient yet
         gathered = part_of(ms.gathered_model)
         backward_gathered = part_of(ms.gathered_model, ms.gathered_grads)
-    holds = tuple(_schedule_holds(x, stage, ly, fl, times, accumulating))
+    # past a backward's first recomputation autocast's cache keeps only `ly.kept`, until a
+    # forward casts again: in a drained schedule no forward runs between the backwards
+    cleared = ly.cleared and fl.drained and accumulating
+    holds = tuple(_schedule_holds(x, stage, ly.kept if cleared else ly.cache, fl, times,
+                                  accumulating))
+    holds_after = tuple(_schedule_holds(x, stage, ly.kept, fl, times, accumulating)) \
+        if ly.cleared and not cleared else holds
     if stage.unit is None:
         one = ly.saved  # one micro-batch's saved activations
         saved = one if times == 1 else scaled(one, times, detail)
     else:  # `times` micro-batches of one unit (a chunk, a DualPipe stage); the rank's ends once
         one = layers(x, stage.unit, detail).saved
         saved = extended(scaled(one, times, detail), tuple((t, 1) for t in ly.ends), detail)
+    saved_after = saved
     if holds:
-        saved = extended(saved, holds, detail)
+        saved = extended(saved_after, holds, detail)
+    if holds_after:
+        saved_after = extended(saved_after, holds_after, detail)
     mask = eager_mask(x) if stage.embedding or x.pp == 1 else None
     extra: list[tuple[Term, int]] = []
     if ckpt and n.autocast and not ly.cache:  # autocast's weight cache lives for the forward
@@ -527,11 +573,13 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     if ckpt:
         shared = widest.kept_in_saved
         layer_fwd = LAYER_FORWARD_RECOMPUTE(widest.forward_transient.bytes, alive, shared)
-        layer_bwd = LAYER_BACKWARD_RECOMPUTE(
+        layer_bwd, layer_bwd_after = (LAYER_BACKWARD_RECOMPUTE(
             widest.backward_transient.bytes, widest.forward_transient.bytes,
-            x.T * x.h * max(n.residual, n.compute), alive, shared)
+            x.T * x.h * max(n.residual, n.compute), a, shared)
+            for a in (alive, ly.recomputed(widest)))
     else:
         layer_fwd, layer_bwd = widest.forward_transient, widest.backward_transient
+        layer_bwd_after = layer_bwd
     moments = []
     if loss:
         moments.append(_moment("forward.loss", states, earlier, head_fwd, saved, forward_extra,
@@ -559,17 +607,17 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         # zero bubble's input backward (retain_graph) frees nothing of the micro-batch it runs:
         # all of it stays beside the others, with its output gradients
         others: Part | None = extended(
-            saved, (*_output_grads(x, stage), *_weight_pass(x, stage, ly)), detail)
+            saved_after, (*_output_grads(x, stage), *_weight_pass(x, stage, ly)), detail)
         done = others
         first: Term | None = None
     else:
         others = scaled(one, times - 1, detail) if times > 1 else None
         done = others
-        if holds or late_above:
-            beside = (*holds, *late_above)
+        if holds_after or late_above:
+            beside = (*holds_after, *late_above)
             others = extended(others, beside, detail) if others else part(beside, detail)
-        if holds or late_all:
-            beside = (*holds, *late_all)
+        if holds_after or late_all:
+            beside = (*holds_after, *late_all)
             done = extended(done, beside, detail) if done else part(beside, detail)
         first = FIRST_LAYER_INPUT(widest.checkpoint_input.bytes) if ckpt else FIRST_LAYER(alive)
     # the loss, the head and the final norm have run their backward: their saved tensors
@@ -583,7 +631,7 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     else:
         moments.append(_moment("backward.first_layer", states,
                                _written(x, stage, ms, accumulating), ms.backward_gathered,
-                               others, first, layer_bwd, bucket))
+                               others, first, layer_bwd_after, bucket))
     late = None if units else _first_layer_late(x, stage, ms, ly, ckpt, accumulating)
     if late is not None:
         moments.append(_moment("backward.first_layer_late", states, late[0], late[1], others,
@@ -593,6 +641,10 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         moments.append(_moment("backward.experts", states, experts[0], others, experts[1],
                                experts[2]))
     moments.append(_end_of_backward(x, stage, ms, states, done, accumulating))
+    if late_all:
+        moments.append(_moment("backward.weight_copies", states,
+                               None if pipelined else ms.gradients, ms.gathered, done,
+                               COPY_GRAD_CAST(_cast_last(x, stage), n.grad), bucket))
     if loss:  # no layer has gradients yet: only the prefetched layer is gathered
         kept = stage_output(x) if x.pp > 1 else None  # the schedule holds the logits
         moments.append(_moment("backward.loss_grad", states, earlier, head_bwd, saved, loss[1],
@@ -603,6 +655,17 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     moments.append(_moment("optimizer_step", states, ms.step_gradients, bucket,
                            ms.step_temporary))
     return moments
+
+
+def _cast_last(x: Setup, stage: Stage) -> int:
+    """Elements of the weight autocast casts last in the stage's forward (`COPY_GRAD_CAST`):
+    the head's, else the last layer's last projection."""
+    if stage.head:
+        return x.vocab * x.H
+    layer = x.counts.moe_layer if stage.moe_layers and x.arch.is_moe_layer(
+        stage.first_layer + stage.layers - 1) else x.counts.dense_layer
+    assert layer is not None  # a stage holds layers
+    return sum(layer.linears[-1].local_counts(x.tp, x.ep))
 
 
 def _written(x: Setup, stage: Stage, ms: ModelStates, accumulating: bool, late: bool = False
@@ -646,7 +709,7 @@ def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt:
     n = x.n
     a_mlp = act.mlp_bytes
     if ckpt:
-        first = FIRST_LAYER_LATE(act.checkpoint_input.bytes, ly.alive(act), a_mlp,
+        first = FIRST_LAYER_LATE(act.checkpoint_input.bytes, ly.recomputed(act), a_mlp,
                                  act.kept_in_saved)
     else:
         first = FIRST_LAYER_LATE(0, ly.alive(act), a_mlp, 0)
@@ -694,7 +757,7 @@ def _experts_backward(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, accum
     written = GRADIENTS_WRITTEN(ms.gradients.bytes, m_e, m_l, n.grad)
     x_e = expert_width(x)
     f = arch.expert_intermediate_size // x.tp
-    alive = EXPERTS_ALIVE(A_d, ly.alive(moe), moe.mlp_bytes, x.routed, x.H, x_e)
+    alive = EXPERTS_ALIVE(A_d, ly.recomputed(moe), moe.mlp_bytes, x.routed, x.H, x_e)
     return written, alive, EXPERTS_BACKWARD(gate_up, n.grad, x.routed, f, x.H, x_e)
 
 
@@ -739,7 +802,7 @@ def _experts_reduce(x: Setup, stage: Stage, ms: ModelStates, states: Part | None
     reduce = EXPERT_REDUCE(P_l, E_l, U_n, n.gathered_weight, X_3, int(X_3 == 1), g_r,
                            local.per_layer_experts_down, g_u)
     if ly.checkpointed:
-        alive = EXPERTS_REDUCED_ALIVE(A_d, moe.checkpoint_input.bytes, ly.alive(moe),
+        alive = EXPERTS_REDUCED_ALIVE(A_d, moe.checkpoint_input.bytes, ly.recomputed(moe),
                                       moe.mlp_bytes, moe.kept_in_saved)
     else:
         alive = EXPERTS_REDUCED_ALIVE(A_d, 0, ly.alive(moe), moe.mlp_bytes, 0)

@@ -48,6 +48,7 @@ SYMBOLS: dict[str, Symbol] = {name: Symbol(tex, meaning) for name, tex, meaning 
     ("n_rb", "n_\\text{recv}", "a pipeline rank's receive-buffer sets: one for each stage it "
      "holds but the first (activations), one for each but the last (gradients)"),
     ("W_c", "W_c", "weights autocast casts once a step on one GPU (elements)"),
+    ("W_1", "W_1", "the weight autocast casts last in a stage's forward (elements)"),
     # parallelism
     ("t", "t", "tensor-parallel size (tp)"),
     ("p", "p", "pipeline-parallel size (pp)"),

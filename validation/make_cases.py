@@ -307,6 +307,12 @@ case("test", L8[QW], 1, 4096, mp="pure", ac="full", gas=4, pp=2, sched=ZBV, tag=
 case("test", L8[Q3], 2, 2048, gas=8, pp=4, sched=ZBV, tag=T8[Q3])
 case("test", L8[Q3], 1, 4096, gas=4, pp=2, sched=DPV, tag=T8[Q3])
 case("test", L8[QW], 1, 2048, mp="pure", gas=8, dp=2, pp=4, sched=DPV, tag=T8[QW])
+# amp + full checkpointing under a schedule: the backward's first recomputation empties
+# autocast's cache (the autograd thread leaves the last autocast region), later layers recast
+case("dev", L8[LL], 1, 2048, ac="full", gas=4, pp=2, tag=T8[LL],
+     notes="amp + full checkpointing: the cache of weight copies emptied in backward")
+case("test", L8[Q3], 1, 4096, ac="full", gas=4, pp=2, sched="gpipe", tag=T8[Q3])
+case("test", L8[QW], 1, 2048, ac="full", gas=8, pp=4, tag=T8[QW])
 
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
