@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .architecture import Architecture, ConfigError, from_hf_config
 from .errors import FieldError, rule
+from .numerics import numerics_for
 from .optimizers import OPTIMIZERS, OptimizerId, OptimizerImpl
 from .params import count_params, lora_targets
 from .presets import GpuPreset, ModelPreset, UnknownPreset, resolve_gpu, resolve_model
@@ -440,6 +441,16 @@ def _check(s: Scenario, arch: Architecture, gpu: GpuPreset) -> list[EstimateWarn
         warn("selective_attention_flash", "training.selective_policy",
              "with flash attention the attention core saves only its output and logsumexp: "
              "recomputing it saves nothing (use ops, torch's per-op policy)")
+    if (t.policy == "ops" and p.pp > 1 and t.gradient_accumulation_steps > 1
+            and numerics_for(t.precision, t.mixed_precision, p.zero,
+                             p.engine(t.mixed_precision) == "deepspeed").weight_copies):
+        warn("selective_autocast_pipeline", "training.selective_policy",
+             "torch's per-op selective checkpointing fails under a pipeline schedule with "
+             "autocast: a later micro-batch's forward takes the weights' cast copies from "
+             "autocast's cache, its recomputation casts them anew once a backward emptied "
+             "the cache, and torch.utils.checkpoint raises 'aten._to_copy ... not found in "
+             "storage' (traced, torch 2.13): use full checkpointing, or FSDP2's mixed "
+             "precision (zero 2 or 3)")
     if t.checkpoint_every is not None:
         if t.activation_checkpointing != "full":
             fail("training.checkpoint_every", "needs activation_checkpointing = full")

@@ -299,3 +299,17 @@ def test_selective_checkpointing_keeps_no_routed_expert_outputs() -> None:
     # without the experts, the MoE layer's kept outputs are its attention's, its shared
     # expert's and its router's: less than the dense layer's, whose MLP is 9x wider
     assert kinds["moe"].checkpoint_input.bytes < kinds["dense"].checkpoint_input.bytes
+
+
+@pytest.mark.parametrize(("mixed", "zero", "warned"), [("amp", 0, True), ("pure", 0, False),
+                                                        ("amp", 3, False)])
+def test_per_op_selective_checkpointing_under_pipelined_autocast_is_warned(
+        mixed: str, zero: int, warned: bool) -> None:
+    """The traced first stage raised inside torch.utils.checkpoint: a forward that took its
+    casts from autocast's cache is recomputed after a backward emptied it. Pure bf16 casts
+    nothing; FSDP2's mixed precision casts the gathered weights, not autocast."""
+    r = estimate({"model": "llama-3.1-8b", "training": {
+        "gradient_accumulation_steps": 4, "activation_checkpointing": "selective",
+        "mixed_precision": mixed}, "parallelism": {"pp": 2, "dp": 2, "zero": zero}})
+    codes = [w["code"] for w in r.warnings]
+    assert ("selective_autocast_pipeline" in codes) is warned
