@@ -573,10 +573,13 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     if ckpt:
         shared = widest.kept_in_saved
         layer_fwd = LAYER_FORWARD_RECOMPUTE(widest.forward_transient.bytes, alive, shared)
-        layer_bwd, layer_bwd_after = (LAYER_BACKWARD_RECOMPUTE(
-            widest.backward_transient.bytes, widest.forward_transient.bytes,
-            x.T * x.h * max(n.residual, n.compute), a, shared)
-            for a in (alive, ly.recomputed(widest)))
+        residual = x.T * x.h * max(n.residual, n.compute)
+        layer_bwd = LAYER_BACKWARD_RECOMPUTE(
+            widest.backward_transient.bytes, widest.forward_transient.bytes, residual, alive,
+            shared)
+        layer_bwd_after = LAYER_BACKWARD_RECOMPUTE(  # its weights recast: autocast's cache empty
+            widest.backward_transient.bytes, widest.forward_transient.bytes, residual,
+            ly.recomputed(widest), shared) if ly.cleared else layer_bwd
     else:
         layer_fwd, layer_bwd = widest.forward_transient, widest.backward_transient
         layer_bwd_after = layer_bwd
