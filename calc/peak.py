@@ -244,8 +244,9 @@ STAGE_INPUT_GRAD = Formula(
 RECV_BUFFERS = Formula(
     "activations/recv_buffers", "lambda n_rb, n_mb, T, h, r_s: n_rb * n_mb * T * h * r_s",
     id="peak.recv_buffers", source=TORCH_SCHEDULES,
-    title="Pipeline parallelism: the receive buffers, one a micro-batch for the activations a "
-          "stage receives and one for the gradients, allocated once and kept",
+    title="torch's pipeline schedules: the receive buffers, one a micro-batch for the "
+          "activations a stage receives and one for the gradients, allocated once and kept "
+          "(Megatron-LM receives into a tensor per message: none)",
     note="torch's PipelineStage with static shapes (_create_act_recv_info, "
          "_create_grad_recv_info); traced: every pipeline case")
 COPY_GRAD_CAST = Formula(
