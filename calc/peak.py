@@ -529,13 +529,12 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     if pipelined and not accumulating:  # the step's first backward: no unsharded gradient yet
         gathered = part_of(ms.gathered_model)
         backward_gathered = part_of(ms.gathered_model, ms.gathered_grads)
-    # past a backward's first recomputation autocast's cache keeps only `ly.kept`, until a
-    # forward casts again: in a drained schedule no forward runs between the backwards
-    cleared = ly.cleared and fl.drained and accumulating
-    holds = tuple(_schedule_holds(x, stage, ly.kept if cleared else ly.cache, fl, times,
-                                  accumulating))
+    # autocast's cache as this backward starts: a drained schedule runs no forward after an
+    # earlier backward emptied it; past this backward's first recomputation only `ly.kept`
+    at_start = ly.kept if ly.cleared and fl.drained and accumulating else ly.cache
+    holds = tuple(_schedule_holds(x, stage, at_start, fl, times, accumulating))
     holds_after = tuple(_schedule_holds(x, stage, ly.kept, fl, times, accumulating)) \
-        if ly.cleared and not cleared else holds
+        if ly.cleared and at_start is not ly.kept else holds
     if stage.unit is None:
         one = ly.saved  # one micro-batch's saved activations
         saved = one if times == 1 else scaled(one, times, detail)
