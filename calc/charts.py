@@ -49,7 +49,8 @@ FIRST_SEQ_LEN = 256
 # the last to the first, the end of the backward, the optimizer step. A test keeps it complete.
 STEP_ORDER = ("forward.last_layer", "forward.experts_combine", "forward.fsdp_prefetch",
               "forward.loss", "backward.loss_grad", "backward.head_norm", "backward.last_layer",
-              "backward.experts", "backward.experts_reduce", "backward.first_layer",
+              "backward.experts_accumulating", "backward.experts",
+              "backward.experts_reduce", "backward.first_layer",
               "backward.first_layer_late", "backward.fsdp_root", "backward.embedding",
               "backward.weight_copies", "optimizer_step")
 

@@ -63,6 +63,9 @@ PARTS: dict[str, tuple[str, str]] = {
                       "FSDP2's last all-gather buffer at stage 2"),
     "loss": ("Z", "the logits and the loss"),
     "stage_output": ("Z_p", "pipeline parallelism: the last stage's logits, kept by the schedule"),
+    "schedule_kept": ("K_p", "pipeline parallelism on the head's stage: the logits the schedule "
+                      "holds through the stage's backward, and under autocast the head's "
+                      "cached copy's gradient waiting for its end"),
     "layer_forward": ("X_f", "the widest layer's forward transient"),
     "all_gather": ("X_g", "FSDP's all-gather outputs: this layer and the prefetched next"),
     "layer_backward": ("X_b", "the widest layer's backward transient"),
@@ -98,7 +101,7 @@ MOMENTS: dict[str, MomentKind] = {
     "backward.last_layer": MomentKind(
         "the start of backward through the layers, every activation saved",
         ("states", "earlier_gradients", "backward_gathered", "saved_layers", "layer_backward",
-         "bucket")),
+         "bucket", "schedule_kept")),
     "backward.first_layer": MomentKind(
         "the backward of the first layer, the gradients almost all written",
         ("states", "gradients_written", "backward_gathered", "other_micro_batches",
@@ -112,6 +115,12 @@ MOMENTS: dict[str, MomentKind] = {
         "the first MoE layer's expert backward: its gate/up weight gradient for every local "
         "expert in one tensor, the layers above it done",
         ("states", "gradients_written", "other_micro_batches", "first_layer", "layer_backward")),
+    "backward.experts_accumulating": MomentKind(
+        "a later micro-batch: the last MoE layer's expert backward, its new gate/up weight "
+        "gradient for every local expert beside the gradients earlier backwards wrote, every "
+        "layer below it alive",
+        ("states", "earlier_gradients", "other_micro_batches", "saved_layers",
+         "layer_backward", "schedule_kept")),
     "backward.experts_reduce": MomentKind(
         "FSDP2 with the experts their own unit: the first MoE layer's experts reduce their "
         "gradients, the layers above done",
@@ -133,7 +142,7 @@ MOMENTS: dict[str, MomentKind] = {
         ("states", "earlier_gradients", "gathered", "saved", "loss", "stage_output")),
     "backward.head_norm": MomentKind(
         "the start of backward: the final norm's backward, every activation saved",
-        ("states", "earlier_gradients", "gathered", "saved", "head_norm")),
+        ("states", "earlier_gradients", "gathered", "saved", "head_norm", "schedule_kept")),
     "optimizer_step": MomentKind(
         "inside optimizer.step(): states, gradients, the step's temporaries",
         ("states", "step_gradients", "bucket", "step_temporary")),
@@ -173,8 +182,8 @@ LATE_GATHERED = Formula(
 EXPERTS_ALIVE = Formula(
     "activations/last_layer", "lambda A_d, A_l, A_m, t_m, H, x_e: A_d + A_l - A_m + t_m * H * x_e",
     id="peak.experts_alive", source=TRACED_PEAK,
-    title="At the first MoE layer's expert backward: the layers below it, its own activations "
-          "but the MLP's, and the gathered rows the gate/up weight gradient reads")
+    title="At an MoE layer's expert backward: the layers below it, its own activations but "
+          "the MLP's, and the gathered rows the gate/up weight gradient reads")
 EXPERTS_BACKWARD = Formula(
     "temporaries/layer_backward", "lambda P_xg, g, t_m, f, H, x_e: P_xg * g + t_m * (2 * f + H) * x_e",
     id="peak.experts_backward", source=TRACED_PEAK,
@@ -600,12 +609,23 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     # the first layer those of the layers above it wait, at the end all of them
     late_above: Items = ()
     late_all: Items = ()
+    late_head: Items = ()
     unit_cache = ly.cache if stage.unit is None else layers(x, stage.unit, False).cache
     if unit_cache and accumulating and not fl.split:  # (zero bubble: the weights' backward)
         copies = sum(t.bytes * k for t, k in unit_cache)
         first_copies = sum(t.bytes for t in widest.weight_copies)
         late_above = ((COPY_GRADS((copies - first_copies) // n.compute, n.compute), 1),)
         late_all = ((COPY_GRADS(copies // n.compute, n.compute), 1),)
+        head_copy = sum(t.bytes for t, _ in ly.cache if t.formula is HEAD_COPY)
+        if head_copy:  # at the top layer's backward only the head's is waiting
+            late_head = ((COPY_GRADS(head_copy // n.compute, n.compute), 1),)
+    # on the head's stage the schedule holds the stage's output (the logits) through its
+    # backward (`stage_output`: the schedule's `output` and the stage's popped `fwd_cache`);
+    # a rank of chunks runs its other chunks' backwards apart from the head's
+    kept = stage_output(x) if x.pp > 1 and stage.head else None
+    kept_items: Items = ((kept, 1),) if kept and stage.unit is None else ()
+    schedule_kept = part((*kept_items, *late_head), detail) if kept_items or late_head \
+        else None
     if fl.split:
         # zero bubble's input backward (retain_graph) frees nothing of the micro-batch it runs:
         # all of it stays beside the others, with its output gradients
@@ -627,7 +647,10 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     # are freed (on the head's stage one micro-batch is in flight)
     body = (extended(ly.body, holds, detail) if holds else ly.body) if times == 1 else saved
     moments.append(_moment("backward.last_layer", states, earlier, backward_gathered, body,
-                           layer_bwd, bucket))
+                           layer_bwd, bucket, schedule_kept))
+    if kept_items:  # the layers below the top one: beside the other micro-batches
+        others = extended(others, kept_items, detail) if others else part(kept_items, detail)
+        done = extended(done, kept_items, detail) if done else part(kept_items, detail)
     reduce = _experts_reduce(x, stage, ms, states, ly, others, accumulating) if units else None
     if reduce is not None:
         moments.append(reduce)
@@ -639,8 +662,17 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     if late is not None:
         moments.append(_moment("backward.first_layer_late", states, late[0], late[1], others,
                                late[2], late[3], bucket))
-    experts = _experts_backward(x, stage, ms, ly, accumulating)
-    if experts is not None:
+    # accumulating, the last MoE layer's (not traced for a rank of chunks or a split backward)
+    experts = None if accumulating and (fl.split or stage.unit is not None) else \
+        _experts_backward(x, stage, ms, ly, accumulating)
+    if experts is not None and accumulating:
+        top = holds_after if ly.checkpointed == stage.layers else holds
+        rest = scaled(one, times - 1, detail) if times > 1 else None
+        if top:
+            rest = extended(rest, top, detail) if rest else part(top, detail)
+        moments.append(_moment("backward.experts_accumulating", states, experts[0], rest,
+                               experts[1], experts[2], schedule_kept))
+    elif experts is not None:
         moments.append(_moment("backward.experts", states, experts[0], others, experts[1],
                                experts[2]))
     moments.append(_end_of_backward(x, stage, ms, states, done, accumulating))
@@ -649,12 +681,12 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
                                None if pipelined else ms.gradients, ms.gathered, done,
                                COPY_GRAD_CAST(_cast_last(x, stage), n.grad), bucket))
     if loss:  # no layer has gradients yet: only the prefetched layer is gathered
-        kept = stage_output(x) if x.pp > 1 else None  # the schedule holds the logits
         moments.append(_moment("backward.loss_grad", states, earlier, head_bwd, saved, loss[1],
                                kept))
         norm = head_norm_backward(x)
         if norm:
-            moments.append(_moment("backward.head_norm", states, earlier, head_bwd, saved, norm))
+            moments.append(_moment("backward.head_norm", states, earlier, head_bwd, saved, norm,
+                                   schedule_kept))
     moments.append(_moment("optimizer_step", states, ms.step_gradients, bucket,
                            ms.step_temporary))
     return moments
@@ -735,32 +767,43 @@ def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt:
 
 def _experts_backward(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, accumulating: bool
                       ) -> tuple[Term, Term, Term] | None:
-    """The first MoE layer's expert backward (transformers' grouped_mm, traced on Mixtral,
-    Qwen3-MoE and DeepSeek-V3): the layers above are done, its experts' down weights' gradient
-    written, the gate/up one being computed for every local expert at once. Full training on
-    one rank's own gradients (no FSDP gathering, no accumulation); dense layers below the
-    first MoE layer keep their activations and have no gradients yet."""
+    """An MoE layer's expert backward (transformers' grouped_mm, traced on Mixtral, Qwen3-MoE
+    and DeepSeek-V3): its experts' down weights' gradient written, the gate/up one being
+    computed for every local expert at once. The step's first backward: the first MoE layer's,
+    the layers above done (dense layers below it keep their activations and have no gradients
+    yet). `accumulating` into the gradients an earlier backward wrote (every one written): the
+    stage's last MoE layer's, the first the backward reaches, every layer below it alive, its
+    new gate/up gradient beside the one it is added to. Full training on one rank's own
+    gradients (no FSDP gathering)."""
     moe = next((act for kind, act, _ in ly.kinds if kind == "moe"), None)
-    if (moe is None or x.lora or x.megatron or accumulating or not accumulated(ms.gradients)
+    if (moe is None or x.lora or x.megatron or not accumulated(ms.gradients)
             or ms.gathered_layer is not None or ms.gathered_model is not None):
         return None
     arch = x.arch
-    below, A_d = _below_first_moe(x, stage, ly)
     layer = x.counts.moe_layer
     assert layer is not None  # the stage has MoE layers
     routed = [lin for lin in layer.linears if lin.group == "experts"]
-    down = sum(sum(lin.local_counts(x.tp, x.ep)) for lin in routed if lin.tp == "row")
     gate_up = sum(sum(lin.local_counts(x.tp, x.ep)) for lin in routed if lin.tp != "row")
-    symbols = ms.local.term.symbols
-    m_e = 0
-    if stage.embedding and not arch.tie_word_embeddings:
-        m_e = x.counts.embedding // x.tp
-    m_l = symbols["P_ml"] - down + below * symbols["P_dl"]
     n = x.n
-    written = GRADIENTS_WRITTEN(ms.gradients.bytes, m_e, m_l, n.grad)
+    written: Term = ms.gradients
+    if accumulating:  # the last layer checkpointed only when every layer is
+        if ly.checkpointed == stage.layers:
+            A_d, A_l = ly.body.bytes - moe.checkpoint_input.bytes, ly.recomputed(moe)
+        else:
+            A_d, A_l = ly.body.bytes - ly.alive(moe), ly.alive(moe)
+    else:
+        below, A_d = _below_first_moe(x, stage, ly)
+        A_l = ly.recomputed(moe)
+        down = sum(sum(lin.local_counts(x.tp, x.ep)) for lin in routed if lin.tp == "row")
+        symbols = ms.local.term.symbols
+        m_e = 0
+        if stage.embedding and not arch.tie_word_embeddings:
+            m_e = x.counts.embedding // x.tp
+        m_l = symbols["P_ml"] - down + below * symbols["P_dl"]
+        written = GRADIENTS_WRITTEN(ms.gradients.bytes, m_e, m_l, n.grad)
     x_e = expert_width(x)
     f = arch.expert_intermediate_size // x.tp
-    alive = EXPERTS_ALIVE(A_d, ly.recomputed(moe), moe.mlp_bytes, x.routed, x.H, x_e)
+    alive = EXPERTS_ALIVE(A_d, A_l, moe.mlp_bytes, x.routed, x.H, x_e)
     return written, alive, EXPERTS_BACKWARD(gate_up, n.grad, x.routed, f, x.H, x_e)
 
 
