@@ -33,6 +33,12 @@ FORWARD_SOFTCAP = Formula(
     KEY, "lambda T, V_t, c, u: T * V_t * (c + u + 4) + T * V_t * c", id="logits.forward_softcap",
     title="Logits and loss at the forward's loss, with Gemma 2's soft-capping", source=HF_LOSS,
     note="soft-capping keeps its tanh output (T V c)")
+FORWARD_PARALLEL = Formula(
+    KEY, "lambda T, V_t, c, u: T * V_t * (c + u + 8)", id="logits.forward_parallel",
+    source=TORCH_LOSS_PARALLEL,
+    title="Logits and loss at the forward's loss under tensor parallelism's loss_parallel",
+    note="the logits (c) and their fp32 copy (u), beside the DTensor log_softmax's shifted "
+         "logits and their exp, both fp32, each T V / tp (traced: every TP case's forward)")
 BACKWARD = Formula(KEY, "lambda T, V_t: 12 * T * V_t", id="logits.backward",
                    title="The loss gradients at the start of backward", source=HF_LOSS,
                    note="the saved log_softmax output and the gradients nll_loss and "
@@ -91,7 +97,7 @@ def logits_memory(x: Setup) -> tuple[Term, Term]:
     if x.arch.final_logit_softcapping:
         return FORWARD_SOFTCAP(T, V, c, u), BACKWARD_SOFTCAP(T, V, c)
     if x.tp > 1 and not x.megatron:  # torchtitan's loss_parallel on the vocab-sharded logits
-        return FORWARD(T, V, c, u), BACKWARD_PARALLEL(T, V)
+        return FORWARD_PARALLEL(T, V, c, u), BACKWARD_PARALLEL(T, V)
     return FORWARD(T, V, c, u), BACKWARD(T, V)
 
 
