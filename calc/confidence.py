@@ -12,7 +12,7 @@ from typing import Any
 from .architecture import SUPPORTED_MODEL_TYPES
 from .optimizers import OPTIMIZERS
 from .params import count_params
-from .scenario import Parallelism, Resolved
+from .scenario import Parallelism, Resolved, selective_autocast_pipeline
 
 VALIDATED_FAMILIES = frozenset({"llama", "mistral", "qwen2", "qwen3", "gemma2", "phi3", "gpt2",
                                 "mixtral", "qwen3_moe", "deepseek_v3"})
@@ -88,6 +88,10 @@ def confidence(r: Resolved) -> dict[str, Any]:
                 not (path == "parallelism.zero" and r.parallelism.shard_group == 1):
             traced.append(f"{PARALLEL_FEATURES[path]} ({path.partition('.')[2]} = {value!r})")
     missing += _sharding_gaps(r)
+    if selective_autocast_pipeline(r.scenario.training, r.scenario.parallelism):
+        missing.append("torch's per-op selective checkpointing fails in the step under a "
+                       "pipeline schedule with autocast (traced, torch 2.13): no step checks "
+                       "this figure")
     return {
         "level": "extrapolated" if missing else "validated",
         "traced": traced,  # the parallel features in use that traced cases cover

@@ -342,6 +342,15 @@ def resolve(scenario: Scenario) -> Resolved:
     return Resolved(scenario, arch, gpu, preset, tuple(warnings))
 
 
+def selective_autocast_pipeline(t: Training, p: Parallelism) -> bool:
+    """torch's per-op selective checkpointing under a pipeline schedule with autocast's weight
+    copies and more than one micro-batch: torch.utils.checkpoint raises in the step (traced,
+    torch 2.13), so no step exists to check the figure against."""
+    return (t.policy == "ops" and p.pp > 1 and t.gradient_accumulation_steps > 1
+            and numerics_for(t.precision, t.mixed_precision, p.zero,
+                             p.engine(t.mixed_precision) == "deepspeed").weight_copies)
+
+
 def framework_problem(precision: str, mixed_precision: str, implementation: str,
                       p: Parallelism) -> str | None:
     """Why `p.framework` cannot train this precision (a rule of `parallelism.framework`), or
@@ -441,9 +450,7 @@ def _check(s: Scenario, arch: Architecture, gpu: GpuPreset) -> list[EstimateWarn
         warn("selective_attention_flash", "training.selective_policy",
              "with flash attention the attention core saves only its output and logsumexp: "
              "recomputing it saves nothing (use ops, torch's per-op policy)")
-    if (t.policy == "ops" and p.pp > 1 and t.gradient_accumulation_steps > 1
-            and numerics_for(t.precision, t.mixed_precision, p.zero,
-                             p.engine(t.mixed_precision) == "deepspeed").weight_copies):
+    if selective_autocast_pipeline(t, p):
         warn("selective_autocast_pipeline", "training.selective_policy",
              "torch's per-op selective checkpointing fails under a pipeline schedule with "
              "autocast: a later micro-batch's forward takes the weights' cast copies from "
