@@ -313,6 +313,21 @@ case("dev", L8[LL], 1, 2048, ac="full", gas=4, pp=2, tag=T8[LL],
      notes="amp + full checkpointing: the cache of weight copies emptied in backward")
 case("test", L8[Q3], 1, 4096, ac="full", gas=4, pp=2, sched="gpipe", tag=T8[Q3])
 case("test", L8[QW], 1, 2048, ac="full", gas=8, pp=4, tag=T8[QW])
+# Combinations users plan (each feature traced alone above): MoE with gradient accumulation
+# (a later backward adds each expert's new gate/up gradient to the one written), MoE under a
+# pipeline, per-op SAC with TP+SP, FSDP and PP, ZeRO-2 FSDP x TP, TP x CP, CP x FSDP
+case("dev", QWEN3MOE, 1, 2048, gas=2, tag="qwen3-30b-a3b-4L-v32k",
+     notes=MOE_NOTE + "a later micro-batch's expert gradients beside the written ones")
+case("dev", QWEN3MOE, 1, 2048, gas=4, pp=2, tag="qwen3-30b-a3b-4L-v32k", notes="MoE + 1F1B")
+case("test", MIXTRAL, 1, 1024, mp="pure", gas=2, tag="mixtral-8x7b-2L", notes=MOE_NOTE + "bf16")
+case("test", DSV3_3L, 1, 1024, gas=2, tag="deepseek-v3-3L-e32-v32k", notes=MOE_NOTE + "amp")
+case("dev", L4[LL], 1, 4096, ac="selective", policy="ops", tp=2, sp=True, tag=T4[LL],
+     notes="per-op SAC + TP+SP (torchtitan's default layout)")
+case("test", "llama-3.2-1b", 1, 4096, ac="selective", policy="ops", dp=4)
+case("test", L8[Q3], 1, 4096, mp="pure", ac="selective", policy="ops", gas=4, pp=2, tag=T8[Q3])
+case("test", L4[Q3], 1, 4096, dp=4, zero=2, tp=2, tag=T4[Q3])
+case("test", L4[LL], 1, 8192, tp=2, sp=True, cp=2, tag=T4[LL])
+case("test", L4[MI], 1, 8192, ac="full", cp=2, dp=2, tag=T4[MI])
 
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
