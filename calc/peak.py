@@ -370,6 +370,11 @@ class Layers:
         return act.total - sum(t.bytes for t in act.weight_copies)
 
     @property
+    def all_checkpointed(self) -> bool:
+        """Every layer checkpointed (the first `checkpointed` are): the last one too."""
+        return self.checkpointed == sum(count for _, _, count in self.kinds)
+
+    @property
     def cleared(self) -> bool:
         """The backward's first recomputation empties autocast's cache: the backward runs on
         the device's autograd thread, outside the schedule's autocast region, so leaving the
@@ -626,6 +631,7 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     kept_items: Items = ((kept, 1),) if kept and stage.unit is None else ()
     schedule_kept = part((*kept_items, *late_head), detail) if kept_items or late_head \
         else None
+    other_batches = scaled(one, times - 1, detail) if times > 1 else None
     if fl.split:
         # zero bubble's input backward (retain_graph) frees nothing of the micro-batch it runs:
         # all of it stays beside the others, with its output gradients
@@ -634,23 +640,16 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         done = others
         first: Term | None = None
     else:
-        others = scaled(one, times - 1, detail) if times > 1 else None
-        done = others
-        if holds_after or late_above:
-            beside = (*holds_after, *late_above)
-            others = extended(others, beside, detail) if others else part(beside, detail)
-        if holds_after or late_all:
-            beside = (*holds_after, *late_all)
-            done = extended(done, beside, detail) if done else part(beside, detail)
+        others = _beside(other_batches, (*holds_after, *late_above), detail)
+        done = _beside(other_batches, (*holds_after, *late_all), detail)
         first = FIRST_LAYER_INPUT(widest.checkpoint_input.bytes) if ckpt else FIRST_LAYER(alive)
     # the loss, the head and the final norm have run their backward: their saved tensors
     # are freed (on the head's stage one micro-batch is in flight)
     body = (extended(ly.body, holds, detail) if holds else ly.body) if times == 1 else saved
     moments.append(_moment("backward.last_layer", states, earlier, backward_gathered, body,
                            layer_bwd, bucket, schedule_kept))
-    if kept_items:  # the layers below the top one: beside the other micro-batches
-        others = extended(others, kept_items, detail) if others else part(kept_items, detail)
-        done = extended(done, kept_items, detail) if done else part(kept_items, detail)
+    # the layers below the top one: beside the other micro-batches
+    others, done = _beside(others, kept_items, detail), _beside(done, kept_items, detail)
     reduce = _experts_reduce(x, stage, ms, states, ly, others, accumulating) if units else None
     if reduce is not None:
         moments.append(reduce)
@@ -666,10 +665,7 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     experts = None if accumulating and (fl.split or stage.unit is not None) else \
         _experts_backward(x, stage, ms, ly, accumulating)
     if experts is not None and accumulating:
-        top = holds_after if ly.checkpointed == stage.layers else holds
-        rest = scaled(one, times - 1, detail) if times > 1 else None
-        if top:
-            rest = extended(rest, top, detail) if rest else part(top, detail)
+        rest = _beside(other_batches, holds_after if ly.all_checkpointed else holds, detail)
         moments.append(_moment("backward.experts_accumulating", states, experts[0], rest,
                                experts[1], experts[2], schedule_kept))
     elif experts is not None:
@@ -690,6 +686,13 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     moments.append(_moment("optimizer_step", states, ms.step_gradients, bucket,
                            ms.step_temporary))
     return moments
+
+
+def _beside(p: Part | None, items: Items, detail: bool) -> Part | None:
+    """`p` with `items` beside it (either may be empty)."""
+    if not items:
+        return p
+    return extended(p, items, detail) if p else part(items, detail)
 
 
 def _cast_last(x: Setup, stage: Stage) -> int:
@@ -786,8 +789,8 @@ def _experts_backward(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, accum
     gate_up = sum(sum(lin.local_counts(x.tp, x.ep)) for lin in routed if lin.tp != "row")
     n = x.n
     written: Term = ms.gradients
-    if accumulating:  # the last layer checkpointed only when every layer is
-        if ly.checkpointed == stage.layers:
+    if accumulating:  # the last layer is checkpointed only when every layer is
+        if ly.all_checkpointed:
             A_d, A_l = ly.body.bytes - moe.checkpoint_input.bytes, ly.recomputed(moe)
         else:
             A_d, A_l = ly.body.bytes - ly.alive(moe), ly.alive(moe)
