@@ -67,8 +67,10 @@ class StageModule(nn.Module):
     """Layers [lo, hi) of a causal LM; the embedding on the first stage, the norm and head on
     the last. Called as each decoder layer is called by the HF model."""
 
-    def __init__(self, lm: nn.Module, lo: int, hi: int, first: bool, last: bool):
+    def __init__(self, lm: nn.Module, lo: int, hi: int, first: bool, last: bool,
+                 boundary=None):
         super().__init__()
+        self.boundary = boundary
         inner = lm.model
         self.embed_tokens = inner.embed_tokens if first else None
         self.layers = nn.ModuleList(decoder_layers(lm)[lo:hi])
@@ -77,15 +79,24 @@ class StageModule(nn.Module):
         self.lm_head = lm.lm_head if last else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.embed_tokens(x) if self.embed_tokens is not None else x
+        h = self.embed_tokens(x) if self.embed_tokens is not None else self._enter(x)
         pos = torch.arange(h.shape[1], device=h.device).unsqueeze(0)
         cos_sin = self.rotary_emb(h, pos)
         for layer in self.layers:
             out = layer(h, attention_mask=None, position_ids=pos, position_embeddings=cos_sin)
             h = out[0] if isinstance(out, tuple) else out
         if self.lm_head is not None:
-            h = self.lm_head(self.norm(h))
-        return h
+            return self.lm_head(self.norm(h))
+        return h.to_local() if self.boundary is not None else h
+
+    def _enter(self, x: torch.Tensor) -> torch.Tensor:
+        """A received activation as the layers take it: the sequence-parallel residual stream
+        is a DTensor inside the stage (the HF layers' RoPE reads its global length) and its
+        local shard between stages, as torchtitan's stages send and receive it."""
+        if self.boundary is None:
+            return x
+        from torch.distributed.tensor import DTensor, Shard
+        return DTensor.from_local(x, self.boundary, [Shard(1)], run_check=False)
 
 
 class RankModule(nn.Module):
@@ -97,14 +108,15 @@ class RankModule(nn.Module):
         self.chunks = nn.ModuleList(chunks)
 
 
-def split(lm: nn.Module, indices: list[int], n_stages: int) -> nn.Module:
+def split(lm: nn.Module, indices: list[int], n_stages: int, boundary=None) -> nn.Module:
     """The stages `indices` of `lm` cut into `n_stages`: one StageModule, or a RankModule of
-    several."""
+    several. `boundary`: the tp mesh when the residual stream is sequence-parallel (each stage
+    sends and receives its local S/tp tokens), else None."""
     n = len(decoder_layers(lm))
     if n % n_stages:
         raise ValueError(f"{n} layers do not split evenly over {n_stages} pipeline stages")
     per = n // n_stages
-    chunks = [StageModule(lm, i * per, (i + 1) * per, i == 0, i == n_stages - 1)
+    chunks = [StageModule(lm, i * per, (i + 1) * per, i == 0, i == n_stages - 1, boundary)
               for i in indices]
     return chunks[0] if len(chunks) == 1 else RankModule(chunks)
 

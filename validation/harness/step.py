@@ -90,8 +90,10 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
         if tp > 1:  # torchtitan's order: TP, checkpointing, FSDP
             tensor_parallel.apply_tp(model, device_mesh["tp"], bool(par.get("sequence_parallel")))
         models.apply_checkpointing(model, tr)
+        sp = tp > 1 and bool(par.get("sequence_parallel"))
         if pp > 1:
-            model = pipeline.split(model, held, n_stages)
+            model = pipeline.split(model, held, n_stages,
+                                   boundary=device_mesh["tp"] if sp else None)
         if tr["loss"] == "chunked":
             fused_loss.apply(model)
         model.train()
@@ -122,15 +124,17 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
             # param_dtype under its mixed-precision policy (the layers compute in it)
             hid = pdt if layout == "fsdp" and use_autocast else model_dtype
             h, v = cfg.hidden_size, cfg.vocab_size
+            s_sent = s // tp if sp else s  # the local sequence shard crosses stages under SP
 
             def shapes(i):
                 """Stage i's one-micro-batch input and output (static shapes), requiring grad
                 as the stage's forward makes them in training."""
                 return (torch.empty(b, s, dtype=torch.long, device=dev) if i == 0
-                        else torch.empty(b, s, h, dtype=hid, device=dev, requires_grad=True),
-                        torch.empty(b, s, v if i == n_stages - 1 else h,
-                                    dtype=act if i == n_stages - 1 else hid,
-                                    device=dev, requires_grad=True))
+                        else torch.empty(b, s_sent, h, dtype=hid, device=dev,
+                                         requires_grad=True),
+                        torch.empty(b, s, v, dtype=act, device=dev, requires_grad=True)
+                        if i == n_stages - 1 else
+                        torch.empty(b, s_sent, h, dtype=hid, device=dev, requires_grad=True))
             stage_objs, sched = pipeline.schedule(model, held, n_stages, sched_cls, dev,
                                                   device_mesh["pp"].get_group(), gas, shapes)
         if cp > 1:  # the sequence is sharded in place: position_ids must be explicit
@@ -175,7 +179,8 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
 
         def one_step():
             if pp > 1:
-                with autocast_ctx():
+                ctx, _ = train_ctx()  # torchtitan steps the schedule inside it
+                with ctx, autocast_ctx():
                     # torchtitan's call: the last stage keeps no micro-batch's output
                     args = (input_ids,) if 0 in held else ()
                     target = labels if n_stages - 1 in held else None
