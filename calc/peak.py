@@ -723,7 +723,8 @@ def _written(x: Setup, stage: Stage, ms: ModelStates, accumulating: bool, late: 
     local = ms.local
     m_e = 0
     if stage.embedding and not x.arch.tie_word_embeddings:
-        m_e = -(-(x.counts.embedding // x.tp) // (x.N if x.zero >= 2 else 1))
+        m_e = -(-(x.counts.embedding // x.tp) // x.N) if x.zero >= 2 else \
+            x.counts.embedding // x.vocab_grad_split
     if ms.gathered_layer is not None or ms.gathered_model is not None:
         m_l = 2 * -(-local.per_layer_trainable // x.N)
     else:
@@ -801,7 +802,7 @@ def _experts_backward(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, accum
         symbols = ms.local.term.symbols
         m_e = 0
         if stage.embedding and not arch.tie_word_embeddings:
-            m_e = x.counts.embedding // x.tp
+            m_e = x.counts.embedding // x.vocab_grad_split
         m_l = symbols["P_ml"] - down + below * symbols["P_dl"]
         written = GRADIENTS_WRITTEN(ms.gradients.bytes, m_e, m_l, n.grad)
     x_e = expert_width(x)
@@ -842,7 +843,7 @@ def _experts_reduce(x: Setup, stage: Stage, ms: ModelStates, states: Part | None
     g_u, g_r = n.fsdp_grads(n.grad)
     grads = ms.gradients
     written: Term = grads
-    embedding = x.counts.embedding // x.tp if stage.embedding else 0
+    embedding = x.counts.embedding // x.vocab_grad_split if stage.embedding else 0
     if not accumulating and accumulated(grads):
         m_e = 0 if x.arch.tie_word_embeddings else -(-embedding // x.N)
         m_l = -(-(P_l - E_l) // x.N) + -(-E_l // X_3) + below * -(-symbols["P_dl"] // x.N)
@@ -873,11 +874,12 @@ def _end_of_backward(x: Setup, stage: Stage, ms: ModelStates, states: Part | Non
                                        n.compute)
     elif (stage.embedding and accumulating and not x.lora and not fsdp
           and accumulated(ms.gradients)):
-        incoming = EMBEDDING_GRAD_ACCUMULATED(x.counts.embedding, x.tp, n.grad, x.T, x.h,
-                                              n.residual, n.compute)
-    elif stage.embedding and pipelined and not x.lora:  # added to its unsharded gradient
-        incoming = EMBEDDING_GRAD_ACCUMULATED(x.counts.embedding, x.tp, n.fsdp_grads(n.grad)[0],
+        incoming = EMBEDDING_GRAD_ACCUMULATED(x.counts.embedding, x.vocab_grad_split, n.grad,
                                               x.T, x.h, n.residual, n.compute)
+    elif stage.embedding and pipelined and not x.lora:  # added to its unsharded gradient
+        incoming = EMBEDDING_GRAD_ACCUMULATED(x.counts.embedding, x.vocab_grad_split,
+                                              n.fsdp_grads(n.grad)[0], x.T, x.h, n.residual,
+                                              n.compute)
     else:
         incoming = EMBEDDING_GRAD(x.T, x.h, n.residual, n.compute)
     if pipelined:  # no reduce until the last micro-batch: every unsharded gradient is kept

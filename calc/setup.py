@@ -75,6 +75,7 @@ class Setup:
         "tp",
         "virtual_stages",
         "vocab",
+        "vocab_grad_split",
         "z",
         "zero",
     )
@@ -127,6 +128,7 @@ class Setup:
     math_attention: bool  # SDPA falls back to its math kernel (fp32 with grouped K/V heads)
     chunked_loss: bool
     megatron: bool  # implementation megatron (Korthikanti's per-layer formula)
+    vocab_grad_split: int  # tp, or 1 where the embedding's gradient is whole on each tp rank
 
     def __init__(self, r: Resolved, parallelism: Parallelism | None = None) -> None:
         """The symbols of `r`, or of `r` laid out as `parallelism` (the advisor's search)."""
@@ -179,6 +181,15 @@ class Setup:
                                and not arch.is_mla)
         self.chunked_loss = t.loss == "chunked"
         self.megatron = t.implementation == "megatron"
+        # The rows the embedding's gradient is split into on one GPU before any ZeRO/FSDP
+        # reduction. torch's vocabulary-parallel embedding (a DTensor RowwiseParallel weight,
+        # as torchtitan and the traces shard it) computes its gradient whole: DTensor's
+        # embedding_dense_backward has no row-wise strategy, so every tp rank holds a Replicate
+        # V x h gradient until FSDP redistributes it or the optimizer steps. Megatron-LM's
+        # VocabParallelEmbedding keeps its shard; a tied or frozen weight is left as its shard
+        # (not traced).
+        self.vocab_grad_split = p.tp if (
+            self.megatron or self.deepspeed or lora or arch.tie_word_embeddings) else 1
         # padded to capacity where a capacity factor is set; dropless, the busiest rank's share
         load = t.moe_capacity_factor or (t.moe_load_imbalance if p.ep > 1 else 1.0)
         self.routed = math.ceil(self.T * arch.num_experts_per_tok * load) if arch.is_moe else 0

@@ -150,6 +150,14 @@ TORCH_LOSS_PARALLEL = Source(
     "default with tp): cross-entropy on vocabulary-sharded DTensor logits; traced: "
     "validation/cases.json (tensor-parallel cases)", "traced",
     "https://github.com/pytorch/torchtitan", short="torch loss_parallel")
+DTENSOR_EMBEDDING = Source(
+    "dtensor_embedding", "torch.distributed.tensor _ops/_embedding_ops.py "
+    "(embedding_dense_backward_strategy: column-wise, batch-sharded and partial strategies, none "
+    "row-wise), so RowwiseParallel's Shard(0) embedding weight gets a Replicate V x h gradient; "
+    "FSDP2 _fsdp_param.py (_get_grad_inner_tensor redistributes it to the weight's placement); "
+    "traced: validation/cases.json (tensor-parallel cases)", "traced",
+    "https://github.com/pytorch/pytorch/blob/main/torch/distributed/tensor/_ops/_embedding_ops.py",
+    short="DTensor embedding backward")
 EXPERT_DP = Source(
     "expert_dp", "Megatron-LM core/parallel_state.py (expert-data-parallel group: world / "
     "(expert tp x ep x pp)); DeepSpeed MoE (expert parameter groups sharded over the expert data "
@@ -181,5 +189,5 @@ SOURCES: dict[str, Source] = {s.id: s for s in (
     ADAFACTOR, LION, BNB_8BIT, HF_PARAMS, HF_LOSS, LIGER, MEGATRON_CODE, TORCH_SAC, TRACED_ACTIVATIONS, TRACED_PEAK,
     TRACED_FSDP, TRACED_OPTIMIZER_STEP, DDP_BUCKETS, ALLOCATOR, CUDA_CONTEXT, NCCL, GPU_PRESETS,
     TRANSFORMER_MATH, MEGATRON_THEORETICAL, EXPERT_DP, TORCH_PIPELINING, TORCH_SCHEDULES,
-    TORCH_LOSS_PARALLEL, EXPERT_UNITS, VERL_FSDP, OPENRLHF)}
+    TORCH_LOSS_PARALLEL, DTENSOR_EMBEDDING, EXPERT_UNITS, VERL_FSDP, OPENRLHF)}
 """Every source by id: the docs' bibliography lists them from here."""

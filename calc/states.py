@@ -24,6 +24,7 @@ from .placement import LocalParams, Stage, local_params
 from .setup import Setup
 from .sources import (
     DDP_BUCKETS,
+    DTENSOR_EMBEDDING,
     EXPERT_DP,
     EXPERT_UNITS,
     LORA,
@@ -72,6 +73,20 @@ NO_GRADIENTS = Formula(
     title="Gradients on the GPU between steps: none (ZeRO-3 and FSDP2 offload them to the host)")
 GRADIENTS = Formula("gradients/weights", "lambda P_t, N_2, g: ceil(P_t / N_2) * g",
                     id="states.gradients", title="Gradients", source=ZERO)
+GRADIENTS_WHOLE_VOCAB = Formula(
+    "gradients/weights", "lambda P_t, E_r, g: (P_t + E_r) * g", id="states.gradients_whole_vocab",
+    source=DTENSOR_EMBEDDING,
+    title="Gradients, the vocabulary-parallel embedding's whole (torch TP)",
+    note="DTensor's embedding backward has no row-wise strategy: the Shard(0) weight gets a "
+         "Replicate V x h gradient on every tp rank, kept in .grad until the optimizer step "
+         "(traced: TP, TP+SP and TP x PP first stages)")
+STEP_VOCAB_SHARD = Formula(
+    "temporaries/optimizer_step", "lambda S_o, E, t, g: max(S_o, floor(E / t) * g)",
+    id="states.step_vocab_shard", source=DTENSOR_EMBEDDING,
+    title="The step under torch TP: each op reading the gradients redistributes the "
+          "embedding's whole gradient to the weight's rows, a copy of its shard",
+    note="S_o: the optimizer's own step temporary, allocated after the ops that read the "
+         "gradients have returned (traced: fused AdamW, TP without FSDP)")
 STEP_GRADIENTS = Formula(
     "gradients/fp32_for_step", "lambda P_t, N_2, w_m: ceil(P_t / N_2) * w_m",
     id="states.step_gradients", source=ZERO,
@@ -212,12 +227,13 @@ UNSHARDED_GRADS = Formula(
     title="FSDP2 in a layer's backward, the layers already gathered: the previous layer's "
           "reduce-scatter input and the unsharded gradient of the layer's last projection")
 PIPELINED_GRADS = Formula(
-    "temporaries/gathered_grads", "lambda P_t, g_r: P_t * g_r",
+    "temporaries/gathered_grads", "lambda P_t, E_r, g_r: (P_t + E_r) * g_r",
     id="states.pipelined_grads", source=TORCH_PIPELINING,
     title="FSDP2 under pipeline parallelism: every micro-batch's unsharded gradients, "
           "accumulated (in the reduce dtype) until the stage's last backward",
     note="torch.distributed.pipelining turns off gradient sync and resharding after backward "
-         "until the last micro-batch (stage.py, perform_reduce_grad)")
+         "until the last micro-batch (stage.py, perform_reduce_grad); E_r: the embedding's "
+         "gradient is whole under torch TP (traced: FSDP2 x TP x PP, first stage)")
 PIPELINED_LAYER_GRADS = Formula(
     "temporaries/gathered_grads", "lambda P_lt, g_u: P_lt * g_u",
     id="states.pipelined_layer_grads", source=TORCH_PIPELINING,
@@ -270,14 +286,17 @@ def local(x: Setup, stage: Stage) -> LocalParams:
 def model_states(x: Setup, stage: Stage) -> ModelStates:
     return _model_states(local(x, stage), x.n, x.lora, x.qlora, x.deepspeed, x.optimizer,
                          x.optimizer_impl, x.N, x.z, x.dp, x.offload_optimizer, x.offload_params,
-                         x.H, x.megatron, x.ep, x.pp)
+                         x.H, x.megatron, x.ep, x.pp,
+                         x.counts.embedding if stage.embedding and x.vocab_grad_split < x.tp
+                         else 0, x.tp)
 
 
 @lru_cache(maxsize=4096)
 def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
                   deepspeed: bool, opt: Optimizer, impl: OptimizerImpl, N: int, z: int, dp: int,
                   offload_optimizer: bool, offload_params: bool, H: int,
-                  megatron: bool = False, ep: int = 1, pp: int = 1) -> ModelStates:
+                  megatron: bool = False, ep: int = 1, pp: int = 1, whole: int = 0,
+                  tp: int = 1) -> ModelStates:
     """Memoised: a batch or sequence search re-estimates the same states many times.
 
     Which framework a stage means (`deepspeed`: parallelism.framework, by default DeepSpeed
@@ -288,7 +307,9 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
     Accelerate's SHARD_GRAD_OP) and FSDP2 (zero 3). FSDP2 shards the parameters at stage 2
     too, and keeps every layer gathered from its forward to the end of backward; so does
     FSDP2 at stage 3 under pipeline parallelism (torchtitan). Under expert
-    parallelism the routed experts are sharded over N / ep ranks (`sharded`)."""
+    parallelism the routed experts are sharded over N / ep ranks (`sharded`). `whole`: the
+    embedding's elements E where its gradient is whole on each of the `tp` ranks
+    (`Setup.vocab_grad_split`), else 0."""
     fsdp2 = z >= 2 and not deepspeed
     N_1, N_2 = (N if z >= k else 1 for k in (1, 2))
     N_3 = N if z == 3 or fsdp2 else 1
@@ -317,7 +338,12 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
         params.append(QLORA_QUANT_STATE(local.linear_weights))
     g = 4 if lora else n.grad  # adapter gradients and states are fp32
     w_s = 4 if lora else n.state
-    gradients = sharded(GRADIENTS, ex, P_t, N_2, g)
+    E_r = whole - whole // tp
+    whole_vocab = E_r and not fsdp2  # FSDP2 redistributes it to the rows in its reduce
+    if whole_vocab:  # torch's DDP/ZeroRedundancyOptimizer: N_2 = 1, experts unsharded too
+        gradients = GRADIENTS_WHOLE_VOCAB(P_t, E_r, g)
+    else:
+        gradients = sharded(GRADIENTS, ex, P_t, N_2, g)
 
     states = [_state(s.name, s.kind, local, N_1, w_s, ex) for s in opt.states]
     if n.master and not lora:
@@ -334,6 +360,8 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
             NO_GRADIENTS()
 
     step = None if offloaded else _step_temporary(opt, impl, local, N_1, w_s, g, ex)
+    if whole_vocab and not offloaded:
+        step = STEP_VOCAB_SHARD(step.bytes if step else 0, whole, tp, g)
     gathered = gathered_grads = root = everything = lingering = accumulated = units = None
     w_g = n.gathered_weight
     g_u, g_r = n.fsdp_grads(g)  # g: 4 for LoRA's fp32 adapters
@@ -341,7 +369,7 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
         # torchtitan under pipeline parallelism: reshard_after_forward=False, and the schedule
         # keeps every layer gathered and its gradients unsharded until the last micro-batch
         everything = GATHERED_MODEL(P, w_g)
-        accumulated = PIPELINED_GRADS(P_t, g_r)
+        accumulated = PIPELINED_GRADS(P_t, E_r, g_r)
         gathered_grads = PIPELINED_LAYER_GRADS(local.per_layer_trainable, g_u)
     elif z == 3 and fsdp2 and N > 1 and ex is not None and not megatron:
         gathered = GATHERED_LAYER(local.per_layer, w_g)
@@ -387,7 +415,7 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
 def accumulated(gradients: Term) -> bool:
     """Whether `gradients` are the GPU's own, accumulated in backward (not offloaded to the
     host, not Megatron's main_grad)."""
-    return gradients.formula is GRADIENTS or gradients.formula is EXPERT_FORMS[GRADIENTS]
+    return gradients.formula in (GRADIENTS, EXPERT_FORMS[GRADIENTS], GRADIENTS_WHOLE_VOCAB)
 
 
 def _state(name: str, kind: str, local: LocalParams, N_1: int, w_s: int, ex: Experts) -> Term:

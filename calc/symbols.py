@@ -144,6 +144,9 @@ SYMBOLS: dict[str, Symbol] = {name: Symbol(tex, meaning) for name, tex, meaning 
     ("B_b", "B", "a layer's biases"),
     ("n_n", "n_\\text{norm}", "a layer's norm weights (and LayerNorm biases)"),
     ("E", "E", "the token embedding, V h (and GPT-2's learned positions)"),
+    ("S_o", "S_o", "the optimizer step's own temporary (its rule's)"),
+    ("E_r", "E_r", "the embedding gradient's elements beyond its tp shard: E - E / tp where "
+     "torch's vocabulary-parallel embedding computes its gradient whole, else 0"),
     ("H_v", "E_\\text{head}", "the lm_head, V h (0 when tied to the embedding)"),
     ("n_f", "n_f", "the final norm"),
     ("R", "R", "FSDP's root unit on one GPU: embedding, head and final norm"),

@@ -10,6 +10,7 @@ from calc.peak import layers, stage_peak
 from calc.placement import stages
 from calc.scenario import parse_scenario, resolve
 from calc.setup import Setup
+from calc.states import model_states
 
 GiB = 2**30
 
@@ -377,3 +378,42 @@ def test_confidence_names_the_failing_selective_checkpointing_under_a_pipeline()
     assert any("selective checkpointing fails" in m for m in amp["missing"])
     base["training"]["mixed_precision"] = "pure"
     assert estimate(base).as_dict()["confidence"]["level"] == "validated"
+
+
+def test_torch_tp_keeps_the_embedding_gradient_whole_on_every_rank() -> None:
+    """DTensor's embedding backward has no row-wise strategy: the vocabulary-parallel
+    embedding's weight gets a Replicate V x h gradient. TP=2 without FSDP: .grad holds the
+    whole embedding (fp32 under amp) and the step copies its row shard (traced: every TP
+    case's optimizer step, which was 1-2 GiB under)."""
+    scenario, traced = _traced_case("llama-3.1-8b-4L_b1_s4096_amp_flash_tp2")
+    r = estimate(scenario)
+    x = r.setup
+    E = x.counts.embedding
+    ms = model_states(x, x.stages[0])
+    assert x.vocab_grad_split == 1
+    assert ms.gradients.bytes == (ms.local.trainable + E - E // 2) * 4
+    assert ms.step_temporary is not None and ms.step_temporary.bytes == E // 2 * 4
+    step = r.as_dict()["phases"]["optimizer_step"]["peak_bytes"]
+    assert step == pytest.approx(traced["phases"]["optimizer_step"], rel=0.002)
+
+
+def test_the_first_pipeline_stage_under_tp_adds_a_whole_embedding_gradient() -> None:
+    """TP x PP (1F1B), the first stage, a later micro-batch: the embedding's new whole gradient
+    beside the whole one .grad holds (FSDP2 x TP x PP: beside its unsharded gradients). Both
+    were 12-14% under when the gradient was taken as the weight's row shard."""
+    for case_id, width in (("llama-3.1-8b-8L_b1_s2048_amp_flash_gas4_tp2sp_pp2", 4),
+                           ("qwen2.5-7b-8L_b1_s2048_pure_flash_acfull_gas4_fsdp2_tp2_pp2", 2)):
+        scenario, traced = _traced_case(case_id)
+        x = _setup(scenario)
+        first = stage_peak(x, x.stages[0], True).peak
+        assert first.name == "backward.embedding", case_id
+        assert first.breakdown["temporaries/embedding_grad"] >= x.counts.embedding * width
+        assert first.bytes == pytest.approx(traced["pipeline_stages"]["first"]["peak_bytes"],
+                                            rel=0.005), case_id
+
+
+def test_megatron_and_tied_embeddings_keep_the_gradient_shard() -> None:
+    for training in ({"implementation": "megatron"}, {"finetuning": "lora"}):
+        x = _setup({"model": "llama-3.1-8b", "training": training, "parallelism": {"tp": 4}})
+        assert x.vocab_grad_split == 4
+    assert _setup({"model": "llama-3.2-1b", "parallelism": {"tp": 4}}).vocab_grad_split == 4

@@ -135,7 +135,7 @@ def published_rows() -> list[dict[str, Any]]:
 MOE_FAMILIES = ("mixtral", "qwen3_moe", "deepseek_v3")
 # the pipeline schedules traced beside 1F1B (torch.distributed.pipelining's)
 SCHEDULES = ("gpipe", "interleaved_1f1b", "zero_bubble", "zbv", "dualpipev")
-FEATURES = ("tp", "tp+sp", "fsdp x tp", "cp", "pp", "fsdp + pp", *SCHEDULES, "ep",
+FEATURES = ("tp", "tp+sp", "fsdp x tp", "cp", "pp", "fsdp + pp", "tp x pp", *SCHEDULES, "ep",
             *MOE_FAMILIES)
 TARGET = 0.03  # each feature: at least 2 held-out test cases within 3%
 
@@ -154,6 +154,8 @@ def features(scenario: dict[str, Any], family: str) -> list[str]:
         out.append("cp")
     if pp > 1:
         out.append("fsdp + pp" if sharded else "pp")
+        if tp > 1:
+            out.append("tp x pp")
         schedule = p.get("pipeline_schedule", "1f1b")
         if schedule != "1f1b":
             out.append(schedule)

@@ -328,6 +328,15 @@ case("test", L8[Q3], 1, 4096, mp="pure", ac="selective", policy="ops", gas=4, pp
 case("test", L4[Q3], 1, 4096, dp=4, zero=2, tp=2, tag=T4[Q3])
 case("test", L4[LL], 1, 8192, tp=2, sp=True, cp=2, tag=T4[LL])
 case("test", L4[MI], 1, 8192, ac="full", cp=2, dp=2, tag=T4[MI])
+# TP x PP (torchtitan's 3-D layouts): under SP a stage sends its local S/tp tokens; the first
+# stage's vocabulary-parallel embedding gets a whole V x h gradient (DTensor), kept across
+# micro-batches; TP alone with accumulation adds a second whole one at the embedding
+case("dev", L8[LL], 1, 2048, gas=4, tp=2, sp=True, pp=2, tag=T8[LL],
+     notes="TP+SP x PP (1F1B): the first stage's embedding gradient whole")
+case("test", L8[QW], 1, 2048, mp="pure", ac="full", gas=4, dp=2, tp=2, pp=2, tag=T8[QW])
+case("test", L8[Q3], 1, 4096, gas=8, tp=2, sp=True, pp=4, sched=IL, v=2, tag=T8[Q3])
+case("test", L4[MI], 1, 4096, gas=4, tp=2, tag=T4[MI])
+case("test", L8[QW], 1, 4096, mp="pure", gas=4, tp=2, sp=True, pp=2, sched=ZB, tag=T8[QW])
 
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
