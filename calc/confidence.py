@@ -121,8 +121,9 @@ def _sharding_gaps(r: Resolved) -> list[str]:
     (3), FSDP2 with a master-weights optimizer, FSDP2's CPUOffloadPolicy; tp (torchtitan's
     plan, loss parallel), sequence parallel, cp (torch's ring attention) and pp (torch's 1F1B,
     GPipe, interleaved 1F1B, zero bubble, ZBV and DualPipeV, each stage its own FSDP2 root),
-    alone or with FSDP2, tp with pp (1F1B, interleaved 1F1B, zero bubble; FSDP2 x tp x pp); ep (transformers' all-to-all, balanced routing) with FSDP2 over the
-    experts as their own units, tp, cp and pp 1."""
+    alone or with FSDP2; tp with pp (1F1B, interleaved 1F1B, zero bubble; FSDP2 x tp x pp);
+    ep (transformers' all-to-all, balanced routing) with FSDP2 over the experts as their own
+    units, tp, cp and pp 1."""
     p, t = r.parallelism, r.training
     gaps = []
     deepspeed = p.engine(t.mixed_precision) == "deepspeed"

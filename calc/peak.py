@@ -723,7 +723,7 @@ def _written(x: Setup, stage: Stage, ms: ModelStates, accumulating: bool, late: 
     local = ms.local
     m_e = 0
     if stage.embedding and not x.arch.tie_word_embeddings:
-        m_e = -(-(x.counts.embedding // x.tp) // x.N) if x.zero >= 2 else \
+        m_e = -(-(x.counts.embedding // x.tp) // x.N) if x.z >= 2 else \
             x.counts.embedding // x.vocab_grad_split
     if ms.gathered_layer is not None or ms.gathered_model is not None:
         m_l = 2 * -(-local.per_layer_trainable // x.N)
@@ -801,8 +801,8 @@ def _experts_backward(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, accum
         down = sum(sum(lin.local_counts(x.tp, x.ep)) for lin in routed if lin.tp == "row")
         symbols = ms.local.term.symbols
         m_e = 0
-        if stage.embedding and not arch.tie_word_embeddings:
-            m_e = x.counts.embedding // x.vocab_grad_split
+        if stage.embedding and not arch.tie_word_embeddings:  # whole in .grad without FSDP
+            m_e = x.counts.embedding // (x.tp if x.z >= 2 else x.vocab_grad_split)
         m_l = symbols["P_ml"] - down + below * symbols["P_dl"]
         written = GRADIENTS_WRITTEN(ms.gradients.bytes, m_e, m_l, n.grad)
     x_e = expert_width(x)
@@ -843,7 +843,7 @@ def _experts_reduce(x: Setup, stage: Stage, ms: ModelStates, states: Part | None
     g_u, g_r = n.fsdp_grads(n.grad)
     grads = ms.gradients
     written: Term = grads
-    embedding = x.counts.embedding // x.vocab_grad_split if stage.embedding else 0
+    embedding = x.counts.embedding // x.tp if stage.embedding else 0
     if not accumulating and accumulated(grads):
         m_e = 0 if x.arch.tie_word_embeddings else -(-embedding // x.N)
         m_l = -(-(P_l - E_l) // x.N) + -(-E_l // X_3) + below * -(-symbols["P_dl"] // x.N)

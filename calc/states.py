@@ -339,7 +339,7 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
     g = 4 if lora else n.grad  # adapter gradients and states are fp32
     w_s = 4 if lora else n.state
     E_r = whole - whole // tp
-    whole_vocab = E_r and not fsdp2  # FSDP2 redistributes it to the rows in its reduce
+    whole_vocab = E_r > 0 and not fsdp2  # FSDP2 redistributes it to the rows in its reduce
     if whole_vocab:  # torch's DDP/ZeroRedundancyOptimizer: N_2 = 1, experts unsharded too
         gradients = GRADIENTS_WHOLE_VOCAB(P_t, E_r, g)
     else:
