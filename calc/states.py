@@ -76,7 +76,7 @@ GRADIENTS = Formula("gradients/weights", "lambda P_t, N_2, g: ceil(P_t / N_2) * 
 GRADIENTS_WHOLE_VOCAB = Formula(
     "gradients/weights", "lambda P_t, E_r, g: (P_t + E_r) * g", id="states.gradients_whole_vocab",
     source=DTENSOR_EMBEDDING,
-    title="Gradients, the vocabulary-parallel embedding's whole (torch TP)",
+    title="Gradients under torch TP: the vocabulary-parallel embedding's whole on every rank",
     note="DTensor's embedding backward has no row-wise strategy: the Shard(0) weight gets a "
          "Replicate V x h gradient on every tp rank, kept in .grad until the optimizer step "
          "(traced: TP, TP+SP and TP x PP first stages)")
