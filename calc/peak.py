@@ -38,7 +38,7 @@ from .logits import kept_logits, logits_memory, stage_output
 from .megatron import megatron_layer
 from .placement import Stage
 from .setup import Flight, Setup
-from .sources import EXPERT_UNITS, TORCH_SCHEDULES, TRACED_FSDP, TRACED_PEAK
+from .sources import DTENSOR_EMBEDDING, EXPERT_UNITS, TORCH_SCHEDULES, TRACED_FSDP, TRACED_PEAK
 from .states import ModelStates, accumulated, model_states
 
 PHASES = ("forward", "backward", "optimizer_step")
@@ -73,6 +73,8 @@ PARTS: dict[str, tuple[str, str]] = {
     "bucket": ("B", "the reduce bucket"),
     "embedding_grad": ("X_e", "the gradient reaching the embedding"),
     "root_reduce_scatter": ("X_r", "FSDP's root: unsharded gradients and reduce-scatter input"),
+    "root_redistribute": ("X_v", "FSDP2 x torch TP: the embedding's whole gradient, its rows "
+                          "copied out, the head's unsharded gradient"),
     "head_norm": ("X_n", "the final norm's backward temporaries"),
     "copy_grad_cast": ("X_c", "the first cached weight copy's gradient in the weight's dtype"),
     "step_gradients": ("G_s", "the gradients as the optimizer step sees them"),
@@ -126,6 +128,10 @@ MOMENTS: dict[str, MomentKind] = {
         "gradients, the layers above done",
         ("states", "gradients_written", "backward_gathered", "other_micro_batches",
          "first_layer", "layer_backward")),
+    "backward.fsdp_root_redistribute": MomentKind(
+        "the end of backward with FSDP2 x torch TP: the root's post-backward redistributes the "
+        "embedding's whole gradient to its rows, the root still gathered",
+        ("states", "gradients", "gathered", "other_micro_batches", "root_redistribute")),
     "backward.fsdp_root": MomentKind(
         "the end of backward with FSDP: the root unit's post-backward",
         ("states", "gradients", "other_micro_batches", "embedding_grad", "root_reduce_scatter")),
@@ -335,6 +341,15 @@ def components(breakdown: dict[str, int]) -> dict[str, int]:
     for key, value in breakdown.items():
         out[key.split("/", 1)[0]] += value
     return out
+ROOT_REDISTRIBUTE = Formula(
+    "temporaries/root_redistribute",
+    "lambda E, t, R_h, g_u, P_lt, g_r: (E + floor(E / t) + R_h) * g_u + P_lt * g_r",
+    id="peak.root_redistribute", source=DTENSOR_EMBEDDING,
+    title="FSDP2 x torch TP, the root's post-backward: the embedding's whole gradient and the "
+          "copy of its rows FSDP2 reduces, beside the head's unsharded gradient and the last "
+          "layer's reduce-scatter input",
+    note="FSDP2's _get_grad_inner_tensor redistributes the Replicate gradient to the weight's "
+         "Shard(0) before the root is resharded (traced: FSDP2 x TP2 + SP and x TP4, exact)")
 
 
 def _moment(name: str, *parts: Part | Term | None) -> Moment:
@@ -671,7 +686,7 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     elif experts is not None:
         moments.append(_moment("backward.experts", states, experts[0], others, experts[1],
                                experts[2]))
-    moments.append(_end_of_backward(x, stage, ms, states, done, accumulating))
+    moments.extend(_end_of_backward(x, stage, ms, states, done, accumulating))
     if late_all:
         moments.append(_moment("backward.weight_copies", states,
                                None if pipelined else ms.gradients, ms.gathered, done,
@@ -861,10 +876,11 @@ def _experts_reduce(x: Setup, stage: Stage, ms: ModelStates, states: Part | None
 
 
 def _end_of_backward(x: Setup, stage: Stage, ms: ModelStates, states: Part | None,
-                     others: Part | None, accumulating: bool) -> Moment:
+                     others: Part | None, accumulating: bool) -> tuple[Moment, ...]:
     """The end of the stage's backward: the gradient reaching its first op (the embedding's,
     or the stage input's); accumulating, an untied embedding's new dense gradient beside the
-    one in .grad it is added to."""
+    one in .grad it is added to. With FSDP, the root's post-backward; under torch TP, first
+    the redistribution of the embedding's whole gradient."""
     n = x.n
     tied = stage.embedding and stage.head and x.arch.tie_word_embeddings and not x.lora
     fsdp = ms.gathered_layer is not None or ms.gathered_model is not None
@@ -883,8 +899,8 @@ def _end_of_backward(x: Setup, stage: Stage, ms: ModelStates, states: Part | Non
     else:
         incoming = EMBEDDING_GRAD(x.T, x.h, n.residual, n.compute)
     if pipelined:  # no reduce until the last micro-batch: every unsharded gradient is kept
-        return _moment("backward.embedding", states, None, ms.gathered, others, incoming,
-                       ms.reduce_bucket)
+        return (_moment("backward.embedding", states, None, ms.gathered, others, incoming,
+                        ms.reduce_bucket),)
     root = ms.local.root_trainable  # a frozen root (LoRA) has no gradients to reduce
     if ms.expert_units is not None:  # the embedding is its own unit, the head reduced before
         root = x.counts.embedding // x.tp if stage.embedding else 0
@@ -894,9 +910,16 @@ def _end_of_backward(x: Setup, stage: Stage, ms: ModelStates, states: Part | Non
         rest = ROOT_GRADIENTS(ms.gradients.bytes, root, x.N, n.grad) \
             if accumulated(ms.gradients) else ms.gradients  # offloaded: not on the GPU
         scatter = ROOT_REDUCE_SCATTER(root, n.gathered_weight, n.grad)
-        return _moment("backward.fsdp_root", states, rest, others, incoming, scatter)
-    return _moment("backward.embedding", states, ms.gradients, ms.gathered, others,
-                   incoming, ms.reduce_bucket)
+        reduce = _moment("backward.fsdp_root", states, rest, others, incoming, scatter)
+        if not (stage.embedding and x.vocab_grad_split < x.tp and ms.expert_units is None):
+            return (reduce,)
+        g_u, g_r = n.fsdp_grads(n.grad)
+        whole = ROOT_REDISTRIBUTE(x.counts.embedding, x.tp, x.counts.lm_head // x.tp, g_u,
+                                  ms.local.per_layer_trainable, g_r)
+        return (_moment("backward.fsdp_root_redistribute", states, rest, ms.gathered_root,
+                        others, whole), reduce)
+    return (_moment("backward.embedding", states, ms.gradients, ms.gathered, others,
+                    incoming, ms.reduce_bucket),)
 
 
 def _with_buffers(x: Setup, stage: Stage, ms: ModelStates, detail: bool) -> Part | None:
