@@ -911,7 +911,7 @@ def _end_of_backward(x: Setup, stage: Stage, ms: ModelStates, states: Part | Non
             if accumulated(ms.gradients) else ms.gradients  # offloaded: not on the GPU
         scatter = ROOT_REDUCE_SCATTER(root, n.gathered_weight, n.grad)
         reduce = _moment("backward.fsdp_root", states, rest, others, incoming, scatter)
-        if not (stage.embedding and x.vocab_grad_split < x.tp and ms.expert_units is None):
+        if not x.whole_embedding_grad(stage) or ms.expert_units is not None:
             return (reduce,)
         g_u, g_r = n.fsdp_grads(n.grad)
         whole = ROOT_REDISTRIBUTE(x.counts.embedding, x.tp, x.counts.lm_head // x.tp, g_u,

@@ -199,6 +199,11 @@ class Setup:
         """ZeRO-3 in effect: parameters gathered per layer (FSDP2, or DeepSpeed with master)."""
         return self.z == 3
 
+    def whole_embedding_grad(self, stage: Stage) -> bool:
+        """Whether one GPU of `stage` holds the embedding's gradient whole
+        (`vocab_grad_split`)."""
+        return stage.embedding and self.vocab_grad_split < self.tp
+
     def checkpointed_layers(self, stage: Stage) -> int:
         """Layers of `stage` that keep only their input under full checkpointing (and the
         outputs the policy saves, under per-op selective checkpointing)."""

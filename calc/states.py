@@ -287,8 +287,7 @@ def model_states(x: Setup, stage: Stage) -> ModelStates:
     return _model_states(local(x, stage), x.n, x.lora, x.qlora, x.deepspeed, x.optimizer,
                          x.optimizer_impl, x.N, x.z, x.dp, x.offload_optimizer, x.offload_params,
                          x.H, x.megatron, x.ep, x.pp,
-                         x.counts.embedding if stage.embedding and x.vocab_grad_split < x.tp
-                         else 0, x.tp)
+                         x.counts.embedding if x.whole_embedding_grad(stage) else 0, x.tp)
 
 
 @lru_cache(maxsize=4096)

@@ -87,10 +87,10 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
         param_count = sum(p.numel() for p in model.parameters())
         if tr["finetuning"] == "qlora":  # what bitsandbytes holds: 4-bit weights, not numel
             param_count = _qlora_param_count(model)
-        if tp > 1:  # torchtitan's order: TP, checkpointing, FSDP
-            tensor_parallel.apply_tp(model, device_mesh["tp"], bool(par.get("sequence_parallel")))
-        models.apply_checkpointing(model, tr)
         sp = tp > 1 and bool(par.get("sequence_parallel"))
+        if tp > 1:  # torchtitan's order: TP, checkpointing, FSDP
+            tensor_parallel.apply_tp(model, device_mesh["tp"], sp)
+        models.apply_checkpointing(model, tr)
         if pp > 1:
             model = pipeline.split(model, held, n_stages,
                                    boundary=device_mesh["tp"] if sp else None)
