@@ -70,6 +70,11 @@ def _truncated() -> tuple[str, bytes]:
     return manifest["file"], gzip.compress(raw[: len(raw) // 2], compresslevel=1)
 
 
+def _too_long() -> tuple[str, bytes]:
+    manifest, raw = shipped()
+    return manifest["file"], gzip.compress(raw + bytes(4096), compresslevel=1)
+
+
 def _not_gzip() -> tuple[str, bytes]:
     return shipped()[0]["file"], b"\0" * 4096
 
@@ -78,6 +83,7 @@ def _not_gzip() -> tuple[str, bytes]:
     (_another_build, "build id mismatch"),
     (_another_version, "made for Pyodide 0.1.0"),
     (_truncated, "the manifest says"),
+    (_too_long, "longer than the manifest says"),
     (_not_gzip, "the manifest says"),
 ])
 def test_a_snapshot_that_does_not_match_is_refused_and_python_starts_normally(
