@@ -26,9 +26,9 @@
 // 0.4 MB larger gzip-compressed.
 //
 // KEY is a hash of the runtime files the snapshot depends on (the wasm, its loader, the standard
-// library) and of the modules imported into it; Pyodide itself refuses a snapshot from another build (its build id is in the
-// header), and pyodide_start.mjs also checks the manifest's Pyodide version, so a stale copy in
-// some cache is never restored into another runtime.
+// library) and of the modules imported into it; Pyodide itself refuses a snapshot from another
+// build (its build id is in the header), and pyodide_start.mjs also checks the manifest's
+// Pyodide version, so a stale copy in some cache is never restored into another runtime.
 
 import { createHash } from "node:crypto";
 import { readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
