@@ -305,6 +305,15 @@ ROOT_REDUCE_SCATTER = Formula(
     id="peak.root_reduce_scatter", source=TRACED_FSDP,
     title="FSDP's root post-backward: unsharded gradients and the reduce-scatter input "
           "(traced: llama-3.1-8b fsdp8, exact)")
+ROOT_REDISTRIBUTE = Formula(
+    "temporaries/root_redistribute",
+    "lambda E, t, R_h, g_u, P_lt, g_r: (E + floor(E / t) + R_h) * g_u + P_lt * g_r",
+    id="peak.root_redistribute", source=DTENSOR_EMBEDDING,
+    title="FSDP2 x torch TP, the root's post-backward: the embedding's whole gradient and the "
+          "copy of its rows FSDP2 reduces, beside the head's unsharded gradient and the last "
+          "layer's reduce-scatter input",
+    note="FSDP2's _get_grad_inner_tensor redistributes the Replicate gradient to the weight's "
+         "Shard(0) before the root is resharded (traced: FSDP2 x TP2 + SP and x TP4, exact)")
 
 
 class Moment(NamedTuple):
@@ -341,15 +350,6 @@ def components(breakdown: dict[str, int]) -> dict[str, int]:
     for key, value in breakdown.items():
         out[key.split("/", 1)[0]] += value
     return out
-ROOT_REDISTRIBUTE = Formula(
-    "temporaries/root_redistribute",
-    "lambda E, t, R_h, g_u, P_lt, g_r: (E + floor(E / t) + R_h) * g_u + P_lt * g_r",
-    id="peak.root_redistribute", source=DTENSOR_EMBEDDING,
-    title="FSDP2 x torch TP, the root's post-backward: the embedding's whole gradient and the "
-          "copy of its rows FSDP2 reduces, beside the head's unsharded gradient and the last "
-          "layer's reduce-scatter input",
-    note="FSDP2's _get_grad_inner_tensor redistributes the Replicate gradient to the weight's "
-         "Shard(0) before the root is resharded (traced: FSDP2 x TP2 + SP and x TP4, exact)")
 
 
 def _moment(name: str, *parts: Part | Term | None) -> Moment:

@@ -1,6 +1,7 @@
 // Make the start-up memory snapshot the site ships next to the vendored Pyodide.
 //
-//     node tools/snapshot.mjs DIR      # DIR: the vendored pyodide/ (tools/vendor_assets.py's)
+//     node tools/snapshot.mjs DIR WORKER   # DIR: the vendored pyodide/ (tools/vendor_assets.py's)
+//                                          # WORKER: the site's worker, calculator/calc_worker.py
 //
 // Starting Pyodide is mostly CPython initialising itself, the same work on every visit: about
 // 2.2 s of a 3.6 s cold first live result on a 2-core machine. This starts the very files in DIR
@@ -18,8 +19,8 @@
 // came from is part of KEY. The Pyodide npm package ships that zip as sources, so every module
 // imported after start-up is compiled on the visitor's machine: Pyodide's package loader alone
 // imports tarfile, email and importlib.metadata on its first use. So this first starts the same
-// runtime normally, installs the shipped wheels from DIR's lock file, imports calc and computes
-// one estimate, as the site's worker does; every standard-library module that brought in (26
+// runtime normally, installs the shipped wheels from DIR's lock file, runs WORKER and has it
+// compute one estimate, as the site does; every standard-library module that brought in (26
 // with calc today) is then imported into the interpreter the snapshot is taken of. Measured
 // under Node, restore + install + import calc + one estimate, interleaved, 5 runs each: 1.89-2.20
 // s before, 1.52-1.68 s after (installing the wheels 0.76-0.89 -> 0.41-0.53 s); the snapshot is
@@ -38,9 +39,9 @@ import { gzipSync } from "node:zlib";
 
 const RUNTIME = ["pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip"];
 
-const [dir] = process.argv.slice(2);
-if (!dir) {
-  console.error("usage: node tools/snapshot.mjs DIR");
+const [dir, worker] = process.argv.slice(2);
+if (!dir || !worker) {
+  console.error("usage: node tools/snapshot.mjs DIR WORKER");
   process.exit(2);
 }
 const root = resolve(dir);
@@ -48,20 +49,20 @@ const root = resolve(dir);
 const { loadPyodide, version } = await import(pathToFileURL(resolve(root, "pyodide.mjs")).href);
 
 // The standard-library modules (from the stdlib zip, or built in) that installing the shipped
-// wheels, importing what site/calculator/calc_worker.py imports and one estimate bring in after
-// start-up, in the order they were first imported. Pyodide's own modules stay out: they hold
-// JavaScript objects.
+// wheels, running the site's worker (`worker`) and its first estimate bring in after start-up,
+// in the order they were first imported. Pyodide's own modules stay out: they hold JavaScript
+// objects.
 async function startupStdlib() {
   const probe = await loadPyodide({ indexURL: `${root}/` });
   probe.runPython("import sys; before = set(sys.modules)");
   const lock = JSON.parse(readFileSync(resolve(root, "pyodide-lock.json"), "utf8"));
   await probe.loadPackage(Object.keys(lock.packages), { messageCallback: () => {} });
+  probe.globals.set("worker_source", readFileSync(worker, "utf8"));
   return JSON.parse(probe.runPython(`
-import json, os, sys
-os.environ["PYDANTIC_DISABLE_PLUGINS"] = "__all__"  # as the site's worker does
-import calc.errors, calc.scenario
-from calc.operations import answer
-answer("estimate", json.dumps({"scenario": {"model": "llama-3.1-8b"}}))
+import json
+space = {"__name__": "calc_worker"}
+exec(compile(worker_source, "calc_worker.py", "exec"), space)
+space["call"]("estimate", json.dumps({"scenario": {"model": "llama-3.1-8b"}}))
 def stdlib(name):
     file = getattr(sys.modules[name], "__file__", None)
     ours = file.startswith("/lib/python") and "site-packages" not in file if file \\

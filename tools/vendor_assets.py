@@ -180,7 +180,8 @@ def main() -> None:
                     *(w.name for w in wheels)], check=True)
     data = lock([OUT / "pyodide" / w.name for w in wheels], info)
     (OUT / "pyodide" / "pyodide-lock.json").write_text(json.dumps(data, indent=1) + "\n")
-    subprocess.run(["node", str(ROOT / "tools" / "snapshot.mjs"), str(OUT / "pyodide")], check=True)
+    subprocess.run(["node", str(ROOT / "tools" / "snapshot.mjs"), str(OUT / "pyodide"),
+                    str(ROOT / "site" / "calculator" / "calc_worker.py")], check=True)
     versions = {
         "pyscript": json.loads((NODE / "@pyscript" / "core" / "package.json").read_text())["version"],
         "pyodide": json.loads((NODE / "pyodide" / "package.json").read_text())["version"],
