@@ -123,6 +123,11 @@ SELECTIVE_KEPT = Formula(
     id="act.selective_kept", source=TORCH_SAC,
     title="What a layer keeps under per-op selective checkpointing: its input and the outputs "
           "of the ops the policy saves (every other matmul, every addmm, the attention kernel)")
+SELECTIVE_OUTPUTS = Formula(
+    "activations/selective_kept", "lambda K_o: K_o", id="act.selective_outputs",
+    source=TORCH_SAC,
+    title="What a pipeline stage's first layer keeps under per-op selective checkpointing: "
+          "the outputs of the ops the policy saves; its input is the stage's receive buffer")
 FORWARD_TRANSIENT = Formula(
     "temporaries/layer_forward", "lambda T, H, h, r: T * H * 4 + T * h * r",
     id="act.forward_transient", source=SRC,
@@ -209,7 +214,7 @@ def layer_activations(saved: tuple[Term, ...], forward: Term, backward: Term,
                    and not (frozen_base and t.formula is WEIGHT_COPIES))
     residual = any(t.bytes for t in saved if t.key == "activations/residual")
     # the residual the norms save is the checkpoint's own input
-    shared = kept_outputs_in_saved + (_layer_input(checkpoint_input) if residual else 0)
+    shared = kept_outputs_in_saved + (layer_input(checkpoint_input) if residual else 0)
     total = mlp = 0
     for t in saved:
         total += t.bytes
@@ -219,7 +224,15 @@ def layer_activations(saved: tuple[Term, ...], forward: Term, backward: Term,
                             shared, mlp)
 
 
-def _layer_input(kept: Term) -> int:
+def received_kept(kept: Term) -> tuple[Term, ...]:
+    """What a checkpointed layer keeps (CHECKPOINT_INPUT or SELECTIVE_KEPT) but its input:
+    a pipeline stage's first layer, whose input is the stage's receive buffer."""
+    if kept.formula is SELECTIVE_KEPT:
+        return (SELECTIVE_OUTPUTS(kept.values[3]),)
+    return ()
+
+
+def layer_input(kept: Term) -> int:
     """The layer input's bytes inside `kept` (CHECKPOINT_INPUT or SELECTIVE_KEPT)."""
     if kept.formula is SELECTIVE_KEPT:
         T, h, r = kept.values[:3]

@@ -30,7 +30,9 @@ from .activations import (
     head_activations,
     head_norm_backward,
     head_output_grads,
+    layer_input,
     output_grads,
+    received_kept,
     weight_inputs,
 )
 from .formula import Formula, Items, Part, Term, extended, part, part_of, scaled
@@ -38,7 +40,14 @@ from .logits import kept_logits, logits_memory, stage_output
 from .megatron import megatron_layer
 from .placement import Stage
 from .setup import Flight, Setup
-from .sources import DTENSOR_EMBEDDING, EXPERT_UNITS, TORCH_SCHEDULES, TRACED_FSDP, TRACED_PEAK
+from .sources import (
+    DTENSOR_EMBEDDING,
+    EXPERT_UNITS,
+    TORCH_PIPELINING,
+    TORCH_SCHEDULES,
+    TRACED_FSDP,
+    TRACED_PEAK,
+)
 from .states import ModelStates, accumulated, model_states
 
 PHASES = ("forward", "backward", "optimizer_step")
@@ -159,6 +168,13 @@ LAYER_FORWARD_RECOMPUTE = Formula(
     id="peak.layer_forward_recompute", source=TRACED_PEAK,
     title="A checkpointed layer's forward: its transient and its rebuilt activations",
     note="x_c: the checkpoint's own input, already counted, when a norm keeps the residual")
+LAYER_BACKWARD_RECEIVED = Formula(
+    "temporaries/layer_backward", "lambda X_l, g_i: X_l - g_i", id="peak.layer_backward_received",
+    source=TORCH_SCHEDULES,
+    title="Pipeline parallelism: the backward of the last layer of a stage that sends its "
+          "output, its transient but the incoming gradient, which arrives in a receive buffer",
+    note="checkpointed, the same: LAYER_BACKWARD_RECOMPUTE with X_l - g_in and no incoming "
+         "gradient (traced: 1F1B and GPipe, the first stage)")
 LAYER_BACKWARD_RECOMPUTE = Formula(
     "temporaries/layer_backward", "lambda X_l, X_f, g_i, A_l, x_c: max(X_l, X_f + g_i) + A_l - x_c",
     id="peak.layer_backward_recompute", source=TRACED_PEAK,
@@ -168,13 +184,16 @@ ALL_GATHER = Formula("temporaries/all_gather_buffers", "lambda G_l: 2 * G_l", id
                      title="FSDP2's all-gather outputs: this layer's and the next one's",
                      source=TRACED_FSDP)
 FIRST_LAYER = Formula("activations/last_layer", "lambda A_l: A_l", id="peak.first_layer",
-                      title="The first layer's saved activations, freed last", source=TRACED_PEAK)
+                      title="The first layer's saved activations, freed last", source=TRACED_PEAK,
+                      note="on a pipeline stage that receives its input, all but that input: "
+                           "the receive buffer")
 FIRST_LAYER_LATE = Formula(
     "activations/last_layer", "lambda x_l, A_l, A_m, x_c: x_l + A_l - A_m - x_c",
     id="peak.first_layer_late", source=TRACED_PEAK,
     title="The first layer's activations past its MLP's backward: all but the MLP's",
     note="checkpointed: its kept input and its recomputed activations (x_c: what both count); "
-         "else x_l = x_c = 0")
+         "else x_l = x_c = 0; on a pipeline stage that receives its input, that input is the "
+         "receive buffer, counted there")
 LATE_TRANSIENT = Formula(
     "temporaries/layer_backward", "lambda T, h, r, c: T * h * 16 + T * h * max(r, c)",
     id="peak.late_transient", source=TRACED_PEAK,
@@ -197,7 +216,9 @@ EXPERTS_BACKWARD = Formula(
           "in one tensor, beside the GEMM's output gradient and its input gradient")
 FIRST_LAYER_INPUT = Formula(
     "activations/last_layer", "lambda x_l: x_l", id="peak.first_layer_input", source=TRACED_PEAK,
-    title="The first layer's checkpointed input, freed last")
+    title="The first layer's checkpointed input, freed last",
+    note="on a pipeline stage that receives its input, none (the receive buffer) or, under "
+         "per-op selective checkpointing, the outputs the policy saves")
 EXPERTS_REDUCED_ALIVE = Formula(
     "activations/last_layer", "lambda A_d, x_l, A_l, A_m, x_c: A_d + x_l + A_l - A_m - x_c",
     id="peak.experts_reduced_alive", source=EXPERT_UNITS,
@@ -256,6 +277,13 @@ STAGE_INPUT_GRAD = Formula(
     source=TORCH_SCHEDULES,
     title="Pipeline parallelism: a non-first stage's input gradient, kept (bwd_cache) until "
           "the next backward sends it to the previous stage")
+SENT_OUTPUT = Formula(
+    "activations/stage_output", "lambda T, h, r_s: T * h * r_s", id="peak.sent_output",
+    source=TORCH_PIPELINING,
+    title="torch's pipeline schedules: a stage's output (its last layer's hidden states), kept "
+          "from the micro-batch's forward until its backward ends; no op of the stage saves it",
+    note="PipelineStage.forward_one_chunk keeps it in fwd_cache for stage_backward (traced: "
+         "1F1B and GPipe, the first stage)")
 RECV_BUFFERS = Formula(
     "activations/recv_buffers", "lambda n_rb, n_mb, T, h, r_s: n_rb * n_mb * T * h * r_s",
     id="peak.recv_buffers", source=TORCH_SCHEDULES,
@@ -377,6 +405,9 @@ class Layers:
     # What of the cache outlives a backward's first recomputation (`cleared`): the copies the
     # graphs of the layers that are not checkpointed, and the head's, keep.
     kept: Items = ()
+    # A pipeline stage's input is its receive buffer (`RECV_BUFFERS`): the bytes of it the
+    # first layer keeps, not counted again in `saved`; 0 elsewhere.
+    received: int = 0
 
     def alive(self, act: LayerActivations) -> int:
         """One layer's saved bytes for one micro-batch (its weight copies in the cache)."""
@@ -417,13 +448,26 @@ def layers(x: Setup, stage: Stage, detail: bool) -> Layers:
     kept: list[tuple[Term, int]] = []
     remaining = ckpt
     widest = kinds[0][1]
-    for _, act, count in kinds:  # checkpointed layers keep only their inputs
+    received = 0
+    for k, (_, act, count) in enumerate(kinds):  # checkpointed layers keep only their inputs
         stored = min(remaining, count)
         remaining -= stored
-        saved.append((act.checkpoint_input, stored))
         rest = count - stored
         copies = act.weight_copies if cached else ()
-        saved += [(term, rest) for term in act.saved if not any(term is c for c in copies)]
+        layer_saved = [(term, rest) for term in act.saved if not any(term is c for c in copies)]
+        if k == 0 and _receives(x, stage):  # the first layer's input is the receive buffer
+            if stored:
+                received = layer_input(act.checkpoint_input)
+                saved.append((act.checkpoint_input, stored - 1))
+                saved += [(term, 1) for term in received_kept(act.checkpoint_input)]
+            elif act.saves_residual:  # the input norm's input: the first residual term
+                i = next(i for i, (t, _) in enumerate(layer_saved)
+                         if t.key == "activations/residual")
+                received = layer_saved[i][0].bytes
+                layer_saved[i] = (layer_saved[i][0], rest - 1)
+        else:
+            saved.append((act.checkpoint_input, stored))
+        saved += layer_saved
         cache += [(term, count) for term in copies]
         kept += [(term, rest) for term in copies if rest]
         if act.total > widest.total:
@@ -438,7 +482,24 @@ def layers(x: Setup, stage: Stage, detail: bool) -> Layers:
     body = part(tuple(saved), detail)
     whole = extended(body, tuple((term, 1) for term in head), detail) if head else body
     return Layers(tuple(kinds), ckpt, x.in_flight(stage), (*embedding, *head), whole, body,
-                  widest, tuple(cache), tuple(kept))
+                  widest, tuple(cache), tuple(kept), received)
+
+
+def _receives(x: Setup, stage: Stage) -> bool:
+    """The stage's input is a receive buffer of torch's schedules (`RECV_BUFFERS`): a rank
+    holding one stage, not the first. (Megatron-LM receives into a tensor per message, the
+    first layer's saved input; a rank of several chunks is counted by its unit.)"""
+    return x.pp > 1 and not x.megatron and not stage.embedding and \
+        len(x.held_stages(stage)[0]) == 1
+
+
+def _sent_output(x: Setup, stage: Stage) -> Term | None:
+    """The output torch's schedules keep of each micro-batch (`SENT_OUTPUT`) on a rank holding
+    one stage, not the head's (whose output is the logits: `stage_output`). Megatron-LM frees
+    what it sent (deallocate_output_tensor)."""
+    if x.pp == 1 or x.megatron or stage.head or len(x.held_stages(stage)[0]) > 1:
+        return None
+    return SENT_OUTPUT(x.T, x.h, _hidden_width(x))
 
 
 @dataclass(frozen=True, slots=True)
@@ -499,12 +560,15 @@ def stage_peak(x: Setup, stage: Stage, detail: bool = False) -> StagePeak:
 def _schedule_holds(x: Setup, stage: Stage, cache: Items, fl: Flight, times: int,
                     accumulating: bool) -> list[tuple[Term, int]]:
     """What a pipeline schedule keeps beside the micro-batches' saved activations (torch's
-    schedules.py, traced): autocast's weight cache (once a step), the last stage's logits of
-    the other micro-batches past their loss, zero bubble's output gradients of the
+    schedules.py, traced): autocast's weight cache (once a step), the other micro-batches'
+    outputs (`SENT_OUTPUT`; the last stage's logits past their loss), zero bubble's output gradients of the
     micro-batches waiting for their weight backward, and the stage input's gradient (kept in
     `bwd_cache` until the next backward sends it) on a rank holding a non-first stage.
     `cache`: the weight copies autocast holds (`Layers.cache`, or `kept` once cleared)."""
     items = list(cache)
+    sent = _sent_output(x, stage)
+    if sent is not None and times > 1:
+        items.append((sent, times - 1))
     if stage.head and min(fl.logits, times) > 1:
         kept = kept_logits(x)
         if kept is not None:
@@ -599,19 +663,23 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     # Recomputing a checkpointed layer rebuilds its activations; the residual it saves is the
     # checkpoint's own input, already counted, where the norms keep the residual itself.
     alive = ly.alive(widest)
+    residual = x.T * x.h * max(n.residual, n.compute)
+    # the top layer's incoming gradient is a receive buffer where the stage sends its output
+    incoming = 0 if _sent_output(x, stage) is None else residual
     if ckpt:
         shared = widest.kept_in_saved
         layer_fwd = LAYER_FORWARD_RECOMPUTE(widest.forward_transient.bytes, alive, shared)
-        residual = x.T * x.h * max(n.residual, n.compute)
         layer_bwd = LAYER_BACKWARD_RECOMPUTE(
-            widest.backward_transient.bytes, widest.forward_transient.bytes, residual, alive,
-            shared)
+            widest.backward_transient.bytes - incoming, widest.forward_transient.bytes,
+            residual - incoming, alive, shared)
         layer_bwd_after = LAYER_BACKWARD_RECOMPUTE(  # its weights recast: autocast's cache empty
             widest.backward_transient.bytes, widest.forward_transient.bytes, residual,
             ly.recomputed(widest), shared) if ly.cleared else layer_bwd
     else:
         layer_fwd, layer_bwd = widest.forward_transient, widest.backward_transient
         layer_bwd_after = layer_bwd
+        if incoming:
+            layer_bwd = LAYER_BACKWARD_RECEIVED(layer_bwd.bytes, incoming)
     moments = []
     if loss:
         moments.append(_moment("forward.loss", states, earlier, head_fwd, saved, forward_extra,
@@ -639,11 +707,13 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         head_copy = sum(t.bytes for t, _ in ly.cache if t.formula is HEAD_COPY)
         if head_copy:  # at the top layer's backward only the head's is waiting
             late_head = ((COPY_GRADS(head_copy // n.compute, n.compute), 1),)
-    # on the head's stage the schedule holds the stage's output (the logits) through its
-    # backward (`stage_output`: the schedule's `output` and the stage's popped `fwd_cache`);
-    # a rank of chunks runs its other chunks' backwards apart from the head's
+    # the schedule holds the stage's output through its backward (the stage's popped
+    # `fwd_cache`; on the head's stage the logits, `stage_output`, also the schedule's
+    # `output`); a rank of chunks runs its other chunks' backwards apart from the head's
     kept = stage_output(x) if x.pp > 1 and stage.head else None
-    kept_items: Items = ((kept, 1),) if kept and stage.unit is None else ()
+    sent = _sent_output(x, stage)
+    kept_items: Items = ((kept, 1),) if kept and stage.unit is None else \
+        ((sent, 1),) if sent else ()
     schedule_kept = part((*kept_items, *late_head), detail) if kept_items or late_head \
         else None
     other_batches = scaled(one, times - 1, detail) if times > 1 else None
@@ -657,7 +727,8 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     else:
         others = _beside(other_batches, (*holds_after, *late_above), detail)
         done = _beside(other_batches, (*holds_after, *late_all), detail)
-        first = FIRST_LAYER_INPUT(widest.checkpoint_input.bytes) if ckpt else FIRST_LAYER(alive)
+        first = FIRST_LAYER_INPUT(widest.checkpoint_input.bytes - ly.received) if ckpt else \
+            FIRST_LAYER(alive - ly.received)
     # the loss, the head and the final norm have run their backward: their saved tensors
     # are freed (on the head's stage one micro-batch is in flight)
     body = (extended(ly.body, holds, detail) if holds else ly.body) if times == 1 else saved
@@ -763,10 +834,10 @@ def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt:
     n = x.n
     a_mlp = act.mlp_bytes
     if ckpt:
-        first = FIRST_LAYER_LATE(act.checkpoint_input.bytes, ly.recomputed(act), a_mlp,
-                                 act.kept_in_saved)
+        first = FIRST_LAYER_LATE(act.checkpoint_input.bytes - ly.received, ly.recomputed(act),
+                                 a_mlp, act.kept_in_saved)
     else:
-        first = FIRST_LAYER_LATE(0, ly.alive(act), a_mlp, 0)
+        first = FIRST_LAYER_LATE(0, ly.alive(act) - ly.received, a_mlp, 0)
     grads = ms.gradients
     fsdp = ms.gathered_layer is not None or ms.gathered_model is not None
     if fsdp:
@@ -924,7 +995,9 @@ def _end_of_backward(x: Setup, stage: Stage, ms: ModelStates, states: Part | Non
 
 def _with_buffers(x: Setup, stage: Stage, ms: ModelStates, detail: bool) -> Part | None:
     """The stage's states and, under torch's pipeline schedules, its receive buffers
-    (`RECV_BUFFERS`), alive all step like them. Megatron-LM allocates what it receives per
+    (`RECV_BUFFERS`), alive all step like them: a micro-batch in flight keeps its activation
+    as its first layer's input and its gradient as its last layer's incoming gradient, counted
+    here, not with the layers (`Layers.received`). Megatron-LM allocates what it receives per
     message (p2p_communication's torch.empty): the activation received is the stage's input,
     counted with the first layer's saved tensors, and the gradient lives for one backward."""
     if x.pp == 1 or x.megatron:
