@@ -558,15 +558,15 @@ def stage_peak(x: Setup, stage: Stage, detail: bool = False) -> StagePeak:
 
 
 def _schedule_holds(x: Setup, stage: Stage, cache: Items, fl: Flight, times: int,
-                    accumulating: bool) -> list[tuple[Term, int]]:
+                    accumulating: bool, sent: Term | None) -> list[tuple[Term, int]]:
     """What a pipeline schedule keeps beside the micro-batches' saved activations (torch's
     schedules.py, traced): autocast's weight cache (once a step), the other micro-batches'
-    outputs (`SENT_OUTPUT`; the last stage's logits past their loss), zero bubble's output gradients of the
-    micro-batches waiting for their weight backward, and the stage input's gradient (kept in
-    `bwd_cache` until the next backward sends it) on a rank holding a non-first stage.
-    `cache`: the weight copies autocast holds (`Layers.cache`, or `kept` once cleared)."""
+    outputs (`sent`, `_sent_output`; the last stage's logits past their loss), zero bubble's
+    output gradients of the micro-batches waiting for their weight backward, and the stage
+    input's gradient (kept in `bwd_cache` until the next backward sends it) on a rank holding
+    a non-first stage. `cache`: the weight copies autocast holds (`Layers.cache`, or `kept`
+    once cleared)."""
     items = list(cache)
-    sent = _sent_output(x, stage)
     if sent is not None and times > 1:
         items.append((sent, times - 1))
     if stage.head and min(fl.logits, times) > 1:
@@ -625,8 +625,9 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     # autocast's cache as this backward starts: a drained schedule runs no forward after an
     # earlier backward emptied it; past this backward's first recomputation only `ly.kept`
     at_start = ly.kept if ly.cleared and fl.drained and accumulating else ly.cache
-    holds = tuple(_schedule_holds(x, stage, at_start, fl, times, accumulating))
-    holds_after = tuple(_schedule_holds(x, stage, ly.kept, fl, times, accumulating)) \
+    sent = _sent_output(x, stage)
+    holds = tuple(_schedule_holds(x, stage, at_start, fl, times, accumulating, sent))
+    holds_after = tuple(_schedule_holds(x, stage, ly.kept, fl, times, accumulating, sent)) \
         if ly.cleared and at_start is not ly.kept else holds
     if stage.unit is None:
         one = ly.saved  # one micro-batch's saved activations
@@ -665,7 +666,7 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     alive = ly.alive(widest)
     residual = x.T * x.h * max(n.residual, n.compute)
     # the top layer's incoming gradient is a receive buffer where the stage sends its output
-    incoming = 0 if _sent_output(x, stage) is None else residual
+    incoming = 0 if sent is None else residual
     if ckpt:
         shared = widest.kept_in_saved
         layer_fwd = LAYER_FORWARD_RECOMPUTE(widest.forward_transient.bytes, alive, shared)
@@ -711,7 +712,6 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     # `fwd_cache`; on the head's stage the logits, `stage_output`, also the schedule's
     # `output`); a rank of chunks runs its other chunks' backwards apart from the head's
     kept = stage_output(x) if x.pp > 1 and stage.head else None
-    sent = _sent_output(x, stage)
     kept_items: Items = ((kept, 1),) if kept and stage.unit is None else \
         ((sent, 1),) if sent else ()
     schedule_kept = part((*kept_items, *late_head), detail) if kept_items or late_head \
