@@ -455,18 +455,20 @@ def layers(x: Setup, stage: Stage, detail: bool) -> Layers:
         rest = count - stored
         copies = act.weight_copies if cached else ()
         layer_saved = [(term, rest) for term in act.saved if not any(term is c for c in copies)]
-        if k == 0 and _receives(x, stage):  # the first layer's input is the receive buffer
+        kept_input = stored
+        rest_kept: tuple[Term, ...] = ()
+        if k == 0 and _receives(x, stage) and (stored or act.saves_residual):
+            # the first layer keeps its input as it is: the receive buffer, counted there
+            received = layer_input(act.checkpoint_input)
             if stored:
-                received = layer_input(act.checkpoint_input)
-                saved.append((act.checkpoint_input, stored - 1))
-                saved += [(term, 1) for term in received_kept(act.checkpoint_input)]
-            elif act.saves_residual:  # the input norm's input: the first residual term
+                kept_input -= 1
+                rest_kept = received_kept(act.checkpoint_input)
+            else:  # the input norm's input: the first residual term
                 i = next(i for i, (t, _) in enumerate(layer_saved)
                          if t.key == "activations/residual")
-                received = layer_saved[i][0].bytes
                 layer_saved[i] = (layer_saved[i][0], rest - 1)
-        else:
-            saved.append((act.checkpoint_input, stored))
+        saved.append((act.checkpoint_input, kept_input))
+        saved += [(term, 1) for term in rest_kept]
         saved += layer_saved
         cache += [(term, count) for term in copies]
         kept += [(term, rest) for term in copies if rest]
@@ -485,19 +487,23 @@ def layers(x: Setup, stage: Stage, detail: bool) -> Layers:
                   widest, tuple(cache), tuple(kept), received)
 
 
+def _torch_single_stage(x: Setup, stage: Stage) -> bool:
+    """A rank holding one stage of torch's schedules, where what a stage receives and sends
+    is counted at its boundary (`_receives`, `_sent_output`). Megatron-LM receives into a
+    tensor per message, the first layer's saved input, and frees what it sent
+    (deallocate_output_tensor); a rank of several chunks is counted by its unit."""
+    return x.pp > 1 and not x.megatron and len(x.held_stages(stage)[0]) == 1
+
+
 def _receives(x: Setup, stage: Stage) -> bool:
-    """The stage's input is a receive buffer of torch's schedules (`RECV_BUFFERS`): a rank
-    holding one stage, not the first. (Megatron-LM receives into a tensor per message, the
-    first layer's saved input; a rank of several chunks is counted by its unit.)"""
-    return x.pp > 1 and not x.megatron and not stage.embedding and \
-        len(x.held_stages(stage)[0]) == 1
+    """The stage's input is a receive buffer (`RECV_BUFFERS`): not the first stage."""
+    return not stage.embedding and _torch_single_stage(x, stage)
 
 
 def _sent_output(x: Setup, stage: Stage) -> Term | None:
-    """The output torch's schedules keep of each micro-batch (`SENT_OUTPUT`) on a rank holding
-    one stage, not the head's (whose output is the logits: `stage_output`). Megatron-LM frees
-    what it sent (deallocate_output_tensor)."""
-    if x.pp == 1 or x.megatron or stage.head or len(x.held_stages(stage)[0]) > 1:
+    """The output kept of each micro-batch (`SENT_OUTPUT`), but on the head's stage (whose
+    output is the logits: `stage_output`)."""
+    if stage.head or not _torch_single_stage(x, stage):
         return None
     return SENT_OUTPUT(x.T, x.h, _hidden_width(x))
 
