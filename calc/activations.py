@@ -172,14 +172,17 @@ HEAD_NORM_BACKWARD = Formula(
 HEAD_COPY = _f("weight_copies", "lambda V_t, H, c: V_t * H * c", "head_weight_copy",
                "Autocast's low-precision copy of the lm_head weight")
 OUTPUT_GRADS = Formula(
-    "temporaries/output_grads", "lambda T, O_l, c, N_l, z, Q_n: T * (O_l * c + N_l * z + Q_n * c)",
+    "temporaries/output_grads",
+    "lambda T, O_l, c, N_l, z, Q_n, z_q: T * (O_l * c + N_l * z + Q_n * z_q)",
     id="act.output_grads", source=TORCH_SCHEDULES,
     title="A layer's output gradients kept for the weight backward of a split backward: each "
           "projection's and each norm's, where the weights' gradients start",
     note="torch's stage_backward_input hooks every node where a weight's gradient meets the "
          "input's path and keeps the gradient reaching it until stage_backward_weight: O_l "
          "trained projection outputs per token (c each), N_l hidden-size norm outputs (their "
-         "output width z), Q_n = (a + k) d per-head q/k norm outputs (c wide)")
+         "output width z), Q_n = (a + k) d per-head q/k norm outputs (z_q wide: the weight "
+         "as stored times the heads cast back, fp32 under amp; traced: qwen3 ZBV, 512 MiB "
+         "kept per layer at 4096 tokens)")
 HEAD_OUTPUT_GRADS = Formula(
     "temporaries/output_grads", "lambda T, V_t, c, H, z: T * (V_t * c + H * z)",
     id="act.head_output_grads", source=TORCH_SCHEDULES,
@@ -546,7 +549,9 @@ def output_grads(x: Setup, layer: LayerParams) -> Term:
     norms = 0 if x.lora else arch.traits.norms_per_layer * x.h
     qk = (x.a + x.k) * x.d if arch.traits.qk_norm and not x.lora else 0
     z = 4 if n.residual == 4 or arch.traits.norm_upcast == "gemma" else n.compute
-    return OUTPUT_GRADS(T, outputs, n.compute, norms, z, qk)
+    # a q/k norm multiplies its weight as stored (fp32 under amp) into the low-precision heads
+    z_qk = max(n.compute, n.gathered_weight if n.fsdp_mixed else n.weight)
+    return OUTPUT_GRADS(T, outputs, n.compute, norms, z, qk, z_qk)
 
 
 _WEIGHT_INPUTS = frozenset({"act.input", "act.input_casts", "act.attention_output",

@@ -117,6 +117,10 @@ MOMENTS: dict[str, MomentKind] = {
         "the backward of the first layer, the gradients almost all written",
         ("states", "gradients_written", "backward_gathered", "other_micro_batches",
          "first_layer", "layer_backward", "bucket")),
+    "backward.weight_pass": MomentKind(
+        "a split backward's weight pass after its input's, over checkpointed layers: each "
+        "parameter group recomputes the layers, the output gradients kept for it",
+        ("states", "gradients_written", "backward_gathered", "other_micro_batches", "bucket")),
     "backward.first_layer_late": MomentKind(
         "the first layer's backward past its MLP: the MLP's gradients written, its "
         "activations freed, the attention's norm backward",
@@ -534,21 +538,24 @@ def stage_peak(x: Setup, stage: Stage, detail: bool = False) -> StagePeak:
     Under a pipeline schedule that runs every forward before the rank's first backward
     (`Flight.drained`) two states of the step are compared: all micro-batches in flight
     before any gradient exists, and one fewer once the first backward wrote the gradients;
-    each moment is the worse of the two."""
+    each moment is the worse of the two. ZBV's cool-down adds its backward's states."""
     ms = model_states(x, stage)
     ly = layers(x, stage, detail)
     fl = x.flight(stage)
     if x.micro_batches == 1:
-        variants = [(fl.held, False)]
-    elif fl.drained:
-        variants = [(fl.held, False), (fl.held - 1, True)]
+        variants = [(fl, fl.held, False, True)]
+    elif fl.drained:  # every forward ran before the first backward wrote a gradient
+        variants = [(fl, fl.held, False, True), (fl, fl.held - 1, True, False)]
     else:
-        variants = [(fl.held, True)]
+        variants = [(fl, fl.held, True, True)]
+    # input backwards with weight backwards waiting, no forward between them (`Flight.deferred`)
+    variants += [(fl._replace(waiting=s.waiting), s.alive, s.written, False)
+                 for s in fl.deferred]
     worst: dict[str, Moment] = {}
-    for times, accumulating in variants:
-        for m in _stage_moments(x, stage, ms, ly, fl, times, accumulating, detail):
-            if accumulating and fl.drained and m.phase == "forward":
-                continue  # every forward ran before the first backward wrote a gradient
+    for flight, times, accumulating, forwards in variants:
+        for m in _stage_moments(x, stage, ms, ly, flight, times, accumulating, detail):
+            if not forwards and m.phase == "forward":
+                continue
             best = worst.get(m.name)
             if best is None or m.bytes > best.bytes:
                 worst[m.name] = m
@@ -723,12 +730,14 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     schedule_kept = part((*kept_items, *late_head), detail) if kept_items or late_head \
         else None
     other_batches = scaled(one, times - 1, detail) if times > 1 else None
+    weight_pass: list[tuple[Term, int]] = []
     if fl.split:
         # zero bubble's input backward (retain_graph) frees nothing of the micro-batch it runs:
-        # all of it stays beside the others, with its output gradients
-        others: Part | None = extended(
-            saved_after, (*_output_grads(x, stage), *_weight_pass(x, stage, ly)), detail)
-        done = others
+        # all of it stays beside the others, with its output gradients; the weight pass over
+        # checkpointed layers recomputes them after it (`backward.weight_pass`)
+        others: Part | None = extended(saved_after, tuple(_output_grads(x, stage)), detail)
+        weight_pass = _weight_pass(x, stage, ly)
+        done = _beside(others, tuple(weight_pass), detail)
         first: Term | None = None
     else:
         others = _beside(other_batches, (*holds_after, *late_above), detail)
@@ -749,6 +758,10 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         moments.append(_moment("backward.first_layer", states,
                                _written(x, stage, ms, accumulating), ms.backward_gathered,
                                others, first, layer_bwd_after, bucket))
+    if weight_pass:  # after the input's backward: its transient is gone
+        moments.append(_moment("backward.weight_pass", states,
+                               _written(x, stage, ms, accumulating), ms.backward_gathered,
+                               done, bucket))
     late = None if units else _first_layer_late(x, stage, ms, ly, ckpt, accumulating)
     if late is not None:
         moments.append(_moment("backward.first_layer_late", states, late[0], late[1], others,

@@ -55,9 +55,9 @@ def _piece(arch: Architecture, index: int, pieces: list[tuple[int, int]], embedd
 def stages(counts: ParamCounts, pp: int, schedule: str = "1f1b", v: int = 1
            ) -> tuple[Stage, ...]:
     """The pipeline ranks that can set the peak: of ranks holding the same parts, the first
-    (it keeps the most micro-batches in flight); under zero bubble the last (every rank but
-    the first keeps as many, the later ones more of them waiting for their weight backward:
-    `Setup.flight`). Every rank's share is considered: DeepSeek-V3's middle ranks hold only MoE
+    (it keeps the most micro-batches in flight); under zero bubble and ZBV the last (every
+    rank but the first keeps as many, the later ones more of them waiting for their weight
+    backward: `Setup.flight`). Every rank's share is considered: DeepSeek-V3's middle ranks hold only MoE
     layers, its first the dense ones and the embedding.
 
     - 1F1B, GPipe, zero-bubble: rank i holds the i-th of pp contiguous pieces.
@@ -97,7 +97,7 @@ def stages(counts: ParamCounts, pp: int, schedule: str = "1f1b", v: int = 1
     else:
         ranks = [_piece(arch, i, [piece], i == 0, i == pp - 1)
                  for i, piece in enumerate(_split(L, pp))]
-    for st in reversed(ranks) if schedule == "zero_bubble" else ranks:
+    for st in reversed(ranks) if schedule in ("zero_bubble", "zbv") else ranks:
         key = (st.dense_layers, st.moe_layers, st.embedding, st.head,
                st.unit.layers if st.unit else 0)
         out.setdefault(key, st)

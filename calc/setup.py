@@ -24,6 +24,7 @@ from .optimizers import OPTIMIZERS, Optimizer, OptimizerImpl
 from .params import ParamCounts, count_params, lora_targets
 from .placement import Stage, stages
 from .scenario import Parallelism, Resolved
+from .schedule_order import Held, zbv_held
 
 
 class Setup:
@@ -233,9 +234,11 @@ class Setup:
           a micro-batch waiting for its weight backward keeps every activation and its output
           gradients, so every rank holds min(pp, m), i of them waiting. The first stage's input
           backward is empty and its weight backward a whole one, not delayed: 1F1B's memory;
-        - ZBV (ScheduleZBVZeroBubble): rank i's two chunks hold min(2 pp - i - 1, m) and
-          min(i + 1, m) chunk-micro-batches at the second chunk's input backward (split, its
-          weight backward right after);
+        - ZBV (ScheduleZBVZeroBubble, its order walked: `schedule_order`): rank i's two chunks
+          hold min(2 pp - i - 1, m) and min(i + 1, m) chunk-micro-batches at the second chunk's
+          input backward (split, its weight backward right after); in the cool-down rank i runs
+          2 i input backwards before their weight backwards, so it holds pp + i with 2 i of
+          them waiting there (`deferred`; m >= 2 pp - 1);
         - DualPipeV (ScheduleDualPipeV, m >= 2 pp): 2 pp - i and i + 1, 2 pp + 1 together, at
           the second chunk's backward in the overlapped steady phase, which runs
           m - 2 pp + i + 1 times: run once, the first chunk has no gradient yet there;
@@ -254,8 +257,9 @@ class Setup:
             warm = 2 * (pp - i - 1) + (v - 1) * pp + 1
             return Flight(min(warm, m * v), warm >= m * v, 1, 0)
         if self.schedule == "zbv":
-            return Flight(min(2 * pp - i - 1, m) + min(i + 1, m), m <= 2 * pp - i - 1, 1, 0,
-                          True)
+            top, *rest = zbv_held(pp, m, i)
+            return Flight(top.alive, not top.written, 1, top.waiting, True,
+                          tuple(s for s in rest if s.waiting))
         if self.schedule == "dualpipev":
             return Flight(2 * pp + 1, m - 2 * pp + i + 1 < 2, 1, 0)
         if self.schedule == "dualpipe":
@@ -293,6 +297,9 @@ class Flight(NamedTuple):
     logits: int  # of those, micro-batches whose logits the head's stage keeps
     waiting: int  # of those, micro-batches whose weight backward waits (zero bubble)
     split: bool = False  # the backward is split (zero bubble): the input's keeps the graph
+    # other moments of an input backward, with weight backwards waiting and no forward between
+    # (ZBV's cool-down): what the rank holds as each starts
+    deferred: tuple[Held, ...] = ()
 
 
 setup = Setup  # the symbols of a resolved scenario: setup(resolved)

@@ -66,6 +66,7 @@ SYMBOLS: dict[str, Symbol] = {name: Symbol(tex, meaning) for name, tex, meaning 
     ("r", "r", "bytes of the residual stream (4 under amp)"),
     ("q", "q", "bytes of the copy of a matmul input saved for backward"),
     ("z", "z", "bytes of a norm's output"),
+    ("z_q", "z_q", "bytes of a q/k norm's output: its weight as stored times the heads"),
     ("r_s", "r_s", "bytes of the hidden states between pipeline stages (the residual stream's, "
      "or FSDP's param dtype under its mixed-precision policy)"),
     ("q_a", "q_a", "bytes of a LoRA adapter's copy of its input (4, or c under autocast)"),
