@@ -635,6 +635,11 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     if pipelined and not accumulating:  # the step's first backward: no unsharded gradient yet
         gathered = part_of(ms.gathered_model)
         backward_gathered = part_of(ms.gathered_model, ms.gathered_grads)
+    # in the layers' backward below the top one
+    below = ms.backward_gathered
+    if pipelined and accumulating and not n.fsdp_mixed:
+        # no cast between the gradients and their accumulator: autograd adds them in place
+        backward_gathered = below = gathered
     # autocast's cache as this backward starts: a drained schedule runs no forward after an
     # earlier backward emptied it; past this backward's first recomputation only `ly.kept`
     at_start = ly.kept if ly.cleared and fl.drained and accumulating else ly.cache
@@ -756,11 +761,11 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         moments.append(reduce)
     else:
         moments.append(_moment("backward.first_layer", states,
-                               _written(x, stage, ms, accumulating), ms.backward_gathered,
+                               _written(x, stage, ms, accumulating), below,
                                others, first, layer_bwd_after, bucket))
     if weight_pass:  # after the input's backward: its transient is gone
         moments.append(_moment("backward.weight_pass", states,
-                               _written(x, stage, ms, accumulating), ms.backward_gathered,
+                               _written(x, stage, ms, accumulating), below,
                                done, bucket))
     late = None if units else _first_layer_late(x, stage, ms, ly, ckpt, accumulating)
     if late is not None:

@@ -238,7 +238,10 @@ PIPELINED_LAYER_GRADS = Formula(
     "temporaries/gathered_grads", "lambda P_lt, g_u: P_lt * g_u",
     id="states.pipelined_layer_grads", source=TORCH_PIPELINING,
     title="FSDP2 under pipeline parallelism, in a layer's backward: its new unsharded gradients "
-          "in the parameters' dtype, before they are added in")
+          "in the parameters' dtype, before they are added in",
+    note="in the step's first backward, and under a mixed-precision policy (FSDP2 casts them "
+         "into its fp32 accumulator after the layer); otherwise a later micro-batch's are "
+         "added in place by autograd (traced: DualPipeV, FSDP2 x PP4, bf16)")
 DDP_BUCKET = Formula(
     "gradients/ddp_buckets", "lambda P_t, g_b: P_t * g_b", id="states.ddp_buckets",
     title="DDP's flat buckets: a copy of every gradient", source=DDP_BUCKETS)
