@@ -57,8 +57,8 @@ def stages(counts: ParamCounts, pp: int, schedule: str = "1f1b", v: int = 1
     """The pipeline ranks that can set the peak: of ranks holding the same parts, the first
     (it keeps the most micro-batches in flight); under zero bubble and ZBV the last (every
     rank but the first keeps as many, the later ones more of them waiting for their weight
-    backward: `Setup.flight`). Every rank's share is considered: DeepSeek-V3's middle ranks hold only MoE
-    layers, its first the dense ones and the embedding.
+    backward: `Setup.flight`). Every rank's share is considered: DeepSeek-V3's middle ranks
+    hold only MoE layers, its first the dense ones and the embedding.
 
     - 1F1B, GPipe, zero-bubble: rank i holds the i-th of pp contiguous pieces.
     - interleaved 1F1B (Narayanan et al. 2021, section 2.2): the model in pp x v chunks, rank i
