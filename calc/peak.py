@@ -757,16 +757,14 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     # the layers below the top one: beside the other micro-batches
     others, done = _beside(others, kept_items, detail), _beside(done, kept_items, detail)
     reduce = _experts_reduce(x, stage, ms, states, ly, others, accumulating) if units else None
+    written = _written(x, stage, ms, accumulating)
     if reduce is not None:
         moments.append(reduce)
     else:
-        moments.append(_moment("backward.first_layer", states,
-                               _written(x, stage, ms, accumulating), below,
-                               others, first, layer_bwd_after, bucket))
+        moments.append(_moment("backward.first_layer", states, written, below, others, first,
+                               layer_bwd_after, bucket))
     if weight_pass:  # after the input's backward: its transient is gone
-        moments.append(_moment("backward.weight_pass", states,
-                               _written(x, stage, ms, accumulating), below,
-                               done, bucket))
+        moments.append(_moment("backward.weight_pass", states, written, below, done, bucket))
     late = None if units else _first_layer_late(x, stage, ms, ly, ckpt, accumulating)
     if late is not None:
         moments.append(_moment("backward.first_layer_late", states, late[0], late[1], others,

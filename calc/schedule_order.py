@@ -31,18 +31,16 @@ def zbv_order(pp: int, m: int, rank: int) -> tuple[tuple[int, str], ...]:
     ops: list[tuple[int, str]] = [(0, "F")] * (2 * (pp - rank) - 1)  # warm-up
     ops += [(1, "F"), (0, "F")] * rank
     ops += [(1, "F"), (1, "I"), (1, "W")] * (pp - rank)
-    f0, f1, b0, b1 = 2 * pp - rank - 1, pp, 0, pp - rank
+    f0, f1 = 2 * pp - rank - 1, pp  # forwards run of chunk 0 and chunk 1
     while f1 < f0 or f0 < n:  # steady: a forward, then each chunk's input and weight backward
         if f0 < n:
             ops.append((0, "F"))
             f0 += 1
         ops += [(0, "I"), (0, "W"), (1, "F"), (1, "I"), (1, "W")]
-        b0, f1, b1 = b0 + 1, f1 + 1, b1 + 1
-    w0, w1 = b0, b1
+        f1 += 1
     ops += [(0, "I"), (1, "I")] * rank  # cool-down: input backwards, their weights deferred
     ops += [(0, "I"), (0, "W")] * (pp - rank)
-    b0, b1, w0 = b0 + pp, b1 + rank, w0 + pp - rank
-    ops += [(1, "W")] * (b1 - w1) + [(0, "W")] * (b0 - w0)
+    ops += [(1, "W")] * rank + [(0, "W")] * rank  # the deferred weight backwards, in order
     seen: dict[tuple[int, str], int] = {}
     kept = []
     for action in ops:
