@@ -187,12 +187,14 @@ def make_phase_tracker_cls(base):
                 self._phase_update()
             if self.timeline is not None and self.phase is not None:
                 snap = curr_snap.get(self.dev)
+                cats, raw = _cats(snap or {}, raw=True)  # raw: FSDP's own categories
                 parents = self._mod_tracker.parents - {"Global"}
                 self.timeline.append({
                     "phase": self.phase, "op": str(self._last_op), "at": self.marker,
                     "module": max(parents, key=lambda p: p.count(".")) if parents else "",
                     "total": int(snap[_TOTAL_KEY]) if snap else 0,
-                    "categories": {k: v for k, v in _cats(snap or {}).items() if v}})
+                    "categories": {k: v for k, v in cats.items() if v},
+                    "raw": {k: v for k, v in raw.items() if v}})
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             if _SHARDING_PROP[0]:  # DTensor's shape inference, not memory (see below)
