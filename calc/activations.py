@@ -206,11 +206,13 @@ class LayerActivations(NamedTuple):
     saves_residual: bool  # a norm keeps the residual itself (the checkpoint's own input)
     kept_in_saved: int  # bytes of checkpoint_input that are also among `saved`
     mlp_bytes: int  # bytes of `saved` that the MLP keeps (freed by the MLP's backward)
+    last_input: int = 0  # bytes of `saved` freed before the widest backward moment: a gated
+    # MLP's down projection's input, freed by that projection's backward, which runs first
 
 
 def layer_activations(saved: tuple[Term, ...], forward: Term, backward: Term,
                       checkpoint_input: Term, frozen_base: bool = False,
-                      kept_outputs_in_saved: int = 0) -> LayerActivations:
+                      kept_outputs_in_saved: int = 0, last_input: int = 0) -> LayerActivations:
     # autocast caches the casts of leaf weights that train; a frozen base's casts are made
     # per op and saved, so a checkpointed layer drops them
     copies = tuple(t for t in saved if t.key == "activations/weight_copies"
@@ -224,7 +226,7 @@ def layer_activations(saved: tuple[Term, ...], forward: Term, backward: Term,
         if t.key == "activations/mlp":
             mlp += t.bytes
     return LayerActivations(saved, forward, backward, checkpoint_input, total, copies, residual,
-                            shared, mlp)
+                            shared, mlp, last_input)
 
 
 def received_kept(kept: Term) -> tuple[Term, ...]:
@@ -302,6 +304,7 @@ def decoder_layer(x: Setup, layer: LayerParams) -> LayerActivations:
             _adapter_input(x, saved, "attention", a * d, drop, c)
         # else o_proj's input is SDPA's output itself (already saved): nothing more
     # --- MLP ---------------------------------------------------------------------------------
+    last_input = 0
     if layer.moe:
         _moe(x, layer, saved, z_width, trainable)
     else:
@@ -310,6 +313,10 @@ def decoder_layer(x: Setup, layer: LayerParams) -> LayerActivations:
         # the down projection's input is kept by the projection (full training), by its
         # LoRA adapter (its own copy in pure mode), or by nobody (no adapter on it)
         _mlp_core(x, saved, T, f, down_input=trainable)
+        # the gating product, down_proj's input (eager attention's widest backward moment
+        # can be the softmax's instead, after the MLP's: not split in two)
+        if trainable and arch.traits.mlp == "gated" and not (x.eager or x.math_attention):
+            last_input = T * f * c
         if not trainable and down.name in targets:
             _adapter_input(x, saved, "mlp", f, drop, 0 if _adapter_copies(x, drop) else c)
     if arch.resid_pdrop:
@@ -345,8 +352,9 @@ def decoder_layer(x: Setup, layer: LayerParams) -> LayerActivations:
     if x.selective_ops:
         kept, overlap = _sac_outputs(x, layer)
         return layer_activations(tuple(saved), fwd, bwd, SELECTIVE_KEPT(T, x.h, r, kept),
-                                 x.lora, overlap)
-    return layer_activations(tuple(saved), fwd, bwd, CHECKPOINT_INPUT(T, x.h, r), x.lora)
+                                 x.lora, overlap, last_input)
+    return layer_activations(tuple(saved), fwd, bwd, CHECKPOINT_INPUT(T, x.h, r), x.lora,
+                             last_input=last_input)
 
 
 # Projections whose output the normal graph saves as it is (so an output the selective policy

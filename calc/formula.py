@@ -315,11 +315,19 @@ def scaled(p: Part, times: int, keep: bool = True) -> Part:
                                 items))
 
 
+def joined(a: Part, b: Part, keep: bool = True) -> Part:
+    """`a` and `b` alive together."""
+    breakdown = dict(a.breakdown)
+    for key, nbytes in b.breakdown.items():
+        breakdown[key] = breakdown.get(key, 0) + nbytes
+    return tuple.__new__(Part, (a.bytes + b.bytes, breakdown, a.items + b.items if keep else ()))
+
+
 def part_of(*terms: Term | None) -> Part | None:
     """The part of these terms, once each (None where there are none)."""
     items = tuple((t, 1) for t in terms if t is not None)
     return part(items) if items else None
 
 
-__all__ = ["FORMULAS", "Formula", "Items", "Part", "Term", "add_up", "extended", "number", "part",
-           "part_of", "scaled"]
+__all__ = ["FORMULAS", "Formula", "Items", "Part", "Term", "add_up", "extended", "joined",
+           "number", "part", "part_of", "scaled"]

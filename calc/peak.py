@@ -35,7 +35,7 @@ from .activations import (
     received_kept,
     weight_inputs,
 )
-from .formula import Formula, Items, Part, Term, extended, part, part_of, scaled
+from .formula import Formula, Items, Part, Term, extended, joined, part, part_of, scaled
 from .logits import kept_logits, logits_memory, stage_output
 from .megatron import megatron_layer
 from .placement import Stage
@@ -78,7 +78,8 @@ PARTS: dict[str, tuple[str, str]] = {
     "layer_forward": ("X_f", "the widest layer's forward transient"),
     "all_gather": ("X_g", "FSDP's all-gather outputs: this layer and the prefetched next"),
     "layer_backward": ("X_b", "the widest layer's backward transient"),
-    "first_layer": ("A_1", "the first layer's activations, last to be freed"),
+    "first_layer": ("A_1", "the first layer's activations, last to be freed (under FSDP's "
+                    "prefetch the second layer's, beside what the first keeps)"),
     "bucket": ("B", "the reduce bucket"),
     "embedding_grad": ("X_e", "the gradient reaching the embedding"),
     "root_reduce_scatter": ("X_r", "FSDP's root: unsharded gradients and reduce-scatter input"),
@@ -114,7 +115,8 @@ MOMENTS: dict[str, MomentKind] = {
         ("states", "earlier_gradients", "backward_gathered", "saved_layers", "layer_backward",
          "bucket", "schedule_kept")),
     "backward.first_layer": MomentKind(
-        "the backward of the first layer, the gradients almost all written",
+        "the backward of the first layer (under FSDP's prefetch the second's, the first "
+        "gathered beside it), the gradients almost all written",
         ("states", "gradients_written", "backward_gathered", "other_micro_batches",
          "first_layer", "layer_backward", "bucket")),
     "backward.weight_pass": MomentKind(
@@ -172,18 +174,27 @@ LAYER_FORWARD_RECOMPUTE = Formula(
     id="peak.layer_forward_recompute", source=TRACED_PEAK,
     title="A checkpointed layer's forward: its transient and its rebuilt activations",
     note="x_c: the checkpoint's own input, already counted, when a norm keeps the residual")
-LAYER_BACKWARD_RECEIVED = Formula(
-    "temporaries/layer_backward", "lambda X_l, g_i: X_l - g_i", id="peak.layer_backward_received",
-    source=TORCH_SCHEDULES,
-    title="Pipeline parallelism: the backward of the last layer of a stage that sends its "
-          "output, its transient but the incoming gradient, which arrives in a receive buffer",
-    note="checkpointed, the same: LAYER_BACKWARD_RECOMPUTE with X_l - g_in and no incoming "
-         "gradient (traced: 1F1B and GPipe, the first stage)")
+LAYER_BACKWARD = Formula(
+    "temporaries/layer_backward",
+    "lambda X_l, g_i, D_l, W_n: X_l - g_i - D_l + max(0, W_n - D_l)", id="peak.layer_backward",
+    source=TRACED_PEAK,
+    title="A layer's backward at the wider of two moments: its gating product's backward (its "
+          "transient, less the last projection's input, which that projection's backward freed) "
+          "and the last projection's own backward (its input alive, its input's gradient, of "
+          "the same size, and its new weight gradient before it is added in place); the "
+          "incoming gradient not counted where it arrives in a pipeline stage's receive buffer",
+    note="D_l: a gated MLP's down_proj input when it trains; W_n: its new weight gradient where "
+         "an earlier micro-batch's is accumulated in place in the same dtype (traced op by op: "
+         "GPipe, a middle rank; DualPipeV FSDP2 bf16, the last rank); g_i: the gradient a "
+         "stage that sends its output receives (traced: 1F1B and GPipe, the first stage)")
 LAYER_BACKWARD_RECOMPUTE = Formula(
-    "temporaries/layer_backward", "lambda X_l, X_f, g_i, A_l, x_c: max(X_l, X_f + g_i) + A_l - x_c",
-    id="peak.layer_backward_recompute", source=TRACED_PEAK,
+    "temporaries/layer_backward",
+    "lambda X_l, X_f, g_i, A_l, x_c, D_l, W_n: max(X_l - D_l + max(0, W_n - D_l), X_f + g_i) + "
+    "A_l - x_c", id="peak.layer_backward_recompute", source=TRACED_PEAK,
     title="A checkpointed layer's backward: its recomputed activations and the wider of its "
-          "backward transient and its recomputed forward's, beside the incoming gradient")
+          "backward transient and its recomputed forward's, beside the incoming gradient",
+    note="D_l, W_n: the backward's two moments (LAYER_BACKWARD); where the stage sends its "
+         "output, X_l and g_i without the incoming gradient, which arrives in a receive buffer")
 ALL_GATHER = Formula("temporaries/all_gather_buffers", "lambda G_l: 2 * G_l", id="peak.all_gather",
                      title="FSDP2's all-gather outputs: this layer's and the next one's",
                      source=TRACED_FSDP)
@@ -218,6 +229,13 @@ EXPERTS_BACKWARD = Formula(
     id="peak.experts_backward", source=TRACED_PEAK,
     title="transformers' grouped_mm backward: the gate/up weight gradient of every local expert "
           "in one tensor, beside the GEMM's output gradient and its input gradient")
+LAYER_BELOW = Formula(
+    "activations/layer_below", "lambda A_0: A_0", id="peak.layer_below", source=TRACED_FSDP,
+    title="FSDP prefetching layer by layer: the first-layer moments are the second layer's, "
+          "the first gathered beside it and the third's gradients being reduced; the first "
+          "keeps what it saved (its checkpointed input, or every activation)",
+    note="the second layer's backward is the higher: the first's has no layer to prefetch "
+         "(traced: mistral-7b and llama-3-8b shapes, FSDP2 x 8, full checkpointing)")
 FIRST_LAYER_INPUT = Formula(
     "activations/last_layer", "lambda x_l: x_l", id="peak.first_layer_input", source=TRACED_PEAK,
     title="The first layer's checkpointed input, freed last",
@@ -258,6 +276,14 @@ HEAD_KEPT = Formula(
 HEAD_GATHERED = Formula(
     "temporaries/gathered_root", "lambda R_h, w_g: R_h * w_g", id="peak.head_gathered",
     source=EXPERT_UNITS, title="FSDP2's head unit in its backward: still gathered")
+FIRST_WRITTEN = Formula(
+    "gradients/weights", "lambda P_ll, R_h, g: (P_ll + R_h) * g", id="peak.first_written",
+    source=TRACED_PEAK,
+    title="The step's first backward at its top layer's widest moment: the gradients written, "
+          "the head's (R_h, on its stage) and the layer's last projection's, whose backward "
+          "runs first",
+    note="traced op by op: GPipe, a middle rank, no checkpointing (the down projection's "
+         "gradient beside the gating product's backward)")
 GRADIENTS_WRITTEN = Formula(
     "gradients/weights", "lambda M_g, m_e, m_l, g: M_g - (m_e + m_l) * g",
     id="peak.written", source=TRACED_PEAK,
@@ -311,7 +337,9 @@ COPY_GRADS = Formula(
           "waiting until the end of a later micro-batch's backward",
     note="autocast casts each weight once, in the step's first forward; a later micro-batch's "
          "backward runs that cast's backward (ToCopyBackward) after all its own nodes, the "
-         "engine running the latest created first (traced: 1F1B and GPipe, first stage)")
+         "engine running the latest created first: at a layer's widest moment those of the "
+         "layers above wait, and its own last projection's (traced: 1F1B and GPipe, first "
+         "stage)")
 SPLIT_RECOMPUTED = Formula(
     "activations/recomputed", "lambda L_c, n_pg, A_l, x_c, I_w: L_c * n_pg * (A_l - x_c - I_w)",
     id="peak.split_recomputed", source=TORCH_SCHEDULES,
@@ -685,20 +713,25 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     residual = x.T * x.h * max(n.residual, n.compute)
     # the top layer's incoming gradient is a receive buffer where the stage sends its output
     incoming = 0 if sent is None else residual
+    # the last projection's backward frees its input, unless a split backward's input pass
+    # keeps the graph (retain_graph) for the weights'
+    freed = 0 if fl.split else widest.last_input
+    new = _new_last_grad(x, ms, fl, accumulating, pipelined) if freed else 0
     if ckpt:
         shared = widest.kept_in_saved
         layer_fwd = LAYER_FORWARD_RECOMPUTE(widest.forward_transient.bytes, alive, shared)
         layer_bwd = LAYER_BACKWARD_RECOMPUTE(
             widest.backward_transient.bytes - incoming, widest.forward_transient.bytes,
-            residual - incoming, alive, shared)
+            residual - incoming, alive, shared, freed, new)
         layer_bwd_after = LAYER_BACKWARD_RECOMPUTE(  # its weights recast: autocast's cache empty
             widest.backward_transient.bytes, widest.forward_transient.bytes, residual,
-            ly.recomputed(widest), shared) if ly.cleared else layer_bwd
+            ly.recomputed(widest), shared, freed, new) if ly.cleared else layer_bwd
     else:
-        layer_fwd, layer_bwd = widest.forward_transient, widest.backward_transient
-        layer_bwd_after = layer_bwd
+        layer_fwd = widest.forward_transient
+        layer_bwd = layer_bwd_after = LAYER_BACKWARD(widest.backward_transient.bytes, 0, freed,
+                                                     new)
         if incoming:
-            layer_bwd = LAYER_BACKWARD_RECEIVED(layer_bwd.bytes, incoming)
+            layer_bwd = LAYER_BACKWARD(widest.backward_transient.bytes, incoming, freed, new)
     moments = []
     if loss:
         moments.append(_moment("forward.loss", states, earlier, head_fwd, saved, forward_extra,
@@ -721,11 +754,15 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     if unit_cache and accumulating and not fl.split:  # (zero bubble: the weights' backward)
         copies = sum(t.bytes * k for t, k in unit_cache)
         first_copies = sum(t.bytes for t in widest.weight_copies)
-        late_above = ((COPY_GRADS((copies - first_copies) // n.compute, n.compute), 1),)
+        # at a layer's widest moment its last projection's backward has run: its copy's
+        # gradient waits too (a routed expert's grouped_mm is not autocast: no copy)
+        dense = any(kind == "dense" and act is widest for kind, act, _ in ly.kinds)
+        last = ms.local.per_layer_last if dense and not x.lora else 0
+        late_above = ((COPY_GRADS((copies - first_copies) // n.compute + last, n.compute), 1),)
         late_all = ((COPY_GRADS(copies // n.compute, n.compute), 1),)
         head_copy = sum(t.bytes for t, _ in ly.cache if t.formula is HEAD_COPY)
-        if head_copy:  # at the top layer's backward only the head's is waiting
-            late_head = ((COPY_GRADS(head_copy // n.compute, n.compute), 1),)
+        if head_copy or last:  # at the top layer's backward: the head's and its last projection's
+            late_head = ((COPY_GRADS(head_copy // n.compute + last, n.compute), 1),)
     # the schedule holds the stage's output through its backward (the stage's popped
     # `fwd_cache`; on the head's stage the logits, `stage_output`, also the schedule's
     # `output`); a rank of chunks runs its other chunks' backwards apart from the head's
@@ -743,17 +780,26 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         others: Part | None = extended(saved_after, tuple(_output_grads(x, stage)), detail)
         weight_pass = _weight_pass(x, stage, ly)
         done = _beside(others, tuple(weight_pass), detail)
-        first: Term | None = None
+        first: Term | Part | None = None
     else:
         others = _beside(other_batches, (*holds_after, *late_above), detail)
         done = _beside(other_batches, (*holds_after, *late_all), detail)
-        first = FIRST_LAYER_INPUT(widest.checkpoint_input.bytes - ly.received) if ckpt else \
-            FIRST_LAYER(alive - ly.received)
-    # the loss, the head and the final norm have run their backward: their saved tensors
-    # are freed (on the head's stage one micro-batch is in flight)
-    body = (extended(ly.body, holds, detail) if holds else ly.body) if times == 1 else saved
-    moments.append(_moment("backward.last_layer", states, earlier, backward_gathered, body,
-                           layer_bwd, bucket, schedule_kept))
+        first = _with_below(FIRST_LAYER_INPUT(widest.checkpoint_input.bytes - ly.received)
+                            if ckpt else FIRST_LAYER(alive - ly.received),
+                            _layer_below(x, stage, ms, ly, ckpt), detail)
+    # the loss, the head and the final norm have run this micro-batch's backward: its saved
+    # tensors are freed, not the other micro-batches' (GPipe's last stage holds them all)
+    if times == 1:
+        body = extended(ly.body, holds, detail) if holds else ly.body
+    elif stage.unit is None:
+        body = joined(scaled(one, times - 1, detail), ly.body, detail)
+        if holds:
+            body = extended(body, holds, detail)
+    else:
+        body = saved
+    moments.append(_moment("backward.last_layer", states,
+                           earlier or _first_written(x, ms, fl, accumulating, widest),
+                           backward_gathered, body, layer_bwd, bucket, schedule_kept))
     # the layers below the top one: beside the other micro-batches
     others, done = _beside(others, kept_items, detail), _beside(done, kept_items, detail)
     reduce = _experts_reduce(x, stage, ms, states, ly, others, accumulating) if units else None
@@ -814,15 +860,46 @@ def _cast_last(x: Setup, stage: Stage) -> int:
     return sum(layer.linears[-1].local_counts(x.tp, x.ep))
 
 
+def _new_last_grad(x: Setup, ms: ModelStates, fl: Flight, accumulating: bool, pipelined: bool
+                   ) -> int:
+    """Bytes of the last projection's new weight gradient at that projection's backward, where
+    autograd then adds it in place to the one an earlier backward wrote, in the same dtype (no
+    autocast copy's, whose gradient is cast after): on one rank's own gradients, or FSDP2's
+    unsharded ones under pipelining without a mixed-precision policy. FSDP's unsharded
+    gradients otherwise are counted as such; a split backward's input pass computes none."""
+    n = x.n
+    if (not accumulating or fl.split or n.autocast or x.lora or x.megatron or x.deepspeed
+            or not accumulated(ms.gradients)):
+        return 0
+    if pipelined:
+        return 0 if n.fsdp_mixed else ms.local.per_layer_last * n.fsdp_grads(n.grad)[0]
+    if ms.gathered_grads is not None:
+        return 0
+    return ms.local.per_layer_last * n.grad
+
+
+def _first_written(x: Setup, ms: ModelStates, fl: Flight, accumulating: bool,
+                   act: LayerActivations) -> Term | None:
+    """The gradients the step's first backward has written at its top layer's widest moment,
+    its gating product's (`FIRST_WRITTEN`), where the gradients are tensors of their own: not
+    FSDP's (counted unsharded), DeepSpeed's or Megatron-LM's buckets, a split backward's input
+    pass (no weight gradient) or the host's; LoRA's are too small to matter."""
+    if (not act.last_input or accumulating or fl.split or ms.gathered_grads is not None
+            or x.deepspeed or x.megatron or x.lora or not accumulated(ms.gradients)):
+        return None
+    return FIRST_WRITTEN(ms.local.per_layer_last, ms.local.head_trainable, x.n.grad)
+
+
 def _written(x: Setup, stage: Stage, ms: ModelStates, accumulating: bool, late: bool = False
              ) -> Term | None:
     """Gradients at the first layer's backward (`late`: past its MLP). Under pipelining FSDP2
     writes its sharded gradients only after the last micro-batch's backward (torch's stage
     turns gradient sync off for every backward): none. Unless `accumulating` into gradients an
     earlier backward wrote, an untied embedding's gradient is not written yet, nor the first
-    layer's own but for its last projection (its MLP's, `late`); with FSDP, the last
-    prefetching layer's and the next one's sharded gradients neither (traced: an 8B-shaped
-    stack, FSDP2 x 8)."""
+    layer's own but for its last projection (its MLP's, `late`); with FSDP, the moment is the
+    second layer's: its and the first one's sharded gradients are not written, nor FSDP2's
+    root shard, which its post-backward writes at the end (traced: 8B-shaped stacks and
+    mistral-7b, FSDP2 x 8)."""
     grads = ms.gradients
     if x.pp > 1 and ms.gathered_model is not None:
         return None
@@ -830,7 +907,9 @@ def _written(x: Setup, stage: Stage, ms: ModelStates, accumulating: bool, late: 
         return grads
     local = ms.local
     m_e = 0
-    if stage.embedding and not x.arch.tie_word_embeddings:
+    if ms.root_grads is not None:  # FSDP2's root post-backward writes its shard last
+        m_e = -(-local.root_trainable // x.N)
+    elif stage.embedding and not x.arch.tie_word_embeddings:
         m_e = -(-(x.counts.embedding // x.tp) // x.N) if x.z >= 2 else \
             x.counts.embedding // x.vocab_grad_split
     if ms.gathered_layer is not None or ms.gathered_model is not None:
@@ -844,7 +923,7 @@ def _written(x: Setup, stage: Stage, ms: ModelStates, accumulating: bool, late: 
 
 def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt: int,
                       accumulating: bool
-                      ) -> tuple[Term | Part | None, Part | None, Term, Term] | None:
+                      ) -> tuple[Term | Part | None, Part | None, Term | Part, Term] | None:
     """The first layer's backward once its MLP is done: the MLP's weight gradients written,
     its activations freed, the attention's norm running its fp32 backward. It sets the peak
     where a layer's parameters are large beside its activations (FSDP, checkpointing).
@@ -868,13 +947,29 @@ def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt:
         prefetched = ms.gathered_layer.bytes if ms.gathered_layer is not None else 0
         unsharded = LATE_GATHERED(prefetched, local.per_layer_trainable, local.per_layer_mlp,
                                   g_u, g_r)
-        gathered = part_of(ms.gathered_layer, ms.gathered_root, ms.gathered_model, unsharded)
+        gathered = part_of(ms.gathered_layer, ms.gathered_root, ms.gathered_model, unsharded,
+                           ms.root_grads)
     else:
         if accumulating or not accumulated(grads):
             return None
         written = _written(x, stage, ms, accumulating, late=True)
         gathered = None
-    return written, gathered, first, LATE_TRANSIENT(x.T, x.h, n.residual, n.compute)
+    return (written, gathered, _with_below(first, _layer_below(x, stage, ms, ly, ckpt), True),
+            LATE_TRANSIENT(x.T, x.h, n.residual, n.compute))
+
+
+def _layer_below(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt: int
+                 ) -> Term | None:
+    """Under FSDP's layer-by-layer prefetch the first-layer moments are the second layer's
+    (`LAYER_BELOW`): what the first keeps beside it."""
+    if ms.gathered_layer is None or (stage.unit or stage).layers < 2:
+        return None
+    act = ly.widest
+    return LAYER_BELOW((act.checkpoint_input.bytes if ckpt else ly.alive(act)) - ly.received)
+
+
+def _with_below(first: Term, below: Term | None, detail: bool) -> Term | Part:
+    return part(((first, 1), (below, 1)), detail) if below is not None else first
 
 
 def _experts_backward(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, accumulating: bool

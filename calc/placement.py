@@ -130,6 +130,8 @@ class LocalParams:
     experts_trainable: int  # their trainable part
     per_layer_experts: int  # one MoE layer's routed experts held (FSDP's expert unit)
     per_layer_experts_down: int  # and their down projections (the unit's first gradients)
+    head_trainable: int  # the trainable part of `root` the head's backward writes: the head
+    # and the final norm (tied weights: the shared matrix); none with LoRA
 
     @property
     def total(self) -> int:
@@ -168,7 +170,7 @@ def local_params(counts: ParamCounts, lora: bool, lora_rank: int, tp: int, ep: i
             layer_last = _last_trainable(layer, lora, lora_rank, tp, ep, targets)
             layer_mlp = sum(_trainable(lin, lora, lora_rank, tp, ep, targets)
                             for lin in layer.linears if lin.group != "attention")
-    root = 0
+    root = head = 0
     h = arch.hidden_size
     vocab_part = counts.embedding // tp
     vocab_rows = vocab_part // h
@@ -177,13 +179,14 @@ def local_params(counts: ParamCounts, lora: bool, lora_rank: int, tp: int, ep: i
         root += vocab_part
         root_matrices += 1
     if stage.head:
-        root += counts.final_norm
+        head = counts.final_norm
         if counts.lm_head:  # a classification head is replicated, not split over tp
-            root += counts.lm_head // (1 if arch.num_labels else tp)
+            head += counts.lm_head // (1 if arch.num_labels else tp)
             root_matrices += 1
-        elif not stage.embedding:
-            root += vocab_part  # tied weights: the last stage keeps its own copy
-            root_matrices += 1
+        else:  # tied weights: the last stage keeps its own copy, or shares the embedding's
+            head += vocab_part
+            root_matrices += not stage.embedding
+        root += head - vocab_part if not counts.lm_head and stage.embedding else head
     total = LOCAL_PARAMETERS(stage.dense_layers, per_kind["dense"], stage.moe_layers,
                              per_kind["moe"], root, adapters if lora else 0)
     if lora:
@@ -195,7 +198,7 @@ def local_params(counts: ParamCounts, lora: bool, lora_rank: int, tp: int, ep: i
     return LocalParams(total, trainable, largest, per_layer, linear_w, root, factored,
                        layer_adapters if lora else per_layer, layer_linear, 0 if lora else root,
                        layer_last, layer_mlp, experts, experts_trainable, layer_experts,
-                       layer_down)
+                       layer_down, 0 if lora else head)
 
 
 def _last_trainable(layer: LayerParams, lora: bool, rank: int, tp: int, ep: int,

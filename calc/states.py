@@ -202,6 +202,14 @@ GATHERED_ROOT = Formula(
     "temporaries/gathered_root", "lambda R, w_g: R * w_g", id="states.gathered_root",
     title="FSDP2's root unit (embedding, head), never resharded after forward",
     source=TRACED_FSDP)
+ROOT_UNSHARDED_GRADS = Formula(
+    "temporaries/root_grads", "lambda R_h, g_u: R_h * g_u", id="states.root_unsharded_grads",
+    source=TRACED_FSDP,
+    title="FSDP2's root unit in the layers' backward: the head's and the final norm's "
+          "unsharded gradients, from their backward until the root's post-backward reduces "
+          "them at the end of backward",
+    note="R_h: the head and the final norm (tied weights: the shared matrix); traced: "
+         "mistral-7b, full checkpointing, FSDP2 x 8 (250 MiB at every layer's backward)")
 GATHERED_MODEL = Formula(
     "temporaries/gathered_params", "lambda P, w_g: P * w_g",
     id="states.gathered_model", source=TRACED_FSDP,
@@ -271,6 +279,7 @@ class ModelStates:
     gathered_layer: Term | None  # ZeRO-3: one layer's parameters gathered for compute
     gathered_grads: Term | None  # ZeRO-3: in a layer's backward
     gathered_root: Term | None  # FSDP2: the root unit stays gathered
+    root_grads: Term | None  # FSDP2: and its unsharded gradients, from the head's backward on
     ddp_buckets: Term | None  # DDP (zero 0): flat gradient buckets, alive all step
     reduce_bucket: Term | None  # ZeRO 1-3 without FSDP2: DeepSpeed's reduce bucket
     # The same terms as the parts of the step's moments (`calc.peak`)
@@ -320,6 +329,8 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
     N_3 = N if z == 3 or fsdp2 else 1
     P, P_t = local.total, local.trainable
     ex: Experts = None
+    g = 4 if lora else n.grad  # adapter gradients and states are fp32
+    g_u, g_r = n.fsdp_grads(g)
     if ep > 1 and local.experts and not lora:  # LoRA with ep: adapters sharded over N (assumed)
         X = N // ep
         X_1, X_2, X_3 = (X if n_k > 1 else 1 for n_k in (N_1, N_2, N_3))
@@ -341,7 +352,6 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
         params = []
     if qlora:
         params.append(QLORA_QUANT_STATE(local.linear_weights))
-    g = 4 if lora else n.grad  # adapter gradients and states are fp32
     w_s = 4 if lora else n.state
     E_r = whole - whole // tp
     whole_vocab = E_r > 0 and not fsdp2  # FSDP2 redistributes it to the rows in its reduce
@@ -368,15 +378,21 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
     if whole_vocab and not offloaded:
         step = STEP_VOCAB_SHARD(step.bytes if step else 0, whole, tp, g)
     gathered = gathered_grads = root = everything = lingering = accumulated = units = None
+    # FSDP2's root unit (the whole model's fully_shard) reduces only in its post-backward, at
+    # the end of backward: until then the head's gradients stay unsharded (under expert units
+    # the head is a unit of its own, reduced after its backward)
+    root_grads = ROOT_UNSHARDED_GRADS(local.head_trainable, g_u) \
+        if fsdp2 and N > 1 and local.head_trainable and not megatron else None
     w_g = n.gathered_weight
-    g_u, g_r = n.fsdp_grads(g)  # g: 4 for LoRA's fp32 adapters
     if fsdp2 and N > 1 and pp > 1:
         # torchtitan under pipeline parallelism: reshard_after_forward=False, and the schedule
         # keeps every layer gathered and its gradients unsharded until the last micro-batch
         everything = GATHERED_MODEL(P, w_g)
         accumulated = PIPELINED_GRADS(P_t, E_r, g_r)
         gathered_grads = PIPELINED_LAYER_GRADS(local.per_layer_last, g_u)
+        root_grads = None  # counted with every unsharded gradient
     elif z == 3 and fsdp2 and N > 1 and ex is not None and not megatron:
+        root_grads = None
         gathered = GATHERED_LAYER(local.per_layer, w_g)
         gathered_grads = EXPERT_UNIT_GRADS(local.per_layer_experts, g_u)
         units = EXPERT_UNITS_GATHERED(local.per_layer, local.per_layer_experts, w_g)
@@ -410,10 +426,11 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
         gradients = step_grads = NO_GRADIENTS()
         ddp = reduce = None
     return ModelStates(local, tuple(params), gradients, tuple(states), tuple(host), step_grads,
-                       step, gathered, gathered_grads, root, ddp, reduce,
+                       step, gathered, gathered_grads, root, root_grads, ddp, reduce,
                        part_of(*params, *states, ddp),
                        part_of(units or gathered, root, everything, accumulated),
-                       part_of(gathered, root, everything, accumulated, gathered_grads),
+                       part_of(gathered, root, everything, accumulated, gathered_grads,
+                               root_grads),
                        everything, lingering, units)
 
 

@@ -162,11 +162,17 @@ SYMBOLS: dict[str, Symbol] = {name: Symbol(tex, meaning) for name, tex, meaning 
     # bytes of other terms
     ("X_l", "X_\\text{layer}", "a layer's transient (its widest moment's extra bytes)"),
     ("X_f", "X_\\text{fwd}", "a layer's forward transient"),
+    ("D_l", "D_\\text{last}", "a layer's last projection's saved input, freed by its backward "
+     "before the layer's widest backward moment"),
+    ("W_n", "W_\\text{new}", "a layer's last projection's new weight gradient at its backward, "
+     "before it is added in place to the one an earlier micro-batch wrote"),
     ("g_i", "g_\\text{in}", "the gradient arriving at a layer's output, T h at residual width"),
     ("A_l", "A_\\text{layer}", "the widest layer's saved activations (one micro-batch)"),
     ("x_c", "x_c", "what a checkpointed layer keeps that its recomputation rebuilds too (the "
      "residual a norm keeps, the outputs the selective policy saves)"),
     ("x_l", "x_\\text{layer}", "a layer's input, kept when checkpointed"),
+    ("A_0", "A_0", "what the first layer keeps (its input when checkpointed, else every "
+     "activation it saves)"),
     ("K_o", "K_\\text{ops}", "the op outputs a layer keeps under per-op selective checkpointing"),
     ("G_l", "G_\\text{layer}", "one layer's gathered parameters (FSDP)"),
     ("M_g", "M_g", "every gradient on this GPU"),
