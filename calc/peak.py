@@ -773,6 +773,7 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         else None
     other_batches = scaled(one, times - 1, detail) if times > 1 else None
     weight_pass: list[tuple[Term, int]] = []
+    layer_below = _layer_below(x, stage, ms, ly, ckpt)
     if fl.split:
         # zero bubble's input backward (retain_graph) frees nothing of the micro-batch it runs:
         # all of it stays beside the others, with its output gradients; the weight pass over
@@ -785,8 +786,8 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         others = _beside(other_batches, (*holds_after, *late_above), detail)
         done = _beside(other_batches, (*holds_after, *late_all), detail)
         first = _with_below(FIRST_LAYER_INPUT(widest.checkpoint_input.bytes - ly.received)
-                            if ckpt else FIRST_LAYER(alive - ly.received),
-                            _layer_below(x, stage, ms, ly, ckpt), detail)
+                            if ckpt else FIRST_LAYER(alive - ly.received), layer_below,
+                            detail)
     # the loss, the head and the final norm have run this micro-batch's backward: its saved
     # tensors are freed, not the other micro-batches' (GPipe's last stage holds them all)
     if times == 1:
@@ -811,7 +812,8 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
                                layer_bwd_after, bucket))
     if weight_pass:  # after the input's backward: its transient is gone
         moments.append(_moment("backward.weight_pass", states, written, below, done, bucket))
-    late = None if units else _first_layer_late(x, stage, ms, ly, ckpt, accumulating)
+    late = None if units else _first_layer_late(x, stage, ms, ly, ckpt, accumulating,
+                                                  layer_below)
     if late is not None:
         moments.append(_moment("backward.first_layer_late", states, late[0], late[1], others,
                                late[2], late[3], bucket))
@@ -868,8 +870,7 @@ def _new_last_grad(x: Setup, ms: ModelStates, fl: Flight, accumulating: bool, pi
     unsharded ones under pipelining without a mixed-precision policy. FSDP's unsharded
     gradients otherwise are counted as such; a split backward's input pass computes none."""
     n = x.n
-    if (not accumulating or fl.split or n.autocast or x.lora or x.megatron or x.deepspeed
-            or not accumulated(ms.gradients)):
+    if not accumulating or n.autocast or not _weights_written(x, ms, fl):
         return 0
     if pipelined:
         return 0 if n.fsdp_mixed else ms.local.per_layer_last * n.fsdp_grads(n.grad)[0]
@@ -881,13 +882,19 @@ def _new_last_grad(x: Setup, ms: ModelStates, fl: Flight, accumulating: bool, pi
 def _first_written(x: Setup, ms: ModelStates, fl: Flight, accumulating: bool,
                    act: LayerActivations) -> Term | None:
     """The gradients the step's first backward has written at its top layer's widest moment,
-    its gating product's (`FIRST_WRITTEN`), where the gradients are tensors of their own: not
-    FSDP's (counted unsharded), DeepSpeed's or Megatron-LM's buckets, a split backward's input
-    pass (no weight gradient) or the host's; LoRA's are too small to matter."""
-    if (not act.last_input or accumulating or fl.split or ms.gathered_grads is not None
-            or x.deepspeed or x.megatron or x.lora or not accumulated(ms.gradients)):
+    its gating product's (`FIRST_WRITTEN`), where they are tensors of their own
+    (`_weights_written`) and not FSDP's (counted unsharded)."""
+    if (not act.last_input or accumulating or ms.gathered_grads is not None
+            or not _weights_written(x, ms, fl)):
         return None
     return FIRST_WRITTEN(ms.local.per_layer_last, ms.local.head_trainable, x.n.grad)
+
+
+def _weights_written(x: Setup, ms: ModelStates, fl: Flight) -> bool:
+    """The backward writes weight gradients as tensors of their own on the GPU: not a split
+    backward's input pass, DeepSpeed's or Megatron-LM's buckets or the host; LoRA's are too
+    small to matter."""
+    return not (fl.split or x.lora or x.megatron or x.deepspeed) and accumulated(ms.gradients)
 
 
 def _written(x: Setup, stage: Stage, ms: ModelStates, accumulating: bool, late: bool = False
@@ -922,7 +929,7 @@ def _written(x: Setup, stage: Stage, ms: ModelStates, accumulating: bool, late: 
 
 
 def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt: int,
-                      accumulating: bool
+                      accumulating: bool, below: Term | None
                       ) -> tuple[Term | Part | None, Part | None, Term | Part, Term] | None:
     """The first layer's backward once its MLP is done: the MLP's weight gradients written,
     its activations freed, the attention's norm running its fp32 backward. It sets the peak
@@ -954,7 +961,7 @@ def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt:
             return None
         written = _written(x, stage, ms, accumulating, late=True)
         gathered = None
-    return (written, gathered, _with_below(first, _layer_below(x, stage, ms, ly, ckpt), True),
+    return (written, gathered, _with_below(first, below, True),
             LATE_TRANSIENT(x.T, x.h, n.residual, n.compute))
 
 

@@ -379,9 +379,11 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
         step = STEP_VOCAB_SHARD(step.bytes if step else 0, whole, tp, g)
     gathered = gathered_grads = root = everything = lingering = accumulated = units = None
     # FSDP2's root unit (the whole model's fully_shard) reduces only in its post-backward, at
-    # the end of backward: until then the head's gradients stay unsharded (under expert units
-    # the head is a unit of its own, reduced after its backward)
-    root_grads = ROOT_UNSHARDED_GRADS(local.head_trainable, g_u) \
+    # the end of backward: until then the head's gradients stay unsharded (not under
+    # pipelining, which keeps every gradient unsharded, nor under expert units, whose head is
+    # a unit of its own, reduced after its backward)
+    root_grads = None
+    head_grads = ROOT_UNSHARDED_GRADS(local.head_trainable, g_u) \
         if fsdp2 and N > 1 and local.head_trainable and not megatron else None
     w_g = n.gathered_weight
     if fsdp2 and N > 1 and pp > 1:
@@ -390,9 +392,7 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
         everything = GATHERED_MODEL(P, w_g)
         accumulated = PIPELINED_GRADS(P_t, E_r, g_r)
         gathered_grads = PIPELINED_LAYER_GRADS(local.per_layer_last, g_u)
-        root_grads = None  # counted with every unsharded gradient
     elif z == 3 and fsdp2 and N > 1 and ex is not None and not megatron:
-        root_grads = None
         gathered = GATHERED_LAYER(local.per_layer, w_g)
         gathered_grads = EXPERT_UNIT_GRADS(local.per_layer_experts, g_u)
         units = EXPERT_UNITS_GATHERED(local.per_layer, local.per_layer_experts, w_g)
@@ -404,7 +404,9 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
         gathered_grads = GATHERED_GRADS(gathered.bytes, local.per_layer_trainable,
                                         local.per_layer_last, g_u, g_r)
         root = GATHERED_ROOT(local.root, w_g)
+        root_grads = head_grads
     elif fsdp2 and N > 1:  # every layer stays gathered; one all-gather buffer lingers
+        root_grads = head_grads
         everything = GATHERED_MODEL(P, w_g)
         lingering = LINGERING_ALL_GATHER(local.per_layer, w_g)
         gathered_grads = UNSHARDED_GRADS(local.per_layer_trainable, local.per_layer_last, g_u,

@@ -6,23 +6,18 @@ its traced case and a count by hand."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
+from traced import traced_case  # tests/ is on sys.path (rootdir conftest)
 
 from calc.peak import Moment, layers, stage_peak
 from calc.scenario import parse_scenario, resolve
 from calc.setup import Setup
 from calc.states import model_states
 
-ROOT = Path(__file__).resolve().parent.parent / "validation"
-
 
 def _traced(case_id: str) -> tuple[Setup, dict]:
-    case = next(c for c in json.loads((ROOT / "cases.json").read_text()) if c["id"] == case_id)
-    traced = json.loads((ROOT / "results" / "traced.json").read_text())["cases"][case_id]
-    return Setup(resolve(parse_scenario(case["scenario"]))), traced
+    scenario, traced = traced_case(case_id)
+    return Setup(resolve(parse_scenario(scenario))), traced
 
 
 def _moment(x: Setup, index: int, name: str) -> Moment:

@@ -4,6 +4,7 @@ the MoE load: each checked against a count by hand or an ordering that must hold
 from __future__ import annotations
 
 import pytest
+from traced import traced_case  # tests/ is on sys.path (rootdir conftest)
 
 from calc import estimate
 from calc.peak import layers, stage_peak
@@ -215,7 +216,7 @@ def test_zbv_cool_down_holds_fewer_micro_batches_more_of_them_waiting() -> None:
     (the traced last rank of qwen3-8b was 2.3 GiB, 11%, over the steady state's figure)."""
     assert [[tuple(s)[:2] for s in zbv_held(4, 8, r)] for r in range(4)] == [
         [(8, 0)], [(8, 0), (5, 2)], [(8, 0), (6, 4)], [(8, 0), (7, 6)]]
-    scenario, traced = _traced_case("qwen3-8b-8L_b2_s2048_amp_flash_gas8_pp4-zbv")
+    scenario, traced = traced_case("qwen3-8b-8L_b2_s2048_amp_flash_gas8_pp4-zbv")
     x = _setup(scenario)
     assert [st.index for st in x.stages] == [0, 3]
     last = stage_peak(x, x.stages[-1], True).peak
@@ -266,7 +267,7 @@ def test_fsdp_under_pipelining_adds_a_later_micro_batch_s_gradients_in_place() -
     wait beside them (under a bf16/fp32 policy FSDP2 casts each layer's into its fp32
     accumulator after the layer). Traced: qwen2.5-7b DualPipeV, FSDP2 x PP4, bf16, the last
     rank holds 889 MiB of gradients at its peak (it was +5.5%, the middle rank +4.2%)."""
-    scenario, traced = _traced_case("qwen2.5-7b-8L_b1_s2048_pure_flash_gas8_fsdp2_pp4-dualpipev")
+    scenario, traced = traced_case("qwen2.5-7b-8L_b1_s2048_pure_flash_gas8_fsdp2_pp4-dualpipev")
     x = _setup(scenario)
     last = stage_peak(x, x.stages[-1], True).peak
     P = model_states(x, x.stages[-1]).local.total
@@ -283,7 +284,7 @@ def test_fsdp_under_pipelining_casts_each_layer_s_gradients_after_it() -> None:
     accumulator after the layer's backward: at a layer's backward only its last projection's
     new gradient (the first computed) waits beside the accumulator. Traced: qwen3-8b, FSDP2 x
     PP4 1F1B, amp, rank 1 (it was +3.6% with the whole layer's)."""
-    scenario, traced = _traced_case("qwen3-8b-8L_b1_s4096_amp_flash_gas4_fsdp2_pp4")
+    scenario, traced = traced_case("qwen3-8b-8L_b1_s4096_amp_flash_gas4_fsdp2_pp4")
     x = _setup(scenario)
     middle = x.stages[1]
     peak = stage_peak(x, middle, True).peak
@@ -388,20 +389,11 @@ def test_per_op_selective_checkpointing_under_pipelined_autocast_is_warned(
     assert ("selective_autocast_pipeline" in codes) is warned
 
 
-def _traced_case(case_id: str) -> tuple[dict, dict]:
-    import json
-    from pathlib import Path
-    root = Path(__file__).resolve().parent.parent / "validation"
-    case = next(c for c in json.loads((root / "cases.json").read_text()) if c["id"] == case_id)
-    traced = json.loads((root / "results" / "traced.json").read_text())["cases"][case_id]
-    return case["scenario"], traced
-
-
 def test_a_later_micro_batch_adds_the_experts_new_gate_up_gradient() -> None:
     """Qwen3-MoE, 2 micro-batches: the second backward computes every local expert's gate/up
     gradient (128 x 1536 x 2048 fp32, 1.5 GiB) beside the one the first backward wrote, at
     the last MoE layer, every layer below alive (traced; it was -1.2%, Mixtral -4.8%)."""
-    scenario, traced = _traced_case("qwen3-30b-a3b-4L-v32k_b1_s2048_amp_flash_gas2")
+    scenario, traced = traced_case("qwen3-30b-a3b-4L-v32k_b1_s2048_amp_flash_gas2")
     r = estimate(scenario)
     assert r.as_dict()["peak_moment"] == "backward.experts_accumulating"
     moment = stage_peak(r.setup, r.setup.stages[0], True).peak
@@ -415,7 +407,7 @@ def test_the_head_stage_keeps_its_logits_and_the_head_copy_gradient_through_its_
     output (T V bf16 logits) through the stage's backward, and the head's cached copy's
     gradient waits for its end. Qwen3-MoE's last MoE layer sets the stage's peak (traced;
     it was -1.2%)."""
-    scenario, traced = _traced_case("qwen3-30b-a3b-4L-v32k_b1_s2048_amp_flash_gas4_pp2")
+    scenario, traced = traced_case("qwen3-30b-a3b-4L-v32k_b1_s2048_amp_flash_gas4_pp2")
     x = _setup(scenario)
     last = stage_peak(x, x.stages[-1], True).peak
     assert last.name == "backward.experts_accumulating"
@@ -432,7 +424,7 @@ def test_loss_parallel_keeps_the_shifted_logits_and_their_exp() -> None:
     for case_id in ("llama-3.1-8b-4L_b1_s4096_amp_flash_tp2",
                     "qwen2.5-7b-4L_b2_s2048_pure_flash_tp4",
                     "qwen3-8b-4L_b2_s2048_amp_flash_fsdp2_tp4"):
-        scenario, traced = _traced_case(case_id)
+        scenario, traced = traced_case(case_id)
         r = estimate(scenario).as_dict()
         assert r["phases"]["forward"]["peak_bytes"] == pytest.approx(
             traced["phases"]["forward"], rel=0.01), case_id
@@ -457,7 +449,7 @@ def test_torch_tp_keeps_the_embedding_gradient_whole_on_every_rank() -> None:
     embedding's weight gets a Replicate V x h gradient. TP=2 without FSDP: .grad holds the
     whole embedding (fp32 under amp) and the step copies its row shard (traced: every TP
     case's optimizer step, which was 1-2 GiB under)."""
-    scenario, traced = _traced_case("llama-3.1-8b-4L_b1_s4096_amp_flash_tp2")
+    scenario, traced = traced_case("llama-3.1-8b-4L_b1_s4096_amp_flash_tp2")
     r = estimate(scenario)
     x = r.setup
     E = x.counts.embedding
@@ -475,7 +467,7 @@ def test_the_first_pipeline_stage_under_tp_adds_a_whole_embedding_gradient() -> 
     were 12-14% under when the gradient was taken as the weight's row shard."""
     for case_id, width in (("llama-3.1-8b-8L_b1_s2048_amp_flash_gas4_tp2sp_pp2", 4),
                            ("qwen2.5-7b-8L_b1_s2048_pure_flash_acfull_gas4_fsdp2_tp2_pp2", 2)):
-        scenario, traced = _traced_case(case_id)
+        scenario, traced = traced_case(case_id)
         x = _setup(scenario)
         first = stage_peak(x, x.stages[0], True).peak
         assert first.name == "backward.embedding", case_id
@@ -499,7 +491,7 @@ def test_fsdp_x_tp_redistributes_the_whole_embedding_gradient_before_resharding_
     lower. Not the step's peak in any traced case."""
     for case_id, traced_gib in (("llama-3.1-8b-4L_b1_s4096_amp_flash_fsdp2_tp2sp", 9.528),
                                 ("qwen3-8b-4L_b2_s2048_amp_flash_fsdp2_tp4", 5.675)):
-        scenario, _ = _traced_case(case_id)
+        scenario, _ = traced_case(case_id)
         x = _setup(scenario)
         moments = {m.name: m for m in stage_peak(x, x.stages[0], True).moments}
         whole = moments["backward.fsdp_root_redistribute"]
@@ -537,7 +529,7 @@ def test_a_pipeline_stage_keeps_its_output_until_that_micro_batch_backward() -> 
     buffer. Traced, 1F1B and GPipe first stages, forward and backward each within 0.2%
     (they were up to 2.8% under with the outputs left out, the received input counted twice
     on the last stage)."""
-    scenario, _ = _traced_case("llama-3.1-8b-8L_b1_s4096_amp_flash_gas4_pp2")
+    scenario, _ = traced_case("llama-3.1-8b-8L_b1_s4096_amp_flash_gas4_pp2")
     moments = _moments(scenario)
     x = _setup(scenario)
     output = x.T * x.h * 4
@@ -548,7 +540,7 @@ def test_a_pipeline_stage_keeps_its_output_until_that_micro_batch_backward() -> 
     for case_id in ("llama-3.1-8b-8L_b1_s4096_amp_flash_gas4_pp2",
                     "qwen3-8b-8L_b2_s2048_amp_flash_gas4_pp2-gpipe",
                     "llama-3-8b-8L-v1k_b1_s4096_amp_flash_gas8_pp4-gpipe"):
-        scenario, traced = _traced_case(case_id)
+        scenario, traced = traced_case(case_id)
         x = _setup(scenario)
         for rank, stage in (("first", x.stages[0]), ("last", x.stages[-1])):
             phases = stage_peak(x, stage).phases
