@@ -17,7 +17,7 @@ and zero bubble's output gradients (`_schedule_holds`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from .activations import (
@@ -39,6 +39,7 @@ from .formula import Formula, Items, Part, Term, extended, joined, part, part_of
 from .logits import kept_logits, logits_memory, stage_output
 from .megatron import megatron_layer
 from .placement import Stage
+from .schedule_order import Mix, chunk_mixes
 from .setup import Flight, Setup
 from .sources import (
     DTENSOR_EMBEDDING,
@@ -313,7 +314,9 @@ SENT_OUTPUT = Formula(
     title="torch's pipeline schedules: a stage's output (its last layer's hidden states), kept "
           "from the micro-batch's forward until its backward ends; no op of the stage saves it",
     note="PipelineStage.forward_one_chunk keeps it in fwd_cache for stage_backward (traced: "
-         "1F1B and GPipe, the first stage)")
+         "1F1B and GPipe, the first stage; interleaved 1F1B, ZBV and DualPipeV, each chunk's "
+         "but the head's, and none where the next stage is on the same rank: there it is that "
+         "stage's receive buffer)")
 RECV_BUFFERS = Formula(
     "activations/recv_buffers", "lambda n_rb, n_mb, T, h, r_s: n_rb * n_mb * T * h * r_s",
     id="peak.recv_buffers", source=TORCH_SCHEDULES,
@@ -467,7 +470,8 @@ class Layers:
         return act.total if self.cleared else self.alive(act)
 
 
-def layers(x: Setup, stage: Stage, detail: bool) -> Layers:
+def layers(x: Setup, stage: Stage, detail: bool, receives: bool = False) -> Layers:
+    """`receives`: a chunk of a rank of several (`_chunk_mixes`) whose input is received."""
     counts = x.counts
     build = megatron_layer if x.megatron else decoder_layer
     kinds = [(name, build(x, layer), count) for name, layer, count in (
@@ -489,7 +493,7 @@ def layers(x: Setup, stage: Stage, detail: bool) -> Layers:
         layer_saved = [(term, rest) for term in act.saved if not any(term is c for c in copies)]
         kept_input = stored
         rest_kept: tuple[Term, ...] = ()
-        if k == 0 and _receives(x, stage) and (stored or act.saves_residual):
+        if k == 0 and (receives or _receives(x, stage)) and (stored or act.saves_residual):
             # the first layer keeps its input as it is: the receive buffer, counted there
             received = layer_input(act.checkpoint_input)
             if stored:
@@ -534,10 +538,66 @@ def _receives(x: Setup, stage: Stage) -> bool:
 
 def _sent_output(x: Setup, stage: Stage) -> Term | None:
     """The output kept of each micro-batch (`SENT_OUTPUT`), but on the head's stage (whose
-    output is the logits: `stage_output`)."""
-    if stage.head or not _torch_single_stage(x, stage):
+    output is the logits: `stage_output`); on a rank of chunks, of each chunk but the head's
+    (`Mix`)."""
+    if not ((_torch_single_stage(x, stage) and not stage.head) or _chunk_mixes(x, stage)):
         return None
     return SENT_OUTPUT(x.T, x.h, _hidden_width(x))
+
+
+def _chunk_mixes(x: Setup, stage: Stage) -> tuple[Mix, ...]:
+    """A rank of several chunks under torch's schedules (interleaved 1F1B, ZBV, DualPipeV): the
+    states its order walks through (`chunk_mixes`), which chunks' micro-batches it holds in
+    each. They differ at the stage's boundary: a micro-batch of the model's first stage keeps
+    its input (the embedding's), the others' is a receive buffer (`RECV_BUFFERS`); each keeps
+    its output in `fwd_cache` (`SENT_OUTPUT`) but the head's, which keeps the head's
+    activations instead. Empty elsewhere."""
+    if x.pp == 1 or x.megatron or x.schedule not in ("interleaved_1f1b", "zbv", "dualpipev"):
+        return ()
+    return chunk_mixes(x.schedule, x.pp, x.virtual_stages, x.micro_batches, stage.index)
+
+
+def _heaviest(x: Setup, stage: Stage, ly: Layers, unit: tuple[Layers, Layers],
+              mixes: tuple[Mix, ...]) -> list[Mix]:
+    """Of the states alike but for the chunks their micro-batches belong to (the same running
+    chunk's boundary, kind, gradients and weight backwards waiting), the one whose micro-batches
+    keep the most bytes: the rest of their moments is the same."""
+    whole, received = unit[0].saved.bytes, unit[1].saved.bytes
+    sent = SENT_OUTPUT(x.T, x.h, _hidden_width(x)).bytes
+    start = len(embedding_activations(x)) if stage.embedding else 0
+    ends = ly.ends
+    first, head = sum(t.bytes for t in ends[:start]), sum(t.bytes for t in ends[start:])
+    best: dict[tuple[Boundary, bool, bool, int], tuple[int, Mix]] = {}
+    for mix in mixes:
+        b = _boundary(x, stage, mix.alive)
+        weight = b.first * (whole - received + first) + b.sends * sent + b.heads * head + \
+            sum(mix.alive) * received
+        key = (_boundary(x, stage, _one(mix)), mix.backward, mix.written, mix.waiting)
+        if key not in best or weight > best[key][0]:
+            best[key] = (weight, mix)
+    return [mix for _, mix in best.values()]
+
+
+def _one(mix: Mix) -> tuple[int, ...]:
+    """The running chunk-micro-batch alone, as a `Mix.alive`."""
+    return tuple(int(c == mix.running) for c in range(len(mix.alive)))
+
+
+class Boundary(NamedTuple):
+    """Chunk-micro-batches of a rank of chunks, by what crosses their stage's boundary."""
+
+    first: int  # of the model's first stage: their input is the embedding's, not received
+    sends: int  # their output is kept (`SENT_OUTPUT`): the next stage is on another rank (a
+    # V's middle rank passes it to its other chunk, whose receive buffer it becomes)
+    heads: int  # of the head's stage: they keep the head's activations
+
+
+def _boundary(x: Setup, stage: Stage, alive: tuple[int, ...]) -> Boundary:
+    held, count = x.held_stages(stage)
+    pairs = tuple(zip(alive, held, strict=True))
+    return Boundary(sum(a for a, i in pairs if i == 0),
+                    sum(a for a, i in pairs if i < count - 1 and i + 1 not in held),
+                    sum(a for a, i in pairs if i == count - 1))
 
 
 @dataclass(frozen=True, slots=True)
@@ -566,24 +626,39 @@ def stage_peak(x: Setup, stage: Stage, detail: bool = False) -> StagePeak:
     Under a pipeline schedule that runs every forward before the rank's first backward
     (`Flight.drained`) two states of the step are compared: all micro-batches in flight
     before any gradient exists, and one fewer once the first backward wrote the gradients;
-    each moment is the worse of the two. ZBV's cool-down adds its backward's states."""
+    each moment is the worse of the two. ZBV's cool-down adds its backward's states. A rank of
+    several chunks under torch's schedules compares the states its order walks through
+    (`_chunk_mixes`): a forward's moments in a forward's, a backward's in a backward's."""
     ms = model_states(x, stage)
     ly = layers(x, stage, detail)
     fl = x.flight(stage)
-    if x.micro_batches == 1:
-        variants = [(fl, fl.held, False, True)]
+    unit = None if stage.unit is None else (layers(x, stage.unit, detail),
+                                            layers(x, stage.unit, detail, receives=True))
+    variants: list[tuple[Flight, int, bool, bool, Mix | None]]
+    if _chunk_mixes(x, stage) and unit:
+        variants = [(fl._replace(waiting=mix.waiting) if fl.split else fl, sum(mix.alive),
+                     mix.written, not mix.backward, mix)
+                    for mix in _heaviest(x, stage, ly, unit, _chunk_mixes(x, stage))]
+    elif x.micro_batches == 1:
+        variants = [(fl, fl.held, False, True, None)]
     elif fl.drained:  # every forward ran before the first backward wrote a gradient
-        variants = [(fl, fl.held, False, True), (fl, fl.held - 1, True, False)]
+        variants = [(fl, fl.held, False, True, None), (fl, fl.held - 1, True, False, None)]
     else:
-        variants = [(fl, fl.held, True, True)]
+        variants = [(fl, fl.held, True, True, None)]
     # input backwards with weight backwards waiting, no forward between them (`Flight.deferred`)
-    variants += [(fl._replace(waiting=s.waiting), s.alive, s.written, False)
-                 for s in fl.deferred]
+    if not _chunk_mixes(x, stage):
+        variants += [(fl._replace(waiting=s.waiting), s.alive, s.written, False, None)
+                     for s in fl.deferred]
     worst: dict[str, Moment] = {}
-    for flight, times, accumulating, forwards in variants:
-        for m in _stage_moments(x, stage, ms, ly, flight, times, accumulating, detail):
+    for flight, times, accumulating, forwards, mix in variants:
+        for m in _stage_moments(x, stage, ms, ly, flight, times, accumulating, detail, unit,
+                                mix):
             if not forwards and m.phase == "forward":
                 continue
+            if mix is not None and ((forwards and m.phase == "backward") or (
+                    m.name == "backward.embedding"
+                    and x.held_stages(stage)[0][mix.running] != 0)):
+                continue  # (only the first stage's chunk runs the embedding's backward)
             best = worst.get(m.name)
             if best is None or m.bytes > best.bytes:
                 worst[m.name] = m
@@ -599,17 +674,19 @@ def stage_peak(x: Setup, stage: Stage, detail: bool = False) -> StagePeak:
 
 
 def _schedule_holds(x: Setup, stage: Stage, cache: Items, fl: Flight, times: int,
-                    accumulating: bool, sent: Term | None) -> list[tuple[Term, int]]:
+                    accumulating: bool, sent: Term | None, sends: int
+                    ) -> list[tuple[Term, int]]:
     """What a pipeline schedule keeps beside the micro-batches' saved activations (torch's
     schedules.py, traced): autocast's weight cache (once a step), the other micro-batches'
-    outputs (`sent`, `_sent_output`; the last stage's logits past their loss), zero bubble's
+    outputs (`sent`, `_sent_output`, of `sends` of them; the last stage's logits past their
+    loss), zero bubble's
     output gradients of the micro-batches waiting for their weight backward, and the stage
     input's gradient (kept in `bwd_cache` until the next backward sends it) on a rank holding
     a non-first stage. `cache`: the weight copies autocast holds (`Layers.cache`, or `kept`
     once cleared)."""
     items = list(cache)
-    if sent is not None and times > 1:
-        items.append((sent, times - 1))
+    if sent is not None and sends:
+        items.append((sent, sends))
     if stage.head and min(fl.logits, times) > 1:
         kept = kept_logits(x)
         if kept is not None:
@@ -650,9 +727,11 @@ def _weight_pass(x: Setup, stage: Stage, ly: Layers) -> list[tuple[Term, int]]:
 
 
 def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flight, times: int,
-                   accumulating: bool, detail: bool) -> list[Moment]:
+                   accumulating: bool, detail: bool, unit: tuple[Layers, Layers] | None = None,
+                   mix: Mix | None = None) -> list[Moment]:
     """The moments of `stage` with `times` micro-batches in flight, `accumulating` into
-    gradients an earlier backward wrote."""
+    gradients an earlier backward wrote. `unit`: the layers of the stage's unit, its input kept
+    and received; on a rank of chunks, `mix` says of which chunks the micro-batches are."""
     n = x.n
     ckpt, widest = ly.checkpointed, ly.widest
     gradients, gathered, backward_gathered = ms.gradients, ms.gathered, ms.backward_gathered
@@ -672,15 +751,30 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     # earlier backward emptied it; past this backward's first recomputation only `ly.kept`
     at_start = ly.kept if ly.cleared and fl.drained and accumulating else ly.cache
     sent = _sent_output(x, stage)
-    holds = tuple(_schedule_holds(x, stage, at_start, fl, times, accumulating, sent))
-    holds_after = tuple(_schedule_holds(x, stage, ly.kept, fl, times, accumulating, sent)) \
-        if ly.cleared and at_start is not ly.kept else holds
+    sends = times - 1  # the other micro-batches' outputs kept
+    if mix is not None:  # the chunk-micro-batches by chunk: all, the running one, the others
+        every = _boundary(x, stage, mix.alive)
+        run = _boundary(x, stage, _one(mix))
+        beside = Boundary(*(a - b for a, b in zip(every, run, strict=True)))
+        sends = beside.sends
+        assert unit is not None
+        ly = replace(ly, received=0 if run.first else unit[1].received)
+    holds = tuple(_schedule_holds(x, stage, at_start, fl, times, accumulating, sent, sends))
+    holds_after = tuple(_schedule_holds(x, stage, ly.kept, fl, times, accumulating, sent,
+                                        sends)) if ly.cleared and at_start is not ly.kept \
+        else holds
+    other_batches: Part | None = None
     if stage.unit is None:
         one = ly.saved  # one micro-batch's saved activations
         saved = one if times == 1 else scaled(one, times, detail)
-    else:  # `times` micro-batches of one unit (a chunk, a DualPipe stage); the rank's ends once
-        one = layers(x, stage.unit, detail).saved
+    elif mix is None or unit is None:  # `times` of one unit (a DualPipe stage); the ends once
+        one = unit[0].saved if unit else ly.saved
         saved = extended(scaled(one, times, detail), tuple((t, 1) for t in ly.ends), detail)
+    else:
+        whole, one = unit[0].saved, unit[1].saved
+        saved = _chunk_batches(x, stage, ly, whole, one, times, every, detail)
+        if times > 1:
+            other_batches = _chunk_batches(x, stage, ly, whole, one, times - 1, beside, detail)
     saved_after = saved
     if holds:
         saved = extended(saved_after, holds, detail)
@@ -699,7 +793,7 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     if ms.lingering:
         extra.append((ms.lingering, 1))
     forward_extra = part(tuple(extra), detail) if extra else None
-    loss = logits_memory(x) if stage.head else None
+    loss = logits_memory(x) if stage.head and (mix is None or run.heads) else None
     units = ms.expert_units is not None
     head_fwd = head_bwd = gathered
     if units:
@@ -712,7 +806,7 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     alive = ly.alive(widest)
     residual = x.T * x.h * max(n.residual, n.compute)
     # the top layer's incoming gradient is a receive buffer where the stage sends its output
-    incoming = 0 if sent is None else residual
+    incoming = residual if sent is not None and (mix is None or run.sends) else 0
     # the last projection's backward frees its input, unless a split backward's input pass
     # keeps the graph (retain_graph) for the weights'
     freed = 0 if fl.split else widest.last_input
@@ -750,7 +844,7 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     late_above: Items = ()
     late_all: Items = ()
     late_head: Items = ()
-    unit_cache = ly.cache if stage.unit is None else layers(x, stage.unit, False).cache
+    unit_cache = unit[0].cache if unit else ly.cache
     if unit_cache and accumulating and not fl.split:  # (zero bubble: the weights' backward)
         copies = sum(t.bytes * k for t, k in unit_cache)
         first_copies = sum(t.bytes for t in widest.weight_copies)
@@ -767,11 +861,16 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     # `fwd_cache`; on the head's stage the logits, `stage_output`, also the schedule's
     # `output`); a rank of chunks runs its other chunks' backwards apart from the head's
     kept = stage_output(x) if x.pp > 1 and stage.head else None
-    kept_items: Items = ((kept, 1),) if kept and stage.unit is None else \
-        ((sent, 1),) if sent else ()
+    if mix is not None:  # the running chunk-micro-batch's: the head's logits or its output
+        kept_items: Items = ((kept, 1),) if kept and run.heads else \
+            ((sent, 1),) if sent and run.sends else ()
+    else:
+        kept_items = ((kept, 1),) if kept and stage.unit is None else \
+            ((sent, 1),) if sent else ()
     schedule_kept = part((*kept_items, *late_head), detail) if kept_items or late_head \
         else None
-    other_batches = scaled(one, times - 1, detail) if times > 1 else None
+    if mix is None and times > 1:
+        other_batches = scaled(one, times - 1, detail)
     weight_pass: list[tuple[Term, int]] = []
     layer_below = _layer_below(x, stage, ms, ly, ckpt)
     if fl.split:
@@ -796,13 +895,20 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         body = joined(scaled(one, times - 1, detail), ly.body, detail)
         if holds:
             body = extended(body, holds, detail)
+    elif mix is not None and run.heads:  # the head's saved tensors are freed
+        body = _chunk_batches(x, stage, ly, whole, one, times, every._replace(heads=beside.heads),
+                              detail)
+        if holds:
+            body = extended(body, holds, detail)
     else:
         body = saved
     moments.append(_moment("backward.last_layer", states,
                            earlier or _first_written(x, ms, fl, accumulating, widest),
                            backward_gathered, body, layer_bwd, bucket, schedule_kept))
     # the layers below the top one: beside the other micro-batches
-    others, done = _beside(others, kept_items, detail), _beside(done, kept_items, detail)
+    # (a split backward's input pass popped it from fwd_cache: gone by the weights' pass)
+    others = _beside(others, kept_items, detail)
+    done = done if fl.split else _beside(done, kept_items, detail)
     reduce = _experts_reduce(x, stage, ms, states, ly, others, accumulating) if units else None
     written = _written(x, stage, ms, accumulating)
     if reduce is not None:
@@ -842,6 +948,20 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     moments.append(_moment("optimizer_step", states, ms.step_gradients, bucket,
                            ms.step_temporary))
     return moments
+
+
+def _chunk_batches(x: Setup, stage: Stage, ly: Layers, whole: Part, received: Part, times: int,
+                   b: Boundary, detail: bool) -> Part:
+    """`times` micro-batches of a rank's chunks: those of the model's first stage with their
+    input (`whole`), the others' a receive buffer (`received`); the embedding's saved tensors
+    with each of the first, the head's with each of the head stage's."""
+    first, heads = b.first, b.heads
+    parts = [scaled(p, k, detail) for p, k in ((whole, first), (received, times - first)) if k]
+    out = parts[0] if len(parts) == 1 else joined(parts[0], parts[1], detail)
+    start = len(embedding_activations(x)) if stage.embedding else 0
+    ends = tuple((t, k) for t, k in (*((t, first) for t in ly.ends[:start]),
+                                     *((t, heads) for t in ly.ends[start:])) if k)
+    return extended(out, ends, detail) if ends else out
 
 
 def _beside(p: Part | None, items: Items, detail: bool) -> Part | None:

@@ -65,12 +65,13 @@ def stages(counts: ParamCounts, pp: int, schedule: str = "1f1b", v: int = 1
       holding chunks i, i + pp, ...; the embedding on rank 0, the head on rank pp - 1.
     - ZBV and DualPipeV (torch's V-shaped schedules, `generate_rank_to_stage_mapping` style
       "v"): the model in 2 pp chunks, rank i holding chunks i and 2 pp - 1 - i, so rank 0 holds
-      both the embedding and the head.
+      both the embedding and the head, and the last rank two neighbouring stages (its own
+      entry: the first passes its output to the second on the rank, `_boundary` in peak.py).
     - DualPipe (DeepSeek-V3 report, section 3.2.1): rank i holds stages i and pp - 1 - i of
       both directions, so the first and the last rank each hold the embedding and the head."""
     arch = counts.arch
     L = arch.num_hidden_layers
-    out: dict[tuple[int, int, bool, bool, int], Stage] = {}
+    out: dict[tuple[int, int, bool, bool, int, bool], Stage] = {}
     if schedule == "interleaved_1f1b":
         chunks = _split(L, pp * v)
         ranks = []
@@ -98,8 +99,10 @@ def stages(counts: ParamCounts, pp: int, schedule: str = "1f1b", v: int = 1
         ranks = [_piece(arch, i, [piece], i == 0, i == pp - 1)
                  for i, piece in enumerate(_split(L, pp))]
     for st in reversed(ranks) if schedule in ("zero_bubble", "zbv") else ranks:
+        # a V's last rank holds two neighbouring stages: one passes its output to the other
+        neighbours = schedule in ("zbv", "dualpipev") and st.index == pp - 1
         key = (st.dense_layers, st.moe_layers, st.embedding, st.head,
-               st.unit.layers if st.unit else 0)
+               st.unit.layers if st.unit else 0, neighbours)
         out.setdefault(key, st)
     return tuple(sorted(out.values(), key=lambda st: st.index))
 

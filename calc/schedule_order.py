@@ -1,5 +1,6 @@
-"""The order a V-shaped pipeline schedule runs one rank's actions in, and what the rank holds
-at each backward (torch.distributed.pipelining's ScheduleZBVZeroBubble, schedules.py).
+"""The order a pipeline schedule runs one rank's actions in, and what the rank holds at each of
+them (torch.distributed.pipelining's schedules.py): ScheduleZBVZeroBubble, ScheduleDualPipeV and
+ScheduleInterleaved1F1B, the schedules that put several chunks of the model on one rank.
 
 ZBV splits every backward into the input's (I, run with retain_graph: the micro-batch's saved
 activations stay) and the weights' (W, which frees them with the output gradients it used).
@@ -70,3 +71,99 @@ def zbv_held(pp: int, m: int, rank: int) -> tuple[Held, ...]:
         (s for s in states if not any(o != s and o.alive >= s.alive and o.waiting >= s.waiting
                                       and o.written >= s.written for o in states)),
         key=lambda s: (-s.alive, s.waiting)))
+
+
+def interleaved_order(pp: int, v: int, m: int, rank: int) -> tuple[tuple[int, str], ...]:
+    """Rank `rank`'s actions as (chunk, F | B), chunk c its stage c pp + rank:
+    ScheduleInterleaved1F1B._calculate_single_rank_operations (`_get_warmup_ops`,
+    `_get_1f1b_rank_ops`). The micro-batches go in rounds of m // max(1, m // pp): each chunk
+    runs a round's forwards before the next chunk does, and the backwards go the other way, the
+    last chunk first."""
+    per_round = m // max(1, m // pp)
+    warm = min((v - 1) * per_round + 2 * (pp - 1 - rank), m * v)
+    ops: list[tuple[int, str]] = [((k // per_round) % v, "F") for k in range(warm)]
+    for k in range(warm, m * v):
+        ops += [((k // per_round) % v, "F"), (v - 1 - ((k - warm) // per_round) % v, "B")]
+    ops += [(v - 1 - ((k - warm) // per_round) % v, "B") for k in range(m * v, m * v + warm)]
+    return tuple(ops)
+
+
+def dualpipev_order(pp: int, m: int, rank: int) -> tuple[tuple[int, str], ...]:
+    """Rank `rank`'s actions as (chunk, F | B | I | W), chunk 0 its stage `rank` and chunk 1 its
+    stage 2 pp - 1 - rank: ScheduleDualPipeV._calculate_single_rank_operations, an overlapped
+    forward-backward pair run as its forward then its backward (m >= 2 pp)."""
+    ops: list[tuple[int, str]] = []
+    inputs: list[int] = []  # chunks of the input backwards whose weight backward waits
+
+    def weights() -> None:
+        if inputs:
+            ops.append((inputs.pop(0), "W"))
+
+    ops += [(0, "F")] * (2 * (pp - rank - 1))
+    ops += [(0, "F"), (1, "F")] * (rank + 1)
+    for _ in range(pp - rank - 1):
+        ops.append((1, "I"))
+        inputs.append(1)
+        weights()
+        ops.append((1, "F"))
+    ops += [(0, "F"), (1, "B"), (1, "F"), (0, "B")] * (m - 2 * pp + rank + 1)
+    ops += [(1, "B"), (1, "F"), (0, "B")] * (pp - rank - 1)
+    split = False
+    for k in range(rank + 1):
+        split = split or (k == (rank + 1) // 2 and rank % 2 == 1)
+        ops.append((1, "I" if split else "B"))
+        if split:
+            inputs.append(1)
+        split = split or (k == (rank + 1) // 2 and rank % 2 == 0)
+        ops.append((0, "I" if split else "B"))
+        if split:
+            inputs.append(0)
+    for _ in range(pp - rank - 1):
+        weights()
+        ops.append((0, "I" if split else "B"))
+        if split:
+            inputs.append(0)
+    for _ in range(rank + 1):
+        weights()
+    return tuple(ops)
+
+
+class Mix(NamedTuple):
+    """What a rank of several chunks holds as one of its actions runs."""
+
+    alive: tuple[int, ...]  # chunk-micro-batches alive, by chunk, the running one included
+    running: int  # the running action's chunk
+    backward: bool  # the action is a backward (an input backward under a split schedule)
+    written: bool  # every chunk's backward has written its gradients before it (a state where
+    # only some have is counted without: the estimate's gradients are the rank's, all or none)
+    waiting: int  # of the others, those whose weight backward is still to run
+
+
+@lru_cache(maxsize=256)
+def chunk_mixes(schedule: str, pp: int, v: int, m: int, rank: int) -> tuple[Mix, ...]:
+    """Every distinct state rank `rank` of a `schedule` of several chunks a rank
+    ("interleaved_1f1b", "zbv", "dualpipev") is in as one of its forwards or backwards runs, but
+    those another state holds as much or more of (same running chunk and kind)."""
+    if schedule == "interleaved_1f1b":
+        order, chunks = interleaved_order(pp, v, m, rank), v
+    else:
+        order, chunks = (zbv_order if schedule == "zbv" else dualpipev_order)(pp, m, rank), 2
+    alive = [0] * chunks
+    waiting = 0
+    unwritten = set(range(chunks))
+    states = set()
+    for chunk, kind in order:
+        if kind == "F":
+            alive[chunk] += 1
+        if kind != "W":
+            states.add(Mix(tuple(alive), chunk, kind != "F", not unwritten, waiting))
+        waiting += (kind == "I") - (kind == "W")
+        if kind in "BW":
+            alive[chunk] -= 1
+            unwritten.discard(chunk)
+    return tuple(sorted(
+        (s for s in states if not any(
+            o != s and o.running == s.running and o.backward == s.backward
+            and o.written >= s.written and o.waiting >= s.waiting
+            and all(a >= b for a, b in zip(o.alive, s.alive, strict=True)) for o in states)),
+        key=lambda s: (-sum(s.alive), s)))

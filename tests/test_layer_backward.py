@@ -50,11 +50,13 @@ def test_a_later_micro_batch_adds_the_last_projection_s_new_gradient_in_place() 
     in place. With h f > T f that is wider than the gating product's moment by h f - T f."""
     x, traced = _traced("qwen2.5-7b-8L_b1_s2048_pure_flash_gas8_fsdp2_pp4-dualpipev")
     T, f, h = 2048, 18944, 3584
-    act = layers(x, x.stages[-1], False).widest
+    last = x.stages[-1]  # rank 3, its two neighbouring stages
+    assert last.index == 3
+    act = layers(x, last, False).widest
     moment = _moment(x, -1, "backward.first_layer")
     gating = act.backward_transient.bytes - T * f * 2  # three MLP-wide gradients, not four
     assert moment.breakdown["temporaries/layer_backward"] == gating + (h - T) * f * 2
-    peak = stage_peak(x, x.stages[-1], False).peak
+    peak = stage_peak(x, last, False).peak
     assert peak.bytes == pytest.approx(traced["pipeline_stages"]["last"]["peak_bytes"], rel=0.01)
 
 
