@@ -24,7 +24,7 @@ from .optimizers import OPTIMIZERS, Optimizer, OptimizerImpl
 from .params import ParamCounts, count_params, lora_targets
 from .placement import Stage, stages
 from .scenario import Parallelism, Resolved
-from .schedule_order import Held, chunk_mixes, interleaved_order, zbv_held
+from .schedule_order import Held, zbv_held
 
 
 class Setup:
@@ -225,10 +225,10 @@ class Setup:
         - 1F1B: rank i runs pp - i - 1 warm-up forwards, then one forward one backward, so
           min(pp - i, m) (Narayanan et al. 2021, section 2.2);
         - GPipe: all m forwards, then the backwards;
-        - interleaved 1F1B (its order walked: `schedule_order`): torch's `_get_warmup_ops`,
-          2 (pp - i - 1) + (v - 1) r warm-up chunk forwards, r = m // max(1, m // pp) the
-          micro-batches of a round (Megatron-LM's count where pp divides m), so up to
-          2 (pp - i - 1) + (v - 1) r + 1 chunk-micro-batches;
+        - interleaved 1F1B: torch's `_get_warmup_ops`, 2 (pp - i - 1) + (v - 1) pp warm-up
+          chunk forwards (Megatron-LM's count; pp divides m, so torch's rounds are of pp
+          micro-batches), so min(2 (pp - i - 1) + (v - 1) pp + 1, m v) chunk-micro-batches
+          (which chunks they are: `schedule_order.interleaved_order`);
         - zero bubble (torch's ScheduleInterleavedZeroBubble, one stage a rank: ZB-H1, Qi et
           al. 2023): rank i warms up like 1F1B but splits each backward into the input's
           (`stage_backward_input`, with retain_graph) and the weights', run i backwards later;
@@ -254,11 +254,9 @@ class Setup:
         if self.schedule == "gpipe":
             return Flight(m, True, m, 0)
         if self.schedule == "interleaved_1f1b":
-            order = interleaved_order(pp, self.virtual_stages, m, i)
-            warm = next(k for k, (_, kind) in enumerate(order) if kind == "B")
-            held = max(sum(mix.alive) for mix in
-                       chunk_mixes(self.schedule, pp, self.virtual_stages, m, i))
-            return Flight(held, warm == m * self.virtual_stages, 1, 0)
+            v = self.virtual_stages
+            warm = 2 * (pp - i - 1) + (v - 1) * pp + 1
+            return Flight(min(warm, m * v), warm >= m * v, 1, 0)
         if self.schedule == "zbv":
             top, *rest = zbv_held(pp, m, i)
             return Flight(top.alive, not top.written, 1, top.waiting, True,

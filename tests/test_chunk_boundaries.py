@@ -34,6 +34,19 @@ def test_the_interleaved_order_runs_each_chunk_micro_batch_forward_then_backward
         assert warm == min((v - 1) * per_round + 2 * (pp - 1 - rank) + 1, m * v)
 
 
+@pytest.mark.parametrize(("pp", "v", "m"), [(2, 2, 4), (4, 2, 8), (4, 3, 12), (8, 4, 32)])
+def test_the_interleaved_walk_holds_megatron_s_warm_up(pp: int, v: int, m: int) -> None:
+    """Where pp divides the micro-batches (the scenario requires it), the walked order holds
+    Megatron-LM's count at its fullest, min(2 (pp - i - 1) + (v - 1) pp + 1, m v)."""
+    x = Setup(resolve(parse_scenario({
+        "model": "llama-3.1-8b", "training": {"gradient_accumulation_steps": m},
+        "parallelism": {"pp": pp, "pipeline_schedule": "interleaved_1f1b",
+                        "virtual_stages": v}})))
+    for st in x.stages:
+        mixes = chunk_mixes("interleaved_1f1b", pp, v, m, st.index)
+        assert max(sum(mix.alive) for mix in mixes) == x.flight(st).held
+
+
 @pytest.mark.parametrize(("pp", "m"), [(2, 4), (4, 8), (2, 8), (4, 16), (3, 7)])
 def test_the_dualpipev_order_backs_every_forward_once(pp: int, m: int) -> None:
     """Each chunk-micro-batch runs its forward, then one whole backward or an input backward
