@@ -27,9 +27,22 @@ function say(text, kind = "info") {
   status.dataset.kind = kind;
 }
 
-function tex(el, source) {
-  if (window.katex) window.katex.render(source, el, { displayMode: true, throwOnError: false });
+function tex(el, source, left = false) {
+  if (window.katex) window.katex.render(source, el, { displayMode: true, fleqn: left, throwOnError: false });
   else el.textContent = `\\[ ${source} \\]`; // KaTeX failed to load: keep the TeX readable
+}
+
+// "lhs = the numbers in place = result": the result on a line of its own, under the first "="
+// where the page is wide enough, so a long substitution scrolls sideways without taking the
+// result out of view
+const NARROW = window.matchMedia("(max-width: 44.9375em)"); // Material's phone/tablet break
+function values(el, source) {
+  const parts = source.split(" = ");
+  if (parts.length < 3) return tex(el, source);
+  const [lhs, result] = [parts[0], parts[parts.length - 1]];
+  el.innerHTML = '<div class="fm-sub"></div><div class="fm-result"></div>';
+  tex(el.querySelector(".fm-sub"), `${lhs} = ${parts.slice(1, -1).join(" = ")}`, true);
+  tex(el.querySelector(".fm-result"), `${NARROW.matches ? "" : `\\phantom{${lhs}}`} = ${result}`, true);
 }
 
 function describe(scenario) {
@@ -56,7 +69,7 @@ function render(explanation, state, link) {
       <p class="fm-meta">${step.note ? `${esc(step.note)}${/[.!?]$/.test(step.note) ? "" : "."} ` : ""}<span class="fm-source">Source: ${esc(step.source)}.</span>
       ${step.report ? `In the report: <code>${esc(step.report)}</code>.` : ""}</p>`;
     tex(li.querySelector(".fm-formula"), step.formula);
-    tex(li.querySelector(".fm-values"), step.substituted);
+    values(li.querySelector(".fm-values"), step.substituted);
     list.append(li);
   }
 }

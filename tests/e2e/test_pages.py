@@ -88,8 +88,32 @@ def test_show_the_math_renders_the_default_scenarios_steps_at_once(calculator: C
     shown = explain_json(page, "static")
     assert shown == json.loads(json.dumps(explain(DEFAULT_SCENARIO).as_dict()))
     assert page.locator(".fm-step").count() == len(shown["steps"])
-    assert page.locator(".fm-step .fm-values .katex").count() == len(shown["steps"])
+    assert page.locator(".fm-step .fm-values:has(.katex)").count() == len(shown["steps"])
     assert not page.locator(".fm-step .katex-error").count()
+
+
+def test_show_the_math_keeps_every_result_in_view_on_a_laptop_and_a_phone(
+        calculator: Calculator) -> None:
+    """Each step's result has a line of its own: however long the numbers in place (which
+    scroll sideways), the result fits its box at 1366 px and at 390 px, and it is the
+    explanation's result."""
+    page = formula_page(calculator)
+    shown = explain_json(page, "static")
+    results = [step["substituted"].rsplit(" = ", 1)[1] for step in shown["steps"]]
+    for width in (1366, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.reload()
+        explain_json(page, "static")
+        boxes = page.locator(".fm-step .fm-values")
+        assert boxes.count() == len(results)
+        clipped = page.evaluate("""() => [...document.querySelectorAll('.fm-step .fm-values')]
+            .map(box => box.querySelector('.fm-result .katex-display') || box.querySelector('.katex-display'))
+            .filter(d => d.scrollWidth > d.clientWidth + 1).length""")
+        assert clipped == 0, width
+        tex = page.evaluate("""() => [...document.querySelectorAll('.fm-step .fm-values')]
+            .map(box => (box.querySelector('.fm-result') || box)
+                 .querySelector('annotation[encoding="application/x-tex"]').textContent)""")
+        assert [t.rsplit(" = ", 1)[1].strip() for t in tex] == results
 
 
 def test_show_the_math_computes_a_linked_scenario_in_the_browser(calculator: Calculator) -> None:
