@@ -308,6 +308,14 @@ STAGE_INPUT_GRAD = Formula(
     source=TORCH_SCHEDULES,
     title="Pipeline parallelism: a non-first stage's input gradient, kept (bwd_cache) until "
           "the next backward sends it to the previous stage")
+SPLIT_INPUT_GRADS = Formula(
+    "temporaries/stage_input_grad", "lambda n_i, T, h, r_s: n_i * T * h * r_s",
+    id="peak.split_input_grads", source=TORCH_PIPELINING,
+    title="torch's split backward (zero bubble, ZBV): each input backward leaves its "
+          "gradient in the stage input's .grad until the step ends",
+    note="stage_backward_input sets input.grad and keeps it, where the whole backward "
+         "(stage_backward) clears it; clear_runtime_states drops them at the next step "
+         "(traced: zero bubble's last rank, 7 of 8 at its last input backward)")
 SENT_OUTPUT = Formula(
     "activations/stage_output", "lambda T, h, r_s: T * h * r_s", id="peak.sent_output",
     source=TORCH_PIPELINING,
@@ -567,15 +575,24 @@ def _heaviest(x: Setup, stage: Stage, ly: Layers, unit: tuple[Layers, Layers],
     start = len(embedding_activations(x)) if stage.embedding else 0
     ends = ly.ends
     first, head = sum(t.bytes for t in ends[:start]), sum(t.bytes for t in ends[start:])
-    best: dict[tuple[Boundary, bool, bool, int], tuple[int, Mix]] = {}
+    best: dict[tuple[Boundary, bool, bool, int, int], tuple[int, Mix]] = {}
     for mix in mixes:
         b = _boundary(x, stage, mix.alive)
         weight = b.first * (whole - received + first) + b.sends * sent + b.heads * head + \
             sum(mix.alive) * received
-        key = (_boundary(x, stage, _one(mix)), mix.backward, mix.written, mix.waiting)
+        key = (_boundary(x, stage, _one(mix)), mix.backward, mix.written, mix.waiting,
+               _inputs_kept(x, stage, mix))
         if key not in best or weight > best[key][0]:
             best[key] = (weight, mix)
     return [mix for _, mix in best.values()]
+
+
+def _inputs_kept(x: Setup, stage: Stage, mix: Mix) -> int:
+    """The input gradients a split backward has left in its stage inputs' .grad (`Mix.inputs`):
+    of the chunks whose input is received from another rank (a V's last rank passes its second
+    chunk's to its first as that one's gradient receive buffer, counted there)."""
+    held, _ = x.held_stages(stage)
+    return sum(n for n, i in zip(mix.inputs, held, strict=True) if i > 0 and i - 1 not in held)
 
 
 def _one(mix: Mix) -> tuple[int, ...]:
@@ -636,8 +653,8 @@ def stage_peak(x: Setup, stage: Stage, detail: bool = False) -> StagePeak:
                                             layers(x, stage.unit, detail, receives=True))
     variants: list[tuple[Flight, int, bool, bool, Mix | None]]
     if _chunk_mixes(x, stage) and unit:
-        variants = [(fl._replace(waiting=mix.waiting) if fl.split else fl, sum(mix.alive),
-                     mix.written, not mix.backward, mix)
+        variants = [(fl._replace(waiting=mix.waiting, inputs=_inputs_kept(x, stage, mix))
+                     if fl.split else fl, sum(mix.alive), mix.written, not mix.backward, mix)
                     for mix in _heaviest(x, stage, ly, unit, _chunk_mixes(x, stage))]
     elif x.micro_batches == 1:
         variants = [(fl, fl.held, False, True, None)]
@@ -647,8 +664,8 @@ def stage_peak(x: Setup, stage: Stage, detail: bool = False) -> StagePeak:
         variants = [(fl, fl.held, True, True, None)]
     # input backwards with weight backwards waiting, no forward between them (`Flight.deferred`)
     if not _chunk_mixes(x, stage):
-        variants += [(fl._replace(waiting=s.waiting), s.alive, s.written, False, None)
-                     for s in fl.deferred]
+        variants += [(fl._replace(waiting=s.waiting, inputs=s.inputs), s.alive, s.written,
+                      False, None) for s in fl.deferred]
     worst: dict[str, Moment] = {}
     for flight, times, accumulating, forwards, mix in variants:
         for m in _stage_moments(x, stage, ms, ly, flight, times, accumulating, detail, unit,
@@ -694,8 +711,11 @@ def _schedule_holds(x: Setup, stage: Stage, cache: Items, fl: Flight, times: int
     waiting = min(fl.waiting, times - 1)
     if waiting:
         items += [(t, n * waiting) for t, n in _output_grads(x, stage)]
-    if accumulating and any(i > 0 for i in x.held_stages(stage)[0]):
-        items.append((STAGE_INPUT_GRAD(x.T, x.h, _hidden_width(x)), 1))
+    if any(i > 0 for i in x.held_stages(stage)[0]):
+        if fl.split and fl.inputs:
+            items.append((SPLIT_INPUT_GRADS(fl.inputs, x.T, x.h, _hidden_width(x)), 1))
+        elif accumulating and not fl.split:
+            items.append((STAGE_INPUT_GRAD(x.T, x.h, _hidden_width(x)), 1))
     return items
 
 

@@ -22,6 +22,8 @@ class Held(NamedTuple):
     alive: int  # chunk-micro-batches whose activations are alive, the running one included
     waiting: int  # of the others, those whose weight backward is still to run
     written: bool  # a weight backward has run: the rank has gradients
+    inputs: int = 0  # input backwards run before it: each leaves its input's gradient in the
+    # input's .grad (stage_backward_input) until the step ends
 
 
 def zbv_order(pp: int, m: int, rank: int) -> tuple[tuple[int, str], ...]:
@@ -56,21 +58,56 @@ def zbv_order(pp: int, m: int, rank: int) -> tuple[tuple[int, str], ...]:
 def zbv_held(pp: int, m: int, rank: int) -> tuple[Held, ...]:
     """What rank `rank` holds as each of its input backwards starts, of those none of the
     others holds as much or more of (the states that can set its backward's peak)."""
-    alive = waiting = 0
+    return _held(zbv_order(pp, m, rank), False)
+
+
+def zero_bubble_order(pp: int, m: int, rank: int) -> tuple[tuple[int, str], ...]:
+    """Rank `rank`'s actions as (0, F | I | W) under torch's zero bubble with one stage a rank
+    (ScheduleInterleavedZeroBubble, `_get_1f1b_rank_ops` with enable_zero_bubble): pp - 1 - rank
+    warm-up forwards, then a forward and an input backward each step, the weight backwards
+    `rank` input backwards behind."""
+    warm = min(pp - 1 - rank, m)
+    ops: list[tuple[int, str]] = [(0, "F")] * warm
+    inputs = 0
+    for k in range(warm, 2 * m):
+        if k < m:
+            ops.append((0, "F"))
+        if k - warm < m:
+            ops.append((0, "I"))
+            inputs += 1
+            if k - warm >= rank:
+                ops.append((0, "W"))
+    ops += [(0, "W")] * (m - sum(kind == "W" for _, kind in ops))
+    return tuple(ops)
+
+
+@lru_cache(maxsize=256)
+def zero_bubble_held(pp: int, m: int, rank: int) -> tuple[Held, ...]:
+    """What rank `rank` of torch's zero bubble holds as each of its input backwards starts
+    (`zbv_held`)."""
+    return _held(zero_bubble_order(pp, m, rank), True)
+
+
+def _held(order: tuple[tuple[int, str], ...], inputs_count: bool) -> tuple[Held, ...]:
+    """The states at the input backwards, but those another holds as much or more of; with
+    `inputs_count`, the input gradients left count too (a rank of several chunks weighs them
+    by chunk: `chunk_mixes`)."""
+    alive = waiting = inputs = 0
     written = False
     states = set()
-    for _, kind in zbv_order(pp, m, rank):
+    for _, kind in order:
         if kind == "F":
             alive += 1
         elif kind == "I":
-            states.add(Held(alive, waiting, written))
-            waiting += 1
+            states.add(Held(alive, waiting, written, inputs if inputs_count else 0))
+            waiting, inputs = waiting + 1, inputs + 1
         else:
             alive, waiting, written = alive - 1, waiting - 1, True
     return tuple(sorted(
         (s for s in states if not any(o != s and o.alive >= s.alive and o.waiting >= s.waiting
-                                      and o.written >= s.written for o in states)),
-        key=lambda s: (-s.alive, s.waiting)))
+                                      and o.written >= s.written and o.inputs >= s.inputs
+                                      for o in states)),
+        key=lambda s: (-s.alive, s.waiting, -s.inputs)))
 
 
 def interleaved_order(pp: int, v: int, m: int, rank: int) -> tuple[tuple[int, str], ...]:
@@ -137,6 +174,7 @@ class Mix(NamedTuple):
     written: bool  # every chunk's backward has written its gradients before it (a state where
     # only some have is counted without: the estimate's gradients are the rank's, all or none)
     waiting: int  # of the others, those whose weight backward is still to run
+    inputs: tuple[int, ...]  # input backwards run before it, by chunk (`Held.inputs`)
 
 
 @lru_cache(maxsize=256)
@@ -148,7 +186,7 @@ def chunk_mixes(schedule: str, pp: int, v: int, m: int, rank: int) -> tuple[Mix,
         order, chunks = interleaved_order(pp, v, m, rank), v
     else:
         order, chunks = (zbv_order if schedule == "zbv" else dualpipev_order)(pp, m, rank), 2
-    alive = [0] * chunks
+    alive, inputs = [0] * chunks, [0] * chunks
     waiting = 0
     unwritten = set(range(chunks))
     states = set()
@@ -156,8 +194,10 @@ def chunk_mixes(schedule: str, pp: int, v: int, m: int, rank: int) -> tuple[Mix,
         if kind == "F":
             alive[chunk] += 1
         if kind != "W":
-            states.add(Mix(tuple(alive), chunk, kind != "F", not unwritten, waiting))
+            states.add(Mix(tuple(alive), chunk, kind != "F", not unwritten, waiting,
+                           tuple(inputs)))
         waiting += (kind == "I") - (kind == "W")
+        inputs[chunk] += kind == "I"
         if kind in "BW":
             alive[chunk] -= 1
             unwritten.discard(chunk)
@@ -165,5 +205,6 @@ def chunk_mixes(schedule: str, pp: int, v: int, m: int, rank: int) -> tuple[Mix,
         (s for s in states if not any(
             o != s and o.running == s.running and o.backward == s.backward
             and o.written >= s.written and o.waiting >= s.waiting
-            and all(a >= b for a, b in zip(o.alive, s.alive, strict=True)) for o in states)),
+            and all(a >= b for a, b in zip(o.alive + o.inputs, s.alive + s.inputs, strict=True))
+            for o in states)),
         key=lambda s: (-sum(s.alive), s)))

@@ -24,7 +24,7 @@ from .optimizers import OPTIMIZERS, Optimizer, OptimizerImpl
 from .params import ParamCounts, count_params, lora_targets
 from .placement import Stage, stages
 from .scenario import Parallelism, Resolved
-from .schedule_order import Held, zbv_held
+from .schedule_order import Held, zbv_held, zero_bubble_held
 
 
 class Setup:
@@ -233,8 +233,9 @@ class Setup:
           al. 2023): rank i warms up like 1F1B but splits each backward into the input's
           (`stage_backward_input`, with retain_graph) and the weights', run i backwards later;
           a micro-batch waiting for its weight backward keeps every activation and its output
-          gradients, so every rank holds min(pp, m), i of them waiting. The first stage's input
-          backward is empty and its weight backward a whole one, not delayed: 1F1B's memory;
+          gradients, so every rank holds min(pp, m), i of them waiting (its order walked:
+          `schedule_order`). The first stage's input backward is empty and its weight backward
+          a whole one, not delayed: 1F1B's memory;
         - ZBV (ScheduleZBVZeroBubble, its order walked: `schedule_order`): rank i's two chunks
           hold min(2 pp - i - 1, m) and min(i + 1, m) chunk-micro-batches at the second chunk's
           input backward (split, its weight backward right after); in the cool-down rank i runs
@@ -260,15 +261,16 @@ class Setup:
         if self.schedule == "zbv":
             top, *rest = zbv_held(pp, m, i)
             return Flight(top.alive, not top.written, 1, top.waiting, True,
-                          tuple(s for s in rest if s.waiting))
+                          tuple(s for s in rest if s.waiting), top.inputs)
         if self.schedule == "dualpipev":
             return Flight(2 * pp + 1, m - 2 * pp + i + 1 < 2, 1, 0)
         if self.schedule == "dualpipe":
             return Flight(min(pp + 1, m), pp + 1 >= m, 1, 0)
         held = min(pp - i, m)
         if self.schedule == "zero_bubble" and i > 0:
-            alive = min(pp, m)
-            return Flight(alive, pp >= m, 1, alive - held, True)
+            top, *rest = zero_bubble_held(pp, m, i)
+            return Flight(top.alive, not top.written, 1, top.waiting, True, tuple(rest),
+                          top.inputs)
         return Flight(held, pp - i >= m, held, 0)
 
     def held_stages(self, stage: Stage) -> tuple[tuple[int, ...], int]:
@@ -301,6 +303,7 @@ class Flight(NamedTuple):
     # other moments of an input backward, with weight backwards waiting and no forward between
     # (ZBV's cool-down): what the rank holds as each starts
     deferred: tuple[Held, ...] = ()
+    inputs: int = 0  # a split backward's input backwards run before (`Held.inputs`)
 
 
 setup = Setup  # the symbols of a resolved scenario: setup(resolved)

@@ -45,6 +45,8 @@ SYMBOLS: dict[str, Symbol] = {name: Symbol(tex, meaning) for name, tex, meaning 
      "weights, norms x h'"),
     ("Q_n", "Q_n", "a layer's per-head q/k norm outputs per token, (a + k) d"),
     ("n_mb", "m", "micro-batches a step (gradient_accumulation_steps)"),
+    ("n_i", "n_\\text{in}", "a rank's input backwards run before this moment under a split "
+     "backward: each leaves its stage input's gradient in the input's .grad"),
     ("n_rb", "n_\\text{recv}", "a pipeline rank's receive-buffer sets: one for each stage it "
      "holds but the first (activations), one for each but the last (gradients)"),
     ("W_c", "W_c", "weights autocast casts once a step on one GPU (elements)"),

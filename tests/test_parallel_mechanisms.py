@@ -107,7 +107,8 @@ def test_zero_bubble_keeps_as_many_micro_batches_on_every_rank() -> None:
     x = _setup({"model": "llama-3.1-8b", "training": {"gradient_accumulation_steps": 8},
                 "parallelism": {"pp": 4, "pipeline_schedule": "zero_bubble"}})
     assert [st.index for st in x.stages] == [0, 2, 3]
-    assert [tuple(x.flight(st))[::3] for st in x.stages] == [(4, 0), (4, 2), (4, 3)]
+    flights = [x.flight(st) for st in x.stages]
+    assert [(f.held, f.waiting) for f in flights] == [(4, 0), (4, 2), (4, 3)]
 
 
 def test_pipelined_autocast_casts_each_weight_once_a_step() -> None:
@@ -215,8 +216,7 @@ def test_zbv_cool_down_holds_fewer_micro_batches_more_of_them_waiting() -> None:
     weight backward, so it holds pp + i with 2 i waiting there, and the last rank is evaluated
     (the traced last rank of qwen3-8b was 2.3 GiB, 11%, over the steady state's figure). The
     last rank is evaluated apart from the middle ones: its two stages are neighbours, the
-    first's output is the second's receive buffer. It is 2% under its trace: the weight pass's
-    cast of the cached weight copies' gradients is not a moment of a split backward yet."""
+    first's output is the second's receive buffer."""
     assert [[tuple(s)[:2] for s in zbv_held(4, 8, r)] for r in range(4)] == [
         [(8, 0)], [(8, 0), (5, 2)], [(8, 0), (6, 4)], [(8, 0), (7, 6)]]
     scenario, traced = traced_case("qwen3-8b-8L_b2_s2048_amp_flash_gas8_pp4-zbv")
@@ -225,7 +225,7 @@ def test_zbv_cool_down_holds_fewer_micro_batches_more_of_them_waiting() -> None:
     last = stage_peak(x, x.stages[-1], True).peak
     waiting = 6 + 1  # the cool-down's six, and the running input backward's own
     assert last.breakdown["temporaries/output_grads"] == waiting * 512 * 2**20
-    assert last.bytes == pytest.approx(traced["pipeline_stages"]["last"]["peak_bytes"], rel=0.03)
+    assert last.bytes == pytest.approx(traced["pipeline_stages"]["last"]["peak_bytes"], rel=0.01)
 
 
 def test_split_weight_pass_recomputes_checkpointed_layers_once_a_parameter_group() -> None:
