@@ -541,13 +541,15 @@ def head_activations(x: Setup) -> tuple[Term, ...]:
     return tuple(saved)
 
 
-def output_grads(x: Setup, layer: LayerParams) -> Term:
+def output_grads(x: Setup, layer: LayerParams, received: bool = False) -> Term:
     """What one layer's split backward keeps for its weight backward (`OUTPUT_GRADS`): the
     gradient at every trained projection's output and every trained norm's. Routed experts
-    count their routed rows."""
+    count their routed rows. `received`: the layer is the top of a stage that sends its output,
+    so its last projection's output gradient is the gradient the stage received (autograd's
+    residual add passes it on as it is), counted as the receive buffer."""
     n, T, arch = x.n, x.T, x.arch
     outputs = 0
-    for lin in layer.linears:
+    for lin in layer.linears[:-1] if received else layer.linears:
         if x.lora and lin.name not in x.lora_targets:
             continue
         rows = lin.local_shape(x.tp)[0]

@@ -727,6 +727,15 @@ def _output_grads(x: Setup, stage: Stage) -> list[tuple[Term, int]]:
     items = [(output_grads(x, layer), n) for layer, n in (
         (counts.dense_layer, unit.dense_layers), (counts.moe_layer, unit.moe_layers))
         if layer is not None and n]
+    # a stage that sends its output receives its gradient: its top layer's last projection's
+    # output gradient is that receive buffer (one stage a rank, dense, whole tensors)
+    dense = counts.dense_layer
+    if (_sent_output(x, stage) is not None and stage.unit is None and not unit.moe_layers
+            and dense is not None and x.tp == 1 and x.cp == 1
+            and dense.linears[-1].tp == "row" and dense.linears[-1].group == "mlp"):
+        items = [(output_grads(x, dense), unit.dense_layers - 1),
+                 (output_grads(x, dense, received=True), 1)]
+        items = [(t, k) for t, k in items if k]
     if stage.head:
         items.append((head_output_grads(x), 1))
     return items
