@@ -68,13 +68,11 @@ def zero_bubble_order(pp: int, m: int, rank: int) -> tuple[tuple[int, str], ...]
     `rank` input backwards behind."""
     warm = min(pp - 1 - rank, m)
     ops: list[tuple[int, str]] = [(0, "F")] * warm
-    inputs = 0
     for k in range(warm, 2 * m):
         if k < m:
             ops.append((0, "F"))
         if k - warm < m:
             ops.append((0, "I"))
-            inputs += 1
             if k - warm >= rank:
                 ops.append((0, "W"))
     ops += [(0, "W")] * (m - sum(kind == "W" for _, kind in ops))
