@@ -572,9 +572,7 @@ def _heaviest(x: Setup, stage: Stage, ly: Layers, unit: tuple[Layers, Layers],
     keep the most bytes: the rest of their moments is the same."""
     whole, received = unit[0].saved.bytes, unit[1].saved.bytes
     sent = SENT_OUTPUT(x.T, x.h, _hidden_width(x)).bytes
-    start = len(embedding_activations(x)) if stage.embedding else 0
-    ends = ly.ends
-    first, head = sum(t.bytes for t in ends[:start]), sum(t.bytes for t in ends[start:])
+    first, head = (sum(t.bytes for t in ends) for ends in _ends(x, stage, ly))
     best: dict[tuple[Boundary, bool, bool, int, int], tuple[int, Mix]] = {}
     for mix in mixes:
         b = _boundary(x, stage, mix.alive)
@@ -652,10 +650,11 @@ def stage_peak(x: Setup, stage: Stage, detail: bool = False) -> StagePeak:
     unit = None if stage.unit is None else (layers(x, stage.unit, detail),
                                             layers(x, stage.unit, detail, receives=True))
     variants: list[tuple[Flight, int, bool, bool, Mix | None]]
-    if _chunk_mixes(x, stage) and unit:
+    mixes = _chunk_mixes(x, stage)
+    if mixes and unit:
         variants = [(fl._replace(waiting=mix.waiting, inputs=_inputs_kept(x, stage, mix))
                      if fl.split else fl, sum(mix.alive), mix.written, not mix.backward, mix)
-                    for mix in _heaviest(x, stage, ly, unit, _chunk_mixes(x, stage))]
+                    for mix in _heaviest(x, stage, ly, unit, mixes)]
     elif x.micro_batches == 1:
         variants = [(fl, fl.held, False, True, None)]
     elif fl.drained:  # every forward ran before the first backward wrote a gradient
@@ -663,9 +662,10 @@ def stage_peak(x: Setup, stage: Stage, detail: bool = False) -> StagePeak:
     else:
         variants = [(fl, fl.held, True, True, None)]
     # input backwards with weight backwards waiting, no forward between them (`Flight.deferred`)
-    if not _chunk_mixes(x, stage):
+    if not mixes:
         variants += [(fl._replace(waiting=s.waiting, inputs=s.inputs), s.alive, s.written,
                       False, None) for s in fl.deferred]
+    held = x.held_stages(stage)[0]
     worst: dict[str, Moment] = {}
     for flight, times, accumulating, forwards, mix in variants:
         for m in _stage_moments(x, stage, ms, ly, flight, times, accumulating, detail, unit,
@@ -673,8 +673,7 @@ def stage_peak(x: Setup, stage: Stage, detail: bool = False) -> StagePeak:
             if not forwards and m.phase == "forward":
                 continue
             if mix is not None and ((forwards and m.phase == "backward") or (
-                    m.name == "backward.embedding"
-                    and x.held_stages(stage)[0][mix.running] != 0)):
+                    m.name == "backward.embedding" and held[mix.running] != 0)):
                 continue  # (only the first stage's chunk runs the embedding's backward)
             best = worst.get(m.name)
             if best is None or m.bytes > best.bytes:
@@ -987,10 +986,16 @@ def _chunk_batches(x: Setup, stage: Stage, ly: Layers, whole: Part, received: Pa
     first, heads = b.first, b.heads
     parts = [scaled(p, k, detail) for p, k in ((whole, first), (received, times - first)) if k]
     out = parts[0] if len(parts) == 1 else joined(parts[0], parts[1], detail)
-    start = len(embedding_activations(x)) if stage.embedding else 0
-    ends = tuple((t, k) for t, k in (*((t, first) for t in ly.ends[:start]),
-                                     *((t, heads) for t in ly.ends[start:])) if k)
+    embedding, head = _ends(x, stage, ly)
+    ends = tuple((t, k) for t, k in (*((t, first) for t in embedding),
+                                     *((t, heads) for t in head)) if k)
     return extended(out, ends, detail) if ends else out
+
+
+def _ends(x: Setup, stage: Stage, ly: Layers) -> tuple[tuple[Term, ...], tuple[Term, ...]]:
+    """The rank's ends (`Layers.ends`): what the embedding saves, and what the head saves."""
+    start = len(embedding_activations(x)) if stage.embedding else 0
+    return ly.ends[:start], ly.ends[start:]
 
 
 def _beside(p: Part | None, items: Items, detail: bool) -> Part | None:

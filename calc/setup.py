@@ -261,7 +261,7 @@ class Setup:
         if self.schedule == "zbv":
             top, *rest = zbv_held(pp, m, i)
             return Flight(top.alive, not top.written, 1, top.waiting, True,
-                          tuple(s for s in rest if s.waiting), top.inputs)
+                          tuple(s for s in rest if s.waiting))
         if self.schedule == "dualpipev":
             return Flight(2 * pp + 1, m - 2 * pp + i + 1 < 2, 1, 0)
         if self.schedule == "dualpipe":
