@@ -136,7 +136,7 @@ MOE_FAMILIES = ("mixtral", "qwen3_moe", "deepseek_v3")
 # the pipeline schedules traced beside 1F1B (torch.distributed.pipelining's)
 SCHEDULES = ("gpipe", "interleaved_1f1b", "zero_bubble", "zbv", "dualpipev")
 FEATURES = ("tp", "tp+sp", "fsdp x tp", "cp", "pp", "fsdp + pp", "tp x pp", *SCHEDULES, "ep",
-            *MOE_FAMILIES)
+            *MOE_FAMILIES, "moe + lora")
 TARGET = 0.03  # each feature: at least 2 held-out test cases within 3%
 
 
@@ -163,6 +163,8 @@ def features(scenario: dict[str, Any], family: str) -> list[str]:
         out.append("ep")
     if family in MOE_FAMILIES:
         out.append(family)
+        if scenario["training"].get("finetuning", "full") != "full":
+            out.append("moe + lora")
     return out
 
 
