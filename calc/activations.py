@@ -29,9 +29,9 @@ from typing import NamedTuple
 
 from .architecture import ACTIVATIONS
 from .formula import Formula, Term
-from .params import LayerParams, Linear
+from .params import LayerParams, Linear, adapted, adapter_shapes, by_parameter
 from .setup import Setup
-from .sources import TORCH_SAC, TORCH_SCHEDULES
+from .sources import PEFT_EXPERTS, TORCH_SAC, TORCH_SCHEDULES
 from .sources import TRACED_ACTIVATIONS as SRC
 
 
@@ -104,8 +104,28 @@ MLP_GELU = _f("mlp", "lambda t_m, f, c: t_m * f * 5 * c", "mlp_gelu_new",
 ROUTER_INPUT = _f("mlp", "lambda T, H, q: T * H * q", "router_input", "The router's input")
 ROUTER_SOFTMAX = _f("mlp", "lambda T, e: T * e * 4", "router_softmax",
                     "The softmax of the router logits, fp32")
-EXPERT_IO = _f("mlp", "lambda t_m, H, c: t_m * H * c * 2", "expert_io",
-               "Routed experts: the gathered inputs and the outputs of K experts per token")
+EXPERT_IO = _f("mlp", "lambda t_m, H, c, n_e: t_m * H * c * n_e", "expert_io",
+               "Routed experts: the outputs of K experts per token, and their gathered inputs "
+               "when the experts' weights train (n_e = 2, else 1)")
+EXPERT_WEIGHTS = Formula(
+    "activations/lora", "lambda W_e, w: W_e * w", id="act.lora_expert_weights",
+    source=PEFT_EXPERTS,
+    title="LoRA on routed experts (peft's ParamWrapper): each stacked expert weight plus its "
+          "adapter, W + s B A, made whole each forward in the weight's dtype and kept by the "
+          "grouped GEMM for the input's gradient")
+EXPERT_WEIGHT_GRAD = Formula(
+    "temporaries/layer_backward", "lambda X_l, W_d, w: X_l + W_d * w",
+    id="act.lora_expert_weight_grad", source=PEFT_EXPERTS,
+    title="A LoRA'd MoE layer's widest backward moment: the layer's usual one and the "
+          "gradient of the folded down-projection weights, whole, before the fold's backward "
+          "reduces it to the adapter's",
+    note="traced: the down projection's grouped GEMM backward is the step's peak in the "
+         "Mixtral and DeepSeek-V3 LoRA cases")
+EXPERT_ADAPTER_COPIES = Formula(
+    "activations/lora", "lambda S_e, c: S_e * c", id="act.lora_expert_adapter_copies",
+    source=PEFT_EXPERTS,
+    title="LoRA on routed experts: the fp32 adapter factors cast to the weight's dtype for "
+          "the fold, kept by it for backward (none when the weights are fp32)")
 RESID_DROPOUT = _f("dropout", "lambda T, h: 2 * T * h", "resid_dropout",
                    "Residual dropout's masks after attention and after the MLP")
 # --- LoRA and autocast copies -------------------------------------------------------------------
@@ -317,13 +337,13 @@ def decoder_layer(x: Setup, layer: LayerParams) -> LayerActivations:
         # can be the softmax's instead, after the MLP's: not split in two)
         if trainable and arch.traits.mlp == "gated" and not (x.eager or x.math_attention):
             last_input = T * f * c
-        if not trainable and down.name in targets:
+        if not trainable and adapted(down, targets):
             _adapter_input(x, saved, "mlp", f, drop, 0 if _adapter_copies(x, drop) else c)
     if arch.resid_pdrop:
         saved.append(RESID_DROPOUT(T, x.h))
     # --- LoRA: lora_A's output kept by lora_B (adapter dtype fp32, or autocast's cast) -------
-    if targets:
-        adapters = [lin for lin in layer.linears if lin.name in targets]
+    if targets:  # (the adapters on tokens: not those folded into the experts' weights)
+        adapters = [lin for lin in layer.linears if adapted(lin, targets) and not by_parameter(lin)]
         saved.append(LORA_A_OUT(T, x.lora_rank, len(adapters), c if n.autocast else 4))
         if n.adapter_copies:  # cached low-precision copies of the trainable adapter weights
             saved.append(ADAPTER_COPIES(c, x.lora_rank, sum(sum(lin.local_shape(tp))
@@ -343,8 +363,14 @@ def decoder_layer(x: Setup, layer: LayerParams) -> LayerActivations:
     else:
         fwd = FORWARD_TRANSIENT(T, x.H, x.h, r)
         bwd = BACKWARD_TRANSIENT(n_x, T, f_w, c, x.h, r)
+    if layer.moe and lora_experts(x, layer):
+        bwd = EXPERT_WEIGHT_GRAD(bwd.bytes, sum(lin.local_counts(tp, x.ep)[0] for lin in
+                                                layer.linears
+                                                if lin.group == "experts" and lin.tp == "row"),
+                                 n.weight)
     if targets and _adapter_copies(x, drop):
-        adapted_in = max(lin.local_shape(tp)[1] for lin in layer.linears if lin.name in targets)
+        adapted_in = max(lin.local_shape(tp)[1] for lin in layer.linears
+                         if adapted(lin, targets) and not by_parameter(lin))
         copy = 4 if n.autocast else 0  # peft's fp32 copy: saved without autocast
         lora_fwd = LORA_FORWARD_TRANSIENT(T, adapted_in, c, copy, x.H, x.h, r)
         if lora_fwd.bytes > fwd.bytes:
@@ -383,7 +409,7 @@ def _sac_outputs(x: Setup, layer: LayerParams) -> tuple[int, int]:
         out = T * lin.local_shape(tp)[0] * c * lin.copies
         runs = [(out, lin.bias, lin.name in _OUTPUT_SAVED or (no_rotary and lin.name in
                                                               ("q_proj", "k_proj")))]
-        if lin.name in targets:
+        if adapted(lin, targets):
             a_width = c if x.n.autocast else 4
             runs += [(T * rank * a_width, False, True),  # lora_A's output, kept by lora_B
                      (T * lin.local_shape(tp)[0] * a_width, False, False)]
@@ -461,11 +487,11 @@ def _linear_inputs(x: Setup, saved: list[Term], key: str, consumers: tuple[Linea
             saved.append(f(INPUT_CASTS)(len(consumers), x.T, x.H, n.linear_input))
         else:
             saved.append(f(INPUT)(x.T, x.H, n.linear_input, z_width))
-    adapted = sum(lin.name in x.lora_targets for lin in consumers)
-    if adapted and not _adapter_copies(x, dropout):  # the adapters share x itself
+    n_adapted = sum(adapted(lin, x.lora_targets) for lin in consumers)
+    if n_adapted and not _adapter_copies(x, dropout):  # the adapters share x itself
         _adapter_input(x, saved, key, x.H, dropout, z_width)
     else:
-        for _ in range(adapted):
+        for _ in range(n_adapted):
             _adapter_input(x, saved, key, x.H, dropout)
 
 
@@ -512,13 +538,32 @@ def _mlp_core(x: Setup, saved: list[Term], tokens: int, f: int, down_input: bool
         saved.append(MLP_GELU(tokens, f, c))
 
 
+def lora_experts(x: Setup, layer: LayerParams) -> bool:
+    """Whether LoRA adapts the layer's routed experts (peft's `ParamWrapper`, `all-linear`)."""
+    return "experts" in x.lora_targets and any(lin.group == "experts" for lin in layer.linears)
+
+
 def _moe(x: Setup, layer: LayerParams, saved: list[Term], z_width: int, trainable: bool) -> None:
-    """Routed experts: each token visits top-k experts (Mixtral-style dispatch)."""
+    """Routed experts: each token visits top-k experts (Mixtral-style dispatch). Frozen
+    experts and router (LoRA on other projections) keep neither the router's input nor the
+    experts' gathered inputs nor the down projections' inputs; LoRA on them (peft's
+    `ParamWrapper`) keeps what full training keeps and the folded weights besides."""
     arch, n, T = x.arch, x.n, x.T
-    saved.append(ROUTER_INPUT(T, x.H, n.linear_input if n.autocast else z_width))
+    routed = [lin for lin in layer.linears if lin.group == "experts"]
+    experts_train = trainable or lora_experts(x, layer)
+    if trainable or "router" in x.lora_targets:
+        saved.append(ROUTER_INPUT(T, x.H, n.linear_input if n.autocast else z_width))
     saved.append(ROUTER_SOFTMAX(T, arch.num_local_experts))
-    saved.append(EXPERT_IO(x.routed, x.H, expert_width(x)))
-    _mlp_core(x, saved, x.routed, arch.expert_intermediate_size // x.tp, width=expert_width(x))
+    saved.append(EXPERT_IO(x.routed, x.H, expert_width(x), 2 if experts_train else 1))
+    _mlp_core(x, saved, x.routed, arch.expert_intermediate_size // x.tp, experts_train,
+              expert_width(x))
+    if experts_train and not trainable:
+        saved.append(EXPERT_WEIGHTS(sum(lin.local_counts(x.tp, x.ep)[0] for lin in routed),
+                                    n.weight))
+        if n.weight != 4:  # the factors are fp32 (peft's autocast_adapter_dtype)
+            saved.append(EXPERT_ADAPTER_COPIES(
+                sum(m * k for lin in routed for m, k in adapter_shapes(
+                    lin, x.lora_rank, x.tp, x.ep)), n.weight))
     if arch.shared_expert_intermediate_size:
         shared = tuple(lin for lin in layer.linears
                        if lin.group == "shared_expert" and lin.tp != "row")
@@ -550,7 +595,7 @@ def output_grads(x: Setup, layer: LayerParams, received: bool = False) -> Term:
     n, T, arch = x.n, x.T, x.arch
     outputs = 0
     for lin in layer.linears[:-1] if received else layer.linears:
-        if x.lora and lin.name not in x.lora_targets:
+        if x.lora and not adapted(lin, x.lora_targets):
             continue
         rows = lin.local_shape(x.tp)[0]
         if lin.group == "experts":  # T K rows spread over the local experts

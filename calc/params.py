@@ -110,7 +110,9 @@ MODEL_PARAMETERS = Formula(
 LORA_PARAMETERS = Formula(
     "parameters/trainable", "lambda r_L, L_d, S_d, L_m, S_m: r_L * (L_d * S_d + L_m * S_m)",
     id="params.lora", unit="parameters", title="Trainable parameters: the LoRA adapters",
-    source=LORA, note="each adapted linear gains A (r x d_in) and B (d_out x r)")
+    source=LORA, note="each adapted linear gains A (r x d_in) and B (d_out x r); a MoE layer's "
+    "routed experts gain r (d_in + d_out) each, gate and up fused at rank 2r (S: the layer's "
+    "widths, `adapter_shapes`, peft ParamWrapper)")
 
 
 @dataclass(frozen=True, slots=True, eq=False)  # one per architecture (memoised): hashed by identity
@@ -145,17 +147,59 @@ class ParamCounts:
         return self.total - self.moe_layers * inactive
 
 
-def lora_targets(targets: str) -> frozenset[str]:
+def lora_targets(targets: str, moe: bool = False) -> frozenset[str]:
     """The projections a LoRA adapter attaches to, by `training.lora_targets` (the names of
-    `layer_params`'s linears; `query_value` is peft's default for Llama-family models,
-    the fused qkv projection where there is one)."""
+    `layer_params`'s linears, tested with `adapted`; `query_value` is peft's default for
+    Llama-family models, the fused qkv projection where there is one). On a MoE model peft's
+    `all-linear` adapts the routed experts and the router by parameter, and the MLP names it
+    maps onto the experts no longer reach the dense layers' or the shared experts' linears
+    (PEFT_EXPERTS, `_convert_peft_config_moe`)."""
     if targets == "query_value":
         return frozenset({"q_proj", "v_proj", "qkv_proj"})
-    attention = {"q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj"}
+    attention = {"q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj", "q_a_proj", "q_b_proj",
+                 "kv_a_proj_with_mqa", "kv_b_proj"}
     if targets == "attention":
         return frozenset(attention)
+    if moe:
+        return frozenset(attention | {"experts", "router", "shared_expert_gate"})
     return frozenset(attention | {"gate_proj", "up_proj", "down_proj", "gate_up_proj", "fc_in",
                                   "fc_out"})
+
+
+def adapted(lin: Linear, targets: frozenset[str]) -> bool:
+    """Whether LoRA adapts `lin` (`targets` from `lora_targets`)."""
+    return "experts" in targets if lin.group == "experts" else lin.name in targets
+
+
+def by_parameter(lin: Linear) -> bool:
+    """Whether peft adapts `lin` through its stacked parameter (`ParamWrapper`), not as an
+    nn.Linear: transformers v5 keeps the routed experts as 3-D parameters and the router as a
+    module of its own, and peft's `all-linear` targets both by parameter (PEFT_EXPERTS). Such
+    an adapter has no per-token path: its factors fold into the weight each forward."""
+    return lin.group == "experts" or lin.name == "router"
+
+
+def quantised(lin: Linear) -> bool:
+    """Whether bitsandbytes' 4-bit conversion (QLoRA) replaces `lin`: nn.Linear modules only,
+    so not the stacked routed experts nor the router (PEFT_EXPERTS)."""
+    return not by_parameter(lin)
+
+
+def adapter_shapes(lin: Linear, rank: int, tp: int = 1, ep: int = 1
+                   ) -> tuple[tuple[int, int], ...]:
+    """The LoRA matrices peft adds to `lin` on one GPU, (rows, cols) each: A (r x d_in) and
+    B (d_out x r), per copy. The routed experts' stacked parameters get one A and one B for
+    all local experts (rank r per expert, `ParamWrapper`), and gate and up share one fused
+    adapter of rank 2r over their 2 f outputs (peft's v5 conversion), counted on gate_proj."""
+    rows, cols = lin.local_shape(tp)
+    if lin.group != "experts":
+        return ((rank, cols), (rows, rank)) * lin.copies
+    local = lin.copies // ep
+    if lin.name == "up_proj":
+        return ()
+    if lin.name == "gate_proj":
+        rank, rows = 2 * rank, 2 * rows
+    return ((rank * local, cols), (rows, rank * local))
 
 
 def _norm_size(arch: Architecture) -> int:
@@ -269,14 +313,10 @@ def _layer_term(layer: LayerParams) -> Term:
 
 
 def adapter_widths(layer: LayerParams, targets: frozenset[str], tp: int = 1, ep: int = 1) -> int:
-    """Sum of (rows + cols) over the adapted linears of one layer on one GPU: times the rank,
-    the layer's LoRA parameters."""
-    total = 0
-    for lin in layer.linears:
-        if lin.name in targets:
-            rows, cols = lin.local_shape(tp)
-            total += (rows + cols) * (lin.copies // (ep if lin.group == "experts" else 1))
-    return total
+    """One layer's LoRA parameters on one GPU over the rank: the sum of (rows + cols) over
+    its adapted linears (`adapter_shapes`)."""
+    return sum(rows * cols for lin in layer.linears if adapted(lin, targets)
+               for rows, cols in adapter_shapes(lin, 1, tp, ep))
 
 
 @lru_cache(maxsize=256)

@@ -14,7 +14,7 @@ from functools import lru_cache
 
 from .architecture import Architecture
 from .formula import Formula, Term
-from .params import LayerParams, Linear, ParamCounts
+from .params import LayerParams, Linear, ParamCounts, adapted, adapter_shapes, quantised
 from .sources import MEGATRON_SPLITS
 
 
@@ -121,7 +121,7 @@ class LocalParams:
     trainable: int
     largest_tensor: int  # the biggest single trainable tensor (for per-tensor temporaries)
     per_layer: int  # one decoder layer with its adapters (FSDP gathers one at a time)
-    linear_weights: int  # all linear weights (QLoRA quantises these)
+    linear_weights: int  # the nn.Linear weights (QLoRA quantises these; not the routed experts)
     root: int  # embedding + head + final norm (FSDP's root unit)
     factored: int  # Adafactor's second moment: rows + cols per trainable matrix, vectors whole
     per_layer_trainable: int  # the trainable part of `per_layer` (its adapters, with LoRA)
@@ -216,30 +216,29 @@ def _trainable(lin: Linear, lora: bool, rank: int, tp: int, ep: int,
     """One projection's trainable parameters on one GPU: its weight and bias, or its
     adapter (LoRA)."""
     if lora:
-        if lin.name not in targets:
+        if not adapted(lin, targets):
             return 0
-        rows, cols = lin.local_shape(tp)
-        return rank * (rows + cols) * (lin.copies // (ep if lin.group == "experts" else 1))
+        return sum(rows * cols for rows, cols in adapter_shapes(lin, rank, tp, ep))
     return sum(lin.local_counts(tp, ep))
 
 
 def _layer_local(layer: LayerParams, lora: bool, rank: int, tp: int, ep: int,
                  targets: frozenset[str]) -> tuple[int, int, int, int, int]:
-    """(params, linear weights, LoRA params, largest tensor, Adafactor factors)
+    """(params, quantisable linear weights, LoRA params, largest tensor, Adafactor factors)
     of one decoder layer on one GPU."""
     total = linear = adapters = largest = factored = 0
     for lin in layer.linears:
         w, b = lin.local_counts(tp, ep)
         total += w + b
-        linear += w
+        linear += w if quantised(lin) else 0
         copies = lin.copies // (ep if lin.group == "experts" else 1)
         rows, cols = lin.local_shape(tp)
         if lora:
-            size = rank * (rows + cols) * copies if lin.name in targets else 0
-            adapters += size
-            if size:
-                largest = max(largest, rank * max(rows, cols))
-                factored += copies * (2 * rank + rows + cols)
+            if adapted(lin, targets):
+                for m, k in adapter_shapes(lin, rank, tp, ep):
+                    adapters += m * k
+                    largest = max(largest, m * k)
+                    factored += m + k
         else:
             largest = max(largest, rows * cols)
             factored += copies * (rows + cols) + b

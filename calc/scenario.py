@@ -22,7 +22,7 @@ from .architecture import Architecture, ConfigError, from_hf_config
 from .errors import FieldError, rule
 from .numerics import numerics_for
 from .optimizers import OPTIMIZERS, OptimizerId, OptimizerImpl
-from .params import count_params, lora_targets
+from .params import adapted, count_params, lora_targets
 from .presets import GpuPreset, ModelPreset, UnknownPreset, resolve_gpu, resolve_model
 from .reading import InputError, check_depth, decode, read_json
 
@@ -505,17 +505,29 @@ def _check(s: Scenario, arch: Architecture, gpu: GpuPreset) -> list[EstimateWarn
              "with precision fp32 there is nothing to mix: computed as pure fp32")
     if t.finetuning != "full":
         counts = count_params(arch)
-        targets = lora_targets(t.lora_targets)
-        adapted = [min(lin.in_features, lin.out_features)
-                   for layer in (counts.dense_layer, counts.moe_layer) if layer is not None
-                   for lin in layer.linears if lin.name in targets]
-        if not adapted:
+        targets = lora_targets(t.lora_targets, arch.is_moe)
+        # (not the routers: peft adapts them as a side effect of `all-linear`, at any rank)
+        sizes = [min(lin.in_features, lin.out_features)
+                 for layer in (counts.dense_layer, counts.moe_layer) if layer is not None
+                 for lin in layer.linears if adapted(lin, targets) and lin.group != "router"]
+        if not sizes:
             fail("training.lora_targets", f"'{t.lora_targets}' adapts no projection of this "
                  f"{arch.model_type} model")
-        if t.lora_rank > min(adapted):
+        if t.lora_rank > min(sizes):
             fail("training.lora_rank", f"({t.lora_rank}) exceeds the smallest dimension of an "
-                 f"adapted projection ({min(adapted)}): the adapter would be larger than the "
+                 f"adapted projection ({min(sizes)}): the adapter would be larger than the "
                  "weight it adapts")
+        if "experts" in targets:
+            warn("lora_folds_experts", "training.lora_targets",
+                 "peft adapts the routed experts by folding B A into their stacked weights each "
+                 "forward: every MoE layer keeps that whole copy until its backward (see "
+                 "activations/lora); lora_targets attention, or activation checkpointing, "
+                 "avoids it")
+        if t.lora_dropout and "experts" in targets:
+            warn("lora_dropout_experts", "training.lora_dropout",
+                 "peft adapts the routed experts and the router by parameter, which refuses "
+                 "lora_dropout > 0 (ValueError in ParamWrapper): set it to 0, or lora_targets "
+                 "to attention; computed without dropout on those adapters")
     if t.finetuning == "full" and t.lora_dropout:
         warn("lora_field_unused", "training.lora_dropout", "ignored without LoRA")
     if not OPTIMIZERS[t.optimizer].implementations and "optimizer_impl" in t.model_fields_set:

@@ -50,6 +50,14 @@ LORA = Source(
     "lora", "Hu et al. (2021), LoRA: Low-Rank Adaptation of Large Language Models, section 4.1 "
     "(B A, A r x d_in, B d_out x r); peft keeps adapters in fp32", "paper",
     "https://arxiv.org/abs/2106.09685", short="LoRA §4.1")
+PEFT_EXPERTS = Source(
+    "peft_experts", "peft 0.21 with transformers v5 MoE models: `all-linear` also targets the "
+    "stacked expert weights and the router by parameter (utils/transformers_weight_conversion.py "
+    "`_convert_peft_config_moe`; gate and up fused into gate_up_proj at rank 2r); "
+    "tuners/lora/layer.py `ParamWrapper` folds W + s B A into one baddbmm per forward "
+    "(`_LoraFactorsProxy`) and refuses lora_dropout; bitsandbytes 4-bit replaces nn.Linear "
+    "only, so the stacked experts and the router stay unquantised (bitsandbytes issue 1849)",
+    "code", "https://github.com/huggingface/peft", short="peft ParamWrapper")
 QLORA = Source(
     "qlora", "Dettmers et al. (2023), QLoRA: Efficient Finetuning of Quantized LLMs, section 3 "
     "(NF4, blocksize 64, double-quantised absmax)", "paper", "https://arxiv.org/abs/2305.14314",
@@ -185,8 +193,8 @@ OPENRLHF = Source(
     "https://github.com/OpenRLHF/OpenRLHF", short="OpenRLHF")
 
 SOURCES: dict[str, Source] = {s.id: s for s in (
-    ZERO, ZERO_OFFLOAD, KORTHIKANTI, NARAYANAN, MEGATRON_SPLITS, LORA, QLORA, ADAMW, ADAM, SGD,
-    ADAFACTOR, LION, BNB_8BIT, HF_PARAMS, HF_LOSS, LIGER, MEGATRON_CODE, TORCH_SAC, TRACED_ACTIVATIONS, TRACED_PEAK,
+    ZERO, ZERO_OFFLOAD, KORTHIKANTI, NARAYANAN, MEGATRON_SPLITS, LORA, PEFT_EXPERTS, QLORA, ADAMW,
+    ADAM, SGD, ADAFACTOR, LION, BNB_8BIT, HF_PARAMS, HF_LOSS, LIGER, MEGATRON_CODE, TORCH_SAC, TRACED_ACTIVATIONS, TRACED_PEAK,
     TRACED_FSDP, TRACED_OPTIMIZER_STEP, DDP_BUCKETS, ALLOCATOR, CUDA_CONTEXT, NCCL, GPU_PRESETS,
     TRANSFORMER_MATH, MEGATRON_THEORETICAL, EXPERT_DP, TORCH_PIPELINING, TORCH_SCHEDULES,
     TORCH_LOSS_PARALLEL, DTENSOR_EMBEDDING, EXPERT_UNITS, VERL_FSDP, OPENRLHF)}
