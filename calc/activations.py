@@ -409,7 +409,7 @@ def _sac_outputs(x: Setup, layer: LayerParams) -> tuple[int, int]:
         out = T * lin.local_shape(tp)[0] * c * lin.copies
         runs = [(out, lin.bias, lin.name in _OUTPUT_SAVED or (no_rotary and lin.name in
                                                               ("q_proj", "k_proj")))]
-        if adapted(lin, targets):
+        if adapted(lin, targets) and not by_parameter(lin):  # (a folded adapter runs no mm)
             a_width = c if x.n.autocast else 4
             runs += [(T * rank * a_width, False, True),  # lora_A's output, kept by lora_B
                      (T * lin.local_shape(tp)[0] * a_width, False, False)]
