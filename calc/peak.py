@@ -531,6 +531,19 @@ def layers(x: Setup, stage: Stage, detail: bool, receives: bool = False) -> Laye
                   widest, tuple(cache), tuple(kept), received)
 
 
+def _before_last(ly: Layers, saved: Part, detail: bool) -> Part:
+    """`saved` without what the last layer keeps: FSDP prefetches the last layer while the
+    one before it computes (traced: FSDP2, the last layer's all-gather beside the earlier
+    layers' activations only)."""
+    act = ly.kinds[-1][1]
+    if ly.all_checkpointed:
+        last: Items = ((act.checkpoint_input, -1),)
+    else:
+        cached = tuple(t for t, _ in ly.cache)
+        last = tuple((t, -1) for t in act.saved if not any(t is c for c in cached))
+    return extended(saved, last, detail)
+
+
 def _torch_single_stage(x: Setup, stage: Stage) -> bool:
     """A rank holding one stage of torch's schedules, where what a stage receives and sends
     is counted at its boundary (`_receives`, `_sent_output`). Megatron-LM receives into a
@@ -863,9 +876,10 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     if x.ep > 1 and not x.megatron and stage.moe_layers:
         moments.append(_moment("forward.experts_combine", states, earlier, gathered, saved,
                                forward_extra, EP_COMBINE(x.routed, x.H, expert_width(x), x.T)))
-    if ms.gathered_layer and not units:
-        moments.append(_moment("forward.fsdp_prefetch", states, earlier, gathered, saved,
-                               forward_extra, ALL_GATHER(ms.gathered_layer.bytes)))
+    if ms.gathered_layer and not units:  # the last layer's prefetch: it has saved nothing yet
+        moments.append(_moment("forward.fsdp_prefetch", states, earlier, gathered,
+                               _before_last(ly, saved, detail), forward_extra,
+                               ALL_GATHER(ms.gathered_layer.bytes)))
     bucket = ms.reduce_bucket
     # a later micro-batch's backward leaves the cached weight copies' gradients for last: at
     # the first layer those of the layers above it wait, at the end all of them
