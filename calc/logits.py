@@ -71,6 +71,7 @@ CHUNKED_FORWARD = Formula(
     note="n_c = next_power_of_2(ceil(T / ceil(V / H))) tokens a chunk; the weight gradient is "
          "zeros_like(weight) (w = 0 for a frozen head); under autocast an fp32 weight is cast "
          "twice (u_w = 2): autocast caches its cast for chunk @ W, and casts W.t() per chunk; "
+         "a frozen one (LoRA) once at a time (u_w = 1: autocast caches no cast of it); "
          "a weight gradient that is not fp32 is accumulated as mm(...).float() (m_w = c + 4 "
          "bytes per weight), an fp32 one by addmm(out_dtype=fp32) in place (m_w = 0) "
          "(traced: validation/harness/loss.py, Liger's ops @ead96b6)")
@@ -88,7 +89,9 @@ def logits_memory(x: Setup) -> tuple[Term, Term]:
         q = 4 if n.residual == 4 else c  # the final norm's output: fp32 with an fp32 residual
         w = 0 if x.lora else n.gathered_weight if n.fsdp_mixed else n.weight
         tokens = 1 << (-(-T // -(-V // H)) - 1).bit_length()
-        u_w = 2 if n.weight_copies and not x.lora else 0
+        # autocast caches its cast of a trained fp32 weight and casts W.t() per chunk; a
+        # frozen one (LoRA) is cast per use, one cast alive at a time
+        u_w = 0 if not n.weight_copies else 1 if x.lora else 2
         # no weight gradient, or an fp32 one filled in place by addmm(out_dtype=fp32) from
         # 16-bit logits; else mm(...).float(): the product and its fp32 copy
         m_w = 0 if w == 0 or (w == 4 and c < 4) else c + 4
