@@ -50,8 +50,9 @@ NORM_OUT_FP32 = _f("norms", "lambda T, h: T * h * 4", "norm_normalised_fp32",
                    "The normalised tensor in fp32, kept by the weight multiply")
 NORM_OUT = _f("norms", "lambda T, h, r: T * h * r", "norm_normalised",
               "The normalised tensor cast back, kept by the weight multiply")
-POST_NORM = _f("norms", "lambda T, h: T * h * 4 + T * 4 + T * h * 4", "post_norm",
-               "A post-norm on a sublayer's output: fp32 copy, rsqrt, normalised (Gemma 2/3)")
+POST_NORM = _f("norms", "lambda T, h, n_p: T * h * 4 * n_p + T * 4", "post_norm",
+               "A post-norm on a sublayer's output: fp32 copy, rsqrt, and the normalised "
+               "tensor where its weight trains (n_p = 2, else 1) (Gemma 2/3)")
 # --- the projections' inputs ----------------------------------------------------------------
 INPUT_CASTS = _f("attention", "lambda n_r, T, H, q: n_r * T * H * q", "input_casts",
                  "Under autocast each of the n_r projections keeps its own cast of the input")
@@ -275,7 +276,7 @@ def decoder_layer(x: Setup, layer: LayerParams) -> LayerActivations:
     # --- norms before attention and MLP (and Gemma 2's post-norms) ---------------------------
     z_width = _norm(x, saved, trainable, 2)
     if x.arch.traits.norms_per_layer == 4:  # post-attention / post-feedforward norms
-        saved += [POST_NORM(T, x.h)] * 2
+        saved += [POST_NORM(T, x.h, 2 if trainable else 1)] * 2
     # --- inputs of the projections reading the normed hidden states --------------------------
     drop = x.lora_dropout
     _linear_inputs(x, saved, "attention", layer.attention_inputs, z_width, trainable, drop)

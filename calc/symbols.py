@@ -162,6 +162,8 @@ SYMBOLS: dict[str, Symbol] = {name: Symbol(tex, meaning) for name, tex, meaning 
     ("W_e", "W_e", "a MoE layer's routed expert weights on one GPU"),
     ("W_d", "W_\\text{down}", "a MoE layer's routed experts' down-projection weights on one GPU"),
     ("S_e", "P_e", "the LoRA parameters of a MoE layer's routed experts on one GPU"),
+    ("n_p", "n_p", "fp32 tensors of T h a post-norm keeps: its copy, and the normalised one "
+     "where its weight trains"),
     ("n_e", "n_e", "routed-expert tensors kept per row: outputs, and inputs when they train"),
     ("d_i", "d_\\text{in}", "input features of the adapted projection on one GPU"),
     ("F", "F", "Adafactor's factors: rows + cols of each trainable matrix, vectors whole"),
