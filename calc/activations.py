@@ -66,6 +66,8 @@ ADAPTER_DROPOUT = _f("dropout", "lambda T, d_i: T * d_i", "adapter_dropout",
 # --- attention --------------------------------------------------------------------------------
 MLA_LATENT = _f("attention", "lambda T, r_q, c: T * r_q * (4 + 4 + c)", "mla_latent",
                 "MLA: a latent's norm (fp32) and the b-projection's input")
+MLA_LATENT_FROZEN = _f("attention", "lambda T, r_q: T * r_q * 4", "mla_latent_frozen",
+                       "MLA with a frozen base (LoRA): a latent's norm keeps its fp32 input")
 MLA_WIDTHS = _f("attention", "lambda T, a, d_qk, d_v, d, c: T * a * (2 * d_qk + d_v - 3 * d) * c",
                 "mla_widths", "MLA: q, k, v widths beyond head_dim")
 QK_NORM = _f("attention", "lambda T, a_h, d, c_n: T * a_h * d * (4 + c_n) + T * a_h * 4",
@@ -287,9 +289,13 @@ def decoder_layer(x: Setup, layer: LayerParams) -> LayerActivations:
     arch = x.arch
     if arch.is_mla:
         assert arch.kv_lora_rank and arch.qk_nope_head_dim and arch.qk_rope_head_dim
-        for rank in (arch.q_lora_rank, arch.kv_lora_rank):
-            if rank:
-                saved.append(MLA_LATENT(T, rank, c))
+        for rank, b_proj in ((arch.q_lora_rank, "q_b_proj"), (arch.kv_lora_rank, "kv_b_proj")):
+            if not rank:
+                continue
+            saved.append(MLA_LATENT(T, rank, c) if trainable else MLA_LATENT_FROZEN(T, rank))
+            if b_proj in targets:  # the frozen b-projection keeps nothing; its adapter does
+                _adapter_input(x, saved, "attention", rank, drop,
+                               0 if _adapter_copies(x, drop) else 4 if r == 4 else c)
         saved.append(MLA_WIDTHS(T, a, arch.qk_nope_head_dim + arch.qk_rope_head_dim,
                              arch.v_head_dim or arch.qk_nope_head_dim, d, c))
     elif arch.traits.qk_norm:
@@ -318,11 +324,13 @@ def decoder_layer(x: Setup, layer: LayerParams) -> LayerActivations:
             saved.append(SOFTCAP(x.b, a, x.s, c))
         if arch.attention_dropout:
             saved.append(SCORES_DROPOUT(x.b, a, x.s))
-    if "o_proj" in targets and any(lin.name == "o_proj" for lin in layer.linears):
+    o_proj = dict(layer.by_name).get("o_proj") if "o_proj" in targets else None
+    if o_proj is not None:
+        o_in = o_proj.local_shape(tp)[1]  # a d, or MLA's a d_v
         if _adapter_copies(x, drop):
-            _adapter_input(x, saved, "attention", a * d, drop)
+            _adapter_input(x, saved, "attention", o_in, drop)
         elif x.eager:  # the transposed attention output is a copy only the adapter keeps
-            _adapter_input(x, saved, "attention", a * d, drop, c)
+            _adapter_input(x, saved, "attention", o_in, drop, c)
         # else o_proj's input is SDPA's output itself (already saved): nothing more
     # --- MLP ---------------------------------------------------------------------------------
     last_input = 0
@@ -552,8 +560,9 @@ def _moe(x: Setup, layer: LayerParams, saved: list[Term], z_width: int, trainabl
     arch, n, T = x.arch, x.n, x.T
     routed = [lin for lin in layer.linears if lin.group == "experts"]
     experts_train = trainable or lora_experts(x, layer)
-    if trainable or "router" in x.lora_targets:
-        saved.append(ROUTER_INPUT(T, x.H, n.linear_input if n.autocast else z_width))
+    if trainable or "router" in x.lora_targets:  # (autocast casts an fp32 router input down)
+        saved.append(ROUTER_INPUT(T, x.H, n.linear_input if n.autocast else
+                                  4 if arch.traits.router_fp32 else z_width))
     saved.append(ROUTER_SOFTMAX(T, arch.num_local_experts))
     saved.append(EXPERT_IO(x.routed, x.H, expert_width(x), 2 if experts_train else 1))
     _mlp_core(x, saved, x.routed, arch.expert_intermediate_size // x.tp, experts_train,
@@ -569,7 +578,10 @@ def _moe(x: Setup, layer: LayerParams, saved: list[Term], z_width: int, trainabl
         shared = tuple(lin for lin in layer.linears
                        if lin.group == "shared_expert" and lin.tp != "row")
         _linear_inputs(x, saved, "mlp", shared, z_width, trainable)
-        _mlp_core(x, saved, T, arch.shared_expert_intermediate_size // x.tp)
+        down = next(lin for lin in layer.linears
+                    if lin.group == "shared_expert" and lin.tp == "row")
+        _mlp_core(x, saved, T, arch.shared_expert_intermediate_size // x.tp,
+                  trainable or adapted(down, x.lora_targets))
 
 
 def head_activations(x: Setup) -> tuple[Term, ...]:

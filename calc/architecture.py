@@ -204,6 +204,7 @@ class Traits:
     embed_scale: bool  # Gemma multiplies embeddings by sqrt(hidden)
     shared_expert_gate: bool  # Qwen2-MoE gates its shared expert
     rotary: Literal["add", "cat", "none"] = "add"  # how q, k are rotated (see activations)
+    router_fp32: bool = False  # DeepSeek-V3's router casts its input and weight to fp32
 
 
 _LLAMA = Traits(
@@ -221,7 +222,7 @@ TRAITS: dict[str, Traits] = {
     "llama": _LLAMA,
     "mistral": _LLAMA,
     "mixtral": _LLAMA,
-    "deepseek_v3": _LLAMA,
+    "deepseek_v3": _with(_LLAMA, router_fp32=True),
     "qwen2": _with(_LLAMA, qkv_bias=True, o_bias=False, mlp_bias=False),
     "qwen2_moe": _with(_LLAMA, qkv_bias=True, o_bias=False, mlp_bias=False, shared_expert_gate=True),
     "qwen3": _with(_LLAMA, qk_norm=True, mlp_bias=False),
