@@ -135,6 +135,7 @@ class LocalParams:
     per_layer_experts_down: int  # and their down projections (the unit's first gradients)
     head_trainable: int  # the trainable part of `root` the head's backward writes: the head
     # and the final norm (tied weights: the shared matrix); none with LoRA
+    tensors: tuple[int, ...] = ()  # the trainable tensors' elements, as the model holds them
 
     @property
     def total(self) -> int:
@@ -150,11 +151,13 @@ def local_params(counts: ParamCounts, lora: bool, lora_rank: int, tp: int, ep: i
     linear_w = adapters = factored = largest = per_layer = layer_adapters = layer_linear = 0
     layer_last = layer_mlp = experts = experts_trainable = layer_experts = layer_down = 0
     per_kind = {}
+    tensors: list[int] = []
     for name, layer, n in (("dense", counts.dense_layer, stage.dense_layers),
                            ("moe", counts.moe_layer, stage.moe_layers)):
         if layer is None or n == 0:
             per_kind[name] = 0
             continue
+        tensors += _layer_tensors(layer, lora, lora_rank, tp, ep, targets) * n
         lt, lw, la, big, fac = _layer_local(layer, lora, lora_rank, tp, ep, targets)
         per_kind[name] = lt
         routed = [lin for lin in layer.linears if lin.group == "experts"]
@@ -198,10 +201,19 @@ def local_params(counts: ParamCounts, lora: bool, lora_rank: int, tp: int, ep: i
         factored += root_matrices * (vocab_rows + h) + (counts.final_norm if stage.head else 0)
         trainable = total.bytes
         largest = max(largest, vocab_part if (stage.embedding or stage.head) else 0)
+        positions = arch.max_position_embeddings * h if arch.traits.learned_positions else 0
+        if stage.embedding:  # (GPT-2's position table is a tensor of its own)
+            tensors += [vocab_part - positions // tp, positions // tp] if positions else \
+                [vocab_part]
+        if stage.head:
+            tensors.append(counts.final_norm)
+            if counts.lm_head or not stage.embedding:
+                tensors.append(head - counts.final_norm)
+    tensors = sorted((t for t in tensors if t), reverse=True)
     return LocalParams(total, trainable, largest, per_layer, linear_w, root, factored,
                        layer_adapters if lora else per_layer, layer_linear, 0 if lora else root,
                        layer_last, layer_mlp, experts, experts_trainable, layer_experts,
-                       layer_down, 0 if lora else head)
+                       layer_down, 0 if lora else head, tuple(tensors))
 
 
 def _last_trainable(layer: LayerParams, lora: bool, rank: int, tp: int, ep: int,
@@ -220,6 +232,25 @@ def _trainable(lin: Linear, lora: bool, rank: int, tp: int, ep: int,
             return 0
         return sum(rows * cols for rows, cols in adapter_shapes(lin, rank, tp, ep))
     return sum(lin.local_counts(tp, ep))
+
+
+def _layer_tensors(layer: LayerParams, lora: bool, rank: int, tp: int, ep: int,
+                   targets: frozenset[str]) -> list[int]:
+    """One layer's trainable tensors on one GPU, as transformers holds them: each linear's
+    weight and bias, the routed experts stacked (gate and up in one tensor), the norms
+    counted as one; or the LoRA matrices."""
+    if lora:
+        return [m * k for lin in layer.linears if adapted(lin, targets)
+                for m, k in adapter_shapes(lin, rank, tp, ep)]
+    out = [layer.norm_count]
+    for lin in layer.linears:
+        w, b = lin.local_counts(tp, ep)
+        if lin.group == "experts" and lin.name == "up_proj":  # in gate_proj's stacked tensor
+            continue
+        if lin.group == "experts" and lin.name == "gate_proj":
+            w, b = 2 * w, 2 * b
+        out += [w, b]
+    return out
 
 
 def _layer_local(layer: LayerParams, lora: bool, rank: int, tp: int, ep: int,

@@ -116,6 +116,10 @@ TRACED_FSDP = Source(
 TRACED_OPTIMIZER_STEP = Source(
     "traced_optimizer_step", "traced: torch.optim fused, foreach and for-loop step "
     "implementations (validation/cases.json)", "traced", short="traced: optimizer steps")
+TORCH_ZERO1 = Source(
+    "torch_zero1", "torch.distributed.optim.ZeroRedundancyOptimizer._partition_parameters: "
+    "whole parameters, largest first, each to the rank holding the fewest elements so far",
+    "code", "https://github.com/pytorch/pytorch", short="ZeroRedundancyOptimizer")
 DDP_BUCKETS = Source(
     "ddp_buckets", "torch DistributedDataParallel (gradient_as_bucket_view=False copies every "
     "gradient into flat buckets); DeepSpeed's reduce_bucket_size, h^2 under HF's 'auto'",
@@ -195,7 +199,7 @@ OPENRLHF = Source(
 SOURCES: dict[str, Source] = {s.id: s for s in (
     ZERO, ZERO_OFFLOAD, KORTHIKANTI, NARAYANAN, MEGATRON_SPLITS, LORA, PEFT_EXPERTS, QLORA, ADAMW,
     ADAM, SGD, ADAFACTOR, LION, BNB_8BIT, HF_PARAMS, HF_LOSS, LIGER, MEGATRON_CODE, TORCH_SAC, TRACED_ACTIVATIONS, TRACED_PEAK,
-    TRACED_FSDP, TRACED_OPTIMIZER_STEP, DDP_BUCKETS, ALLOCATOR, CUDA_CONTEXT, NCCL, GPU_PRESETS,
+    TRACED_FSDP, TRACED_OPTIMIZER_STEP, TORCH_ZERO1, DDP_BUCKETS, ALLOCATOR, CUDA_CONTEXT, NCCL, GPU_PRESETS,
     TRANSFORMER_MATH, MEGATRON_THEORETICAL, EXPERT_DP, TORCH_PIPELINING, TORCH_SCHEDULES,
     TORCH_LOSS_PARALLEL, DTENSOR_EMBEDDING, EXPERT_UNITS, VERL_FSDP, OPENRLHF)}
 """Every source by id: the docs' bibliography lists them from here."""

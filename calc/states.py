@@ -13,6 +13,7 @@ partitions in host memory and steps on the CPU; ZeRO-Infinity also the parameter
 
 from __future__ import annotations
 
+import heapq
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -31,6 +32,7 @@ from .sources import (
     MEGATRON_CODE,
     QLORA,
     TORCH_PIPELINING,
+    TORCH_ZERO1,
     TRACED_FSDP,
     TRACED_OPTIMIZER_STEP,
     ZERO,
@@ -170,6 +172,35 @@ for _moved in (OFFLOADED, HOST_PARAMETERS):
     for _f, _host in list(_moved.items()):
         if _f in EXPERT_FORMS:
             _moved[EXPERT_FORMS[_f]] = _expert_form(_host)
+
+# torch's ZeroRedundancyOptimizer (zero 1 without DeepSpeed) shards whole parameters: the
+# heaviest rank's share P_z (`heaviest_share`) replaces ceil(P_t / N_1).
+_EVEN = "ceil(P_t / N_1)"
+WHOLE_FORMS: dict[Formula, Formula] = {}
+"""Each optimizer-sharded formula's whole-parameter form (`_state`, `_step_temporary`)."""
+
+
+def _whole_form(f: Formula) -> None:
+    body = f.expr.partition(":")[2].replace(_EVEN, "P_z")
+    args = [a for a in f.args if a != "N_1" and (a != "P_t" or "P_t" in body)]
+    args.insert(args.index("P_t") + 1 if "P_t" in args else 0, "P_z")
+    WHOLE_FORMS[f] = Formula(f.key, f"lambda {', '.join(args)}:{body}", id=f"{f.id}.whole",
+                             title=f"{f.title}, of the rank holding the most whole parameters",
+                             source=TORCH_ZERO1, unit=f.unit, note=f.note)
+
+
+for _f in (*STATES.values(), STEP_TEMPORARIES["state_copy"]):
+    _whole_form(_f)
+
+
+def heaviest_share(tensors: tuple[int, ...], N: int) -> int:
+    """The elements of the rank ZeroRedundancyOptimizer gives the most: `tensors` (largest
+    first) each to the rank holding the fewest so far (TORCH_ZERO1)."""
+    loads = [0] * N
+    for size in tensors:
+        heapq.heapreplace(loads, loads[0] + size)
+    return max(loads)
+
 
 Experts = tuple[int, int, int, int, int] | None
 """(P_x, P_tx, X_1, X_2, X_3) under expert parallelism, else None."""
@@ -360,7 +391,10 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
     else:
         gradients = sharded(GRADIENTS, ex, P_t, N_2, g)
 
-    states = [_state(s.name, s.kind, local, N_1, w_s, ex) for s in opt.states]
+    # torch's zero 1 is ZeroRedundancyOptimizer: whole parameters to each rank
+    P_z = heaviest_share(local.tensors, N_1) if z == 1 and N_1 > 1 and not deepspeed \
+        and ex is None and not offload_optimizer else None
+    states = [_state(s.name, s.kind, local, N_1, w_s, ex, P_z) for s in opt.states]
     if n.master and not lora:
         states.append(sharded(MASTER_WEIGHTS, ex, P_t, N_1, n.master))
     offloaded = offload_optimizer and z >= 1
@@ -374,7 +408,7 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
         gradients = OFFLOAD_GRAD_BUFFER(local.largest_tensor, g) if z <= 2 else \
             NO_GRADIENTS()
 
-    step = None if offloaded else _step_temporary(opt, impl, local, N_1, w_s, g, ex)
+    step = None if offloaded else _step_temporary(opt, impl, local, N_1, w_s, g, ex, P_z)
     if whole_vocab and not offloaded:
         step = STEP_VOCAB_SHARD(step.bytes if step else 0, whole, tp, g)
     gathered = gathered_grads = root = everything = lingering = accumulated = units = None
@@ -442,8 +476,16 @@ def accumulated(gradients: Term) -> bool:
     return gradients.formula in (GRADIENTS, EXPERT_FORMS[GRADIENTS], GRADIENTS_WHOLE_VOCAB)
 
 
-def _state(name: str, kind: str, local: LocalParams, N_1: int, w_s: int, ex: Experts) -> Term:
+def _state(name: str, kind: str, local: LocalParams, N_1: int, w_s: int, ex: Experts,
+           P_z: int | None = None) -> Term:
     f = STATES[name]
+    if P_z is not None:  # whole parameters (ZeroRedundancyOptimizer)
+        whole = WHOLE_FORMS[f]
+        if kind == "dense":
+            return whole(P_z, w_s)
+        if kind == "blockwise_8bit":
+            return whole(P_z, BNB_BLOCK)
+        return whole(local.factored, local.trainable, P_z)
     if kind == "dense":
         return sharded(f, ex, local.trainable, N_1, w_s)
     if kind == "blockwise_8bit":
@@ -452,13 +494,15 @@ def _state(name: str, kind: str, local: LocalParams, N_1: int, w_s: int, ex: Exp
 
 
 def _step_temporary(opt: Optimizer, impl: OptimizerImpl, local: LocalParams, N_1: int, w_s: int,
-                    g: int, ex: Experts) -> Term | None:
+                    g: int, ex: Experts, P_z: int | None = None) -> Term | None:
     """Peak extra memory inside optimizer.step() (torch.optim implementations, traced)."""
     rule = opt.step_rule(impl)
     if rule == "none":
         return None
     f = STEP_TEMPORARIES[rule]
     if rule == "state_copy":
+        if P_z is not None:
+            return WHOLE_FORMS[f](P_z, w_s)
         return sharded(f, ex, local.trainable, N_1, w_s)
     if rule == "two_largest":
         return f(local.largest_tensor, w_s)

@@ -159,6 +159,8 @@ SYMBOLS: dict[str, Symbol] = {name: Symbol(tex, meaning) for name, tex, meaning 
     ("S_m", "D_\\text{MoE}", "sum of d_in + d_out over an MoE layer's adapted linears (the "
      "experts' gate and up fused at rank 2r)"),
     ("S_a", "D'", "sum of d_in + d_out over a layer's adapted linears on one GPU"),
+    ("P_z", "P_z", "the parameters of the rank holding the most under torch's "
+     "ZeroRedundancyOptimizer: whole tensors, largest first, each to the least-loaded rank"),
     ("W_e", "W_e", "a MoE layer's routed expert weights on one GPU"),
     ("W_d", "W_\\text{down}", "a MoE layer's routed experts' down-projection weights on one GPU"),
     ("S_e", "P_e", "the LoRA parameters of a MoE layer's routed experts on one GPU"),

@@ -5,7 +5,7 @@ import pytest
 from calc.architecture import Architecture
 from calc.scenario import parse_scenario, resolve
 from calc.setup import setup
-from calc.states import model_states
+from calc.states import heaviest_share, model_states
 
 # A ~7.5B GPT-like model; the ZeRO paper's Figure 1 uses Psi = 7.5B, N_d = 64, K = 12.
 ARCH = Architecture(model_type="gpt2", hidden_size=4096, num_hidden_layers=36,
@@ -68,5 +68,29 @@ def test_deepspeed_torch_autocast_keeps_fp32_parameters_and_clones_its_partition
     assert x.n.weight_copies  # autocast's bf16 weight cache, as torch's amp
 
     _, torch_form = states(None)  # amp names no framework: torch's forms
-    assert sum(t.bytes for t in torch_form.optimizer_states) == pytest.approx(8 * psi / n, abs=8)
+    torch_states = sum(t.bytes for t in torch_form.optimizer_states)
+    if zero == 2:  # FSDP2: an even 1/N
+        assert torch_states == pytest.approx(8 * psi / n, abs=8)
+    else:  # ZeroRedundancyOptimizer: whole tensors, so a rank holds the embedding at least
+        assert torch_states == 8 * heaviest_share(torch_form.local.tensors, n)
+        assert torch_states >= 8 * max(torch_form.local.tensors) > 8 * psi / n
     assert torch_form.reduce_bucket is None
+
+
+def test_zero_redundancy_optimizer_gives_whole_tensors_to_the_least_loaded_rank() -> None:
+    """torch's greedy partition, largest first (ZeroRedundancyOptimizer._partition_parameters):
+    [5, 4, 3, 3, 1] over 2 ranks -> {5, 3} and {4, 3, 1}: the heaviest holds 8."""
+    assert heaviest_share((5, 4, 3, 3, 1), 2) == 8
+    assert heaviest_share((10, 1, 1), 4) == 10
+    assert heaviest_share((), 3) == 0
+
+
+def test_zero1_traced_probe_with_a_large_tied_embedding() -> None:
+    """qwen2.5-0.5b, dp 8: the 136M-element tied embedding alone is more than an eighth of the
+    model, so the traced rank 0 holds its Adam states, 1039 MiB against an even 471 MiB."""
+    x = setup(resolve(parse_scenario({
+        "model": "qwen2.5-0.5b", "training": {"seq_len": 2048, "micro_batch_size": 2},
+        "parallelism": {"dp": 8, "zero": 1}})))
+    ms = model_states(x, x.stages[0])
+    states = sum(t.bytes for t in ms.optimizer_states)
+    assert states == 8 * 151936 * 896  # the embedding's two fp32 moments (traced: 1039 MiB)
