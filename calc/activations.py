@@ -68,8 +68,9 @@ MLA_LATENT = _f("attention", "lambda T, r_q, c: T * r_q * (4 + 4 + c)", "mla_lat
                 "MLA: a latent's norm (fp32) and the b-projection's input")
 MLA_LATENT_FROZEN = _f("attention", "lambda T, r_q: T * r_q * 4", "mla_latent_frozen",
                        "MLA with a frozen base (LoRA): a latent's norm keeps its fp32 input")
-MLA_WIDTHS = _f("attention", "lambda T, a, d_qk, d_v, d, c: T * a * (2 * d_qk + d_v - 3 * d) * c",
-                "mla_widths", "MLA: q, k, v widths beyond head_dim")
+MLA_WIDTHS = _f("attention", "lambda T, a, d_qk, d_kv, d, c: T * a * (2 * d_qk + d_kv - 3 * d) * c",
+                "mla_widths", "MLA: q, k and v beyond head_dim; v is a view of kv_b's output, "
+                "which it keeps whole (k's nope part with it)")
 QK_NORM = _f("attention", "lambda T, a_h, d, c_n: T * a_h * d * (4 + c_n) + T * a_h * 4",
              "qk_norm", "Per-head RMSNorm of q or k: fp32 input, rsqrt, the normalised tensor")
 QKV = _f("attention", "lambda T, a, k, d, c: T * (a + 2 * k) * d * c", "qkv",
@@ -297,7 +298,8 @@ def decoder_layer(x: Setup, layer: LayerParams) -> LayerActivations:
                 _adapter_input(x, saved, "attention", rank, drop,
                                0 if _adapter_copies(x, drop) else 4 if r == 4 else c)
         saved.append(MLA_WIDTHS(T, a, arch.qk_nope_head_dim + arch.qk_rope_head_dim,
-                             arch.v_head_dim or arch.qk_nope_head_dim, d, c))
+                                arch.qk_nope_head_dim + (arch.v_head_dim or arch.qk_nope_head_dim),
+                                d, c))
     elif arch.traits.qk_norm:
         for heads in (a, k):
             saved.append(QK_NORM(T, heads, d, c if trainable else 0))
@@ -311,7 +313,8 @@ def decoder_layer(x: Setup, layer: LayerParams) -> LayerActivations:
         saved.append(QKV(T, a, k, d, c))  # SDPA sees low-precision q, k, v under autocast
         if arch.traits.fused_qkv and rotary != "none":
             saved.append(FUSED_QKV_OUT(T, a, k, d, c))
-        saved.append(ATTN_OUT(T, a, d, c))
+        saved.append(ATTN_OUT(T, a, arch.v_head_dim if arch.is_mla and arch.v_head_dim else d,
+                              c))  # (MLA: the values' width)
         saved.append(LSE(T, a))
         if rotary == "cat" and trainable:
             saved.append(TRANSPOSED_OUT(T, a, d, c))

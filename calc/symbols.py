@@ -38,6 +38,7 @@ SYMBOLS: dict[str, Symbol] = {name: Symbol(tex, meaning) for name, tex, meaning 
     ("K", "K", "experts per token (top-k)"),
     ("d_qk", "d_{qk}", "MLA: query/key head dimension (nope + rope)"),
     ("d_v", "d_v", "MLA: value head dimension"),
+    ("d_kv", "d_{kv}", "MLA: kv_b's output per head, k's nope part and v (d_nope + d_v)"),
     ("r_q", "r_\\text{latent}", "MLA: a latent's rank"),
     ("a_h", "a_h", "heads of the normed tensor (a for q, k for k)"),
     ("O_l", "O_\\text{layer}", "a layer's trained projection outputs per token on one GPU"),
