@@ -125,6 +125,16 @@ EXPERT_WEIGHT_GRAD = Formula(
           "reduces it to the adapter's",
     note="traced: the down projection's grouped GEMM backward is the step's peak in the "
          "Mixtral and DeepSeek-V3 LoRA cases")
+EXPERTS_COMBINE_BACKWARD = Formula(
+    "temporaries/layer_backward",
+    "lambda t_m, H, w_c, w_x, T, h, r, c: t_m * H * (3 * w_c + w_x) + T * h * max(r, c)",
+    id="act.experts_combine_backward", source=SRC,
+    title="A MoE layer's first backward moment, through its weighted sum of the experts' "
+          "outputs: the gathered gradient scattered back (index_put), and its products with "
+          "the routing weights and with the experts' outputs, beside the incoming gradient",
+    note="w_c: the weighted outputs' width (fp32 where the routing weights are, else the "
+         "experts'); w_x: the experts' output gradient cast back to their width where it "
+         "differs, else 0 (traced: DeepSeek-V3 at micro-batch 4, the step's peak)")
 EXPERT_ADAPTER_COPIES = Formula(
     "activations/lora", "lambda S_e, c: S_e * c", id="act.lora_expert_adapter_copies",
     source=PEFT_EXPERTS,
@@ -380,6 +390,13 @@ def decoder_layer(x: Setup, layer: LayerParams) -> LayerActivations:
                                                 layer.linears
                                                 if lin.group == "experts" and lin.tp == "row"),
                                  n.weight)
+    if layer.moe and x.ep == 1:  # the combine's backward comes first, alone (not under EP's
+        w_e = expert_width(x)  # all-to-all, whose combine is not this sum)
+        w_c = 4 if arch.traits.routing_fp32 else w_e
+        combine = EXPERTS_COMBINE_BACKWARD(x.routed, x.H, w_c, w_e if w_e != w_c else 0, T, x.h,
+                                           r, c)
+        if combine.bytes > bwd.bytes:
+            bwd = combine
     if targets and _adapter_copies(x, drop):
         adapted_in = max(lin.local_shape(tp)[1] for lin in layer.linears
                          if adapted(lin, targets) and not by_parameter(lin))

@@ -205,6 +205,8 @@ class Traits:
     shared_expert_gate: bool  # Qwen2-MoE gates its shared expert
     rotary: Literal["add", "cat", "none"] = "add"  # how q, k are rotated (see activations)
     router_fp32: bool = False  # DeepSeek-V3's router casts its input and weight to fp32
+    routing_fp32: bool = False  # the routing weights stay fp32 (Mixtral, DeepSeek-V3), not the
+    # router logits' dtype (Qwen-MoE casts them back)
 
 
 _LLAMA = Traits(
@@ -221,8 +223,8 @@ def _with(base: Traits, **changes: Any) -> Traits:
 TRAITS: dict[str, Traits] = {
     "llama": _LLAMA,
     "mistral": _LLAMA,
-    "mixtral": _LLAMA,
-    "deepseek_v3": _with(_LLAMA, router_fp32=True),
+    "mixtral": _with(_LLAMA, routing_fp32=True),
+    "deepseek_v3": _with(_LLAMA, router_fp32=True, routing_fp32=True),
     "qwen2": _with(_LLAMA, qkv_bias=True, o_bias=False, mlp_bias=False),
     "qwen2_moe": _with(_LLAMA, qkv_bias=True, o_bias=False, mlp_bias=False, shared_expert_gate=True),
     "qwen3": _with(_LLAMA, qk_norm=True, mlp_bias=False),

@@ -167,6 +167,10 @@ SYMBOLS: dict[str, Symbol] = {name: Symbol(tex, meaning) for name, tex, meaning 
     ("S_e", "P_e", "the LoRA parameters of a MoE layer's routed experts on one GPU"),
     ("n_p", "n_p", "fp32 tensors of T h a post-norm keeps: its copy, and the normalised one "
      "where its weight trains"),
+    ("w_c", "w_c", "bytes per element of a MoE layer's weighted expert outputs: 4 where the "
+     "routing weights are fp32, else the experts' width"),
+    ("w_x", "w_x", "bytes per element of the experts' output gradient cast back to their "
+     "width, where it differs from w_c; else 0"),
     ("n_e", "n_e", "routed-expert tensors kept per row: outputs, and inputs when they train"),
     ("d_i", "d_\\text{in}", "input features of the adapted projection on one GPU"),
     ("F", "F", "Adafactor's factors: rows + cols of each trainable matrix, vectors whole"),
