@@ -99,12 +99,16 @@ SCORES_DROPOUT = _f("dropout", "lambda b, a, s: b * a * s**2", "attention_dropou
 # --- MLP --------------------------------------------------------------------------------------
 MLP_GATED = _f("mlp", "lambda n_g, t_m, f, c: n_g * t_m * f * c", "mlp_gated",
                "Gated MLP: gate out, activation out, up out (and their product for down_proj)")
-MLP_NATIVE = _f("mlp", "lambda t_m, f, c: 2 * t_m * f * c", "mlp_plain",
-                "Plain MLP: fc output (kept by the activation), activation output")
-MLP_GELU_AMP = _f("mlp", "lambda t_m, f, c: t_m * f * (4 + 4 + c + 4 + c)", "mlp_gelu_new_amp",
-                  "GPT-2's gelu_new in Python ops, pow in fp32 under autocast")
-MLP_GELU = _f("mlp", "lambda t_m, f, c: t_m * f * 5 * c", "mlp_gelu_new",
-              "GPT-2's gelu_new in Python ops")
+MLP_NATIVE = _f("mlp", "lambda t_m, f, c, n_d: (1 + n_d) * t_m * f * c", "mlp_plain",
+                "Plain MLP: fc output (kept by the activation), and the activation output "
+                "where the down projection's weight trains (n_d = 1, else 0)")
+MLP_GELU_AMP = _f("mlp", "lambda t_m, f, c, n_d: t_m * f * (4 + 4 + c + 4 + n_d * c)",
+                  "mlp_gelu_new_amp", "GPT-2's gelu_new in Python ops, pow in fp32 under "
+                  "autocast; the down projection's cast of its output where that projection "
+                  "trains (n_d = 1)")
+MLP_GELU = _f("mlp", "lambda t_m, f, c, n_d: t_m * f * (4 + n_d) * c", "mlp_gelu_new",
+              "GPT-2's gelu_new in Python ops; its output kept where the down projection "
+              "trains (n_d = 1)")
 ROUTER_INPUT = _f("mlp", "lambda T, H, q: T * H * q", "router_input", "The router's input")
 ROUTER_SOFTMAX = _f("mlp", "lambda T, e: T * e * 4", "router_softmax",
                     "The softmax of the router logits, fp32")
@@ -560,11 +564,11 @@ def _mlp_core(x: Setup, saved: list[Term], tokens: int, f: int, down_input: bool
     if x.arch.traits.mlp == "gated":
         saved.append(MLP_GATED(4 if down_input else 3, tokens, f, c))
     elif ACTIVATIONS[x.arch.hidden_act] == "native":
-        saved.append(MLP_NATIVE(tokens, f, c))
+        saved.append(MLP_NATIVE(tokens, f, c, int(down_input)))
     elif x.n.autocast:
-        saved.append(MLP_GELU_AMP(tokens, f, c))
+        saved.append(MLP_GELU_AMP(tokens, f, c, int(down_input)))
     else:
-        saved.append(MLP_GELU(tokens, f, c))
+        saved.append(MLP_GELU(tokens, f, c, int(down_input)))
 
 
 def lora_experts(x: Setup, layer: LayerParams) -> bool:

@@ -171,6 +171,7 @@ SYMBOLS: dict[str, Symbol] = {name: Symbol(tex, meaning) for name, tex, meaning 
      "routing weights are fp32, else the experts' width"),
     ("w_x", "w_x", "bytes per element of the experts' output gradient cast back to their "
      "width, where it differs from w_c; else 0"),
+    ("n_d", "n_d", "1 where an MLP's down projection trains and keeps its input, else 0"),
     ("n_e", "n_e", "routed-expert tensors kept per row: outputs, and inputs when they train"),
     ("d_i", "d_\\text{in}", "input features of the adapted projection on one GPU"),
     ("F", "F", "Adafactor's factors: rows + cols of each trainable matrix, vectors whole"),
