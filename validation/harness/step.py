@@ -65,6 +65,11 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
     use_autocast = autocast and pdt != torch.float32
     if mp == "master" and layout in ("ddp", "zero1"):
         raise Untraceable("master weights with DDP")
+    if mp == "master" and layout == "fsdp" and int(par.get("zero", 0)) == 2:
+        # master weights mean DeepSpeed's engine (calc's default framework for them), whose
+        # stage 2 keeps the weights whole; FSDP2's stage 2 shards them: not the same layout
+        raise Untraceable("master weights with ZeRO-2 (DeepSpeed keeps the weights whole, "
+                          "FSDP2 shards them)")
 
     hf = load_hf_config(sc["model"])
     cfg, attn_impl = build_config(hf, tr)
