@@ -395,10 +395,7 @@ def decoder_layer(x: Setup, layer: LayerParams) -> LayerActivations:
                                                 if lin.group == "experts" and lin.tp == "row"),
                                  n.weight)
     if layer.moe and x.ep == 1:  # the combine's backward comes first, alone (not under EP's
-        w_e = expert_width(x)  # all-to-all, whose combine is not this sum)
-        w_c = 4 if arch.traits.routing_fp32 else w_e
-        combine = EXPERTS_COMBINE_BACKWARD(x.routed, x.H, w_c, w_e if w_e != w_c else 0, T, x.h,
-                                           r, c)
+        combine = experts_combine(x)  # all-to-all, whose combine is not this sum)
         if combine.bytes > bwd.bytes:
             bwd = combine
     if targets and _adapter_copies(x, drop):
@@ -569,6 +566,15 @@ def _mlp_core(x: Setup, saved: list[Term], tokens: int, f: int, down_input: bool
         saved.append(MLP_GELU_AMP(tokens, f, c, int(down_input)))
     else:
         saved.append(MLP_GELU(tokens, f, c, int(down_input)))
+
+
+def experts_combine(x: Setup) -> Term:
+    """A MoE layer's combine backward (`EXPERTS_COMBINE_BACKWARD`): the routing weights fp32
+    where the family keeps them so, the experts' output gradient cast back where it differs."""
+    w_e = expert_width(x)
+    w_c = 4 if x.arch.traits.routing_fp32 else w_e
+    return EXPERTS_COMBINE_BACKWARD(x.routed, x.H, w_c, w_e if w_e != w_c else 0, x.T, x.h,
+                                    x.n.residual, x.n.compute)
 
 
 def lora_experts(x: Setup, layer: LayerParams) -> bool:

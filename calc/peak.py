@@ -27,6 +27,7 @@ from .activations import (
     eager_mask,
     embedding_activations,
     expert_width,
+    experts_combine,
     head_activations,
     head_norm_backward,
     head_output_grads,
@@ -133,6 +134,10 @@ MOMENTS: dict[str, MomentKind] = {
         "the first MoE layer's expert backward: its gate/up weight gradient for every local "
         "expert in one tensor, the layers above it done",
         ("states", "gradients_written", "other_micro_batches", "first_layer", "layer_backward")),
+    "backward.experts_combine": MomentKind(
+        "the first MoE layer's backward as it starts, through its experts' weighted sum: the "
+        "layers above it done, its own gradients not yet written, all its activations alive",
+        ("states", "gradients_written", "other_micro_batches", "first_layer", "layer_backward")),
     "backward.experts_accumulating": MomentKind(
         "a later micro-batch: the last MoE layer's expert backward, its new gate/up weight "
         "gradient for every local expert beside the gradients earlier backwards wrote, every "
@@ -225,6 +230,10 @@ EXPERTS_ALIVE = Formula(
     id="peak.experts_alive", source=TRACED_PEAK,
     title="At an MoE layer's expert backward: the layers below it, its own activations but "
           "the MLP's, and the gathered rows the gate/up weight gradient reads")
+EXPERTS_COMBINE_ALIVE = Formula(
+    "activations/last_layer", "lambda A_d, A_l: A_d + A_l", id="peak.experts_combine_alive",
+    source=TRACED_PEAK,
+    title="As an MoE layer's backward starts: the layers below it and all its own activations")
 EXPERTS_BACKWARD = Formula(
     "temporaries/layer_backward", "lambda P_xg, g, t_m, f, H, x_e: P_xg * g + t_m * (2 * f + H) * x_e",
     id="peak.experts_backward", source=TRACED_PEAK,
@@ -975,6 +984,10 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     elif experts is not None:
         moments.append(_moment("backward.experts", states, experts[0], others, experts[1],
                                experts[2]))
+        combine = _experts_combine(x, stage, ms, ly)
+        if combine is not None:
+            moments.append(_moment("backward.experts_combine", states, combine[0], others,
+                                   combine[1], combine[2]))
     moments.extend(_end_of_backward(x, stage, ms, states, done, accumulating))
     if late_all:
         moments.append(_moment("backward.weight_copies", states,
@@ -1187,6 +1200,25 @@ def _experts_backward(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, accum
     f = arch.expert_intermediate_size // x.tp
     alive = EXPERTS_ALIVE(A_d, A_l, moe.mlp_bytes, x.routed, x.H, x_e)
     return written, alive, EXPERTS_BACKWARD(gate_up, n.grad, x.routed, f, x.H, x_e)
+
+
+def _experts_combine(x: Setup, stage: Stage, ms: ModelStates, ly: Layers
+                     ) -> tuple[Term, Term, Term] | None:
+    """The first MoE layer's backward as it starts, in its experts' combine (traced:
+    DeepSeek-V3 at micro-batch 4, whose step peaks there): the gradients of the layers above
+    written, none of its own nor of the dense layers below, every activation of it and below
+    alive. The step's first backward, as `_experts_backward`; not under EP (`experts_combine`)."""
+    moe = next((act for kind, act, _ in ly.kinds if kind == "moe"), None)
+    if moe is None or x.ep > 1:
+        return None
+    below, A_d = _below_first_moe(x, stage, ly)
+    symbols = ms.local.term.symbols
+    m_e = 0
+    if stage.embedding and not x.arch.tie_word_embeddings:
+        m_e = x.counts.embedding // (x.tp if x.z >= 2 else x.vocab_grad_split)
+    written = GRADIENTS_WRITTEN(ms.gradients.bytes, m_e,
+                                symbols["P_ml"] + below * symbols["P_dl"], x.n.grad)
+    return written, EXPERTS_COMBINE_ALIVE(A_d, ly.recomputed(moe)), experts_combine(x)
 
 
 def _below_first_moe(x: Setup, stage: Stage, ly: Layers) -> tuple[int, int]:
