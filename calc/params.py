@@ -185,6 +185,14 @@ def quantised(lin: Linear) -> bool:
     return not by_parameter(lin)
 
 
+def stacked(lin: Linear) -> int:
+    """How many projections `lin`'s tensor holds: transformers v5 stacks the routed experts'
+    gate and up in one (`gate_up_proj`), counted on gate_proj (2) and not on up_proj (0)."""
+    if lin.group != "experts":
+        return 1
+    return {"gate_proj": 2, "up_proj": 0}.get(lin.name, 1)
+
+
 def adapter_shapes(lin: Linear, rank: int, tp: int = 1, ep: int = 1
                    ) -> tuple[tuple[int, int], ...]:
     """The LoRA matrices peft adds to `lin` on one GPU, (rows, cols) each: A (r x d_in) and
@@ -194,12 +202,11 @@ def adapter_shapes(lin: Linear, rank: int, tp: int = 1, ep: int = 1
     rows, cols = lin.local_shape(tp)
     if lin.group != "experts":
         return ((rank, cols), (rows, rank)) * lin.copies
-    local = lin.copies // ep
-    if lin.name == "up_proj":
+    k = stacked(lin)
+    if not k:
         return ()
-    if lin.name == "gate_proj":
-        rank, rows = 2 * rank, 2 * rows
-    return ((rank * local, cols), (rows, rank * local))
+    local = lin.copies // ep
+    return ((k * rank * local, cols), (k * rows, k * rank * local))
 
 
 def _norm_size(arch: Architecture) -> int:

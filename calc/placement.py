@@ -14,7 +14,7 @@ from functools import lru_cache
 
 from .architecture import Architecture
 from .formula import Formula, Term
-from .params import LayerParams, Linear, ParamCounts, adapted, adapter_shapes, quantised
+from .params import LayerParams, Linear, ParamCounts, adapted, adapter_shapes, quantised, stacked
 from .sources import MEGATRON_SPLITS
 
 
@@ -245,11 +245,7 @@ def _layer_tensors(layer: LayerParams, lora: bool, rank: int, tp: int, ep: int,
     out = [layer.norm_count]
     for lin in layer.linears:
         w, b = lin.local_counts(tp, ep)
-        if lin.group == "experts" and lin.name == "up_proj":  # in gate_proj's stacked tensor
-            continue
-        if lin.group == "experts" and lin.name == "gate_proj":
-            w, b = 2 * w, 2 * b
-        out += [w, b]
+        out += [stacked(lin) * w, stacked(lin) * b]
     return out
 
 
