@@ -1287,7 +1287,8 @@ def _end_of_backward(x: Setup, stage: Stage, ms: ModelStates, states: Part | Non
           and accumulated(ms.gradients)):
         incoming = EMBEDDING_GRAD_ACCUMULATED(x.counts.embedding, x.vocab_grad_split, n.grad,
                                               x.T, x.h, n.residual, n.compute)
-    elif stage.embedding and pipelined and not x.lora:  # added to its unsharded gradient
+    elif stage.embedding and pipelined and accumulating and not x.lora:
+        # added to the unsharded gradient an earlier micro-batch left (the first one's becomes it)
         incoming = EMBEDDING_GRAD_ACCUMULATED(x.counts.embedding, x.vocab_grad_split,
                                               n.fsdp_grads(n.grad)[0], x.T, x.h, n.residual,
                                               n.compute)
