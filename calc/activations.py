@@ -394,8 +394,10 @@ def decoder_layer(x: Setup, layer: LayerParams) -> LayerActivations:
                                                 layer.linears
                                                 if lin.group == "experts" and lin.tp == "row"),
                                  n.weight)
-    if layer.moe and x.ep == 1:  # the combine's backward comes first, alone (not under EP's
-        combine = experts_combine(x)  # all-to-all, whose combine is not this sum)
+    # the experts' combine runs first in the layer's backward, alone; under EP the combine
+    # runs through the all-to-all instead, which this sum does not describe
+    if layer.moe and x.ep == 1:
+        combine = experts_combine(x)
         if combine.bytes > bwd.bytes:
             bwd = combine
     if targets and _adapter_copies(x, drop):
