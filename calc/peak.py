@@ -1191,9 +1191,7 @@ def _experts_backward(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, accum
         A_l = ly.recomputed(moe)
         down = sum(sum(lin.local_counts(x.tp, x.ep)) for lin in routed if lin.tp == "row")
         symbols = ms.local.term.symbols
-        m_e = 0
-        if stage.embedding and not arch.tie_word_embeddings:  # whole in .grad without FSDP
-            m_e = x.counts.embedding // (x.tp if x.z >= 2 else x.vocab_grad_split)
+        m_e = _embedding_unwritten(x, stage)
         m_l = symbols["P_ml"] - down + below * symbols["P_dl"]
         written = GRADIENTS_WRITTEN(ms.gradients.bytes, m_e, m_l, n.grad)
     x_e = expert_width(x)
@@ -1213,12 +1211,17 @@ def _experts_combine(x: Setup, stage: Stage, ms: ModelStates, ly: Layers
         return None
     below, A_d = _below_first_moe(x, stage, ly)
     symbols = ms.local.term.symbols
-    m_e = 0
-    if stage.embedding and not x.arch.tie_word_embeddings:
-        m_e = x.counts.embedding // (x.tp if x.z >= 2 else x.vocab_grad_split)
-    written = GRADIENTS_WRITTEN(ms.gradients.bytes, m_e,
+    written = GRADIENTS_WRITTEN(ms.gradients.bytes, _embedding_unwritten(x, stage),
                                 symbols["P_ml"] + below * symbols["P_dl"], x.n.grad)
     return written, EXPERTS_COMBINE_ALIVE(A_d, ly.recomputed(moe)), experts_combine(x)
+
+
+def _embedding_unwritten(x: Setup, stage: Stage) -> int:
+    """An untied embedding's gradient elements, written after the layers' (whole in .grad
+    without FSDP, its tp rows under it): 0 on a stage without one."""
+    if not stage.embedding or x.arch.tie_word_embeddings:
+        return 0
+    return x.counts.embedding // (x.tp if x.z >= 2 else x.vocab_grad_split)
 
 
 def _below_first_moe(x: Setup, stage: Stage, ly: Layers) -> tuple[int, int]:
