@@ -42,6 +42,8 @@ export async function startCalcPython(root, onSlow = () => {}) {
   } catch (e) {
     throw new StartError(await diagnose(base, `PyScript did not load: ${e.message}`));
   }
+  // Evaluating PyScript is one long task of its own; starting the worker is another.
+  await new Promise((resolve) => setTimeout(resolve, 0));
   // PyScript hands the JavaScript hooks that run in a worker over as source it compiles with
   // Function(), which the Content-Security-Policy forbids (no 'unsafe-eval'). calc's worker needs
   // none: the one PyScript adds registers pyscript.fs, which calc does not use, and the first
