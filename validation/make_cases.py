@@ -338,6 +338,49 @@ case("test", L8[Q3], 1, 4096, gas=8, tp=2, sp=True, pp=4, sched=IL, v=2, tag=T8[
 case("test", L4[MI], 1, 4096, gas=4, tp=2, tag=T4[MI])
 case("test", L8[QW], 1, 4096, mp="pure", gas=4, tp=2, sp=True, pp=2, sched=ZB, tag=T8[QW])
 
+# Outside the set above, probed and then traced (session 25): LoRA and QLoRA on MoE models (peft
+# 0.21 adapts the stacked experts and the router by parameter), LoRA with FSDP2, DDP and the
+# fused loss, Gemma 2 and GPT-2 LoRA, ZeRO-1's whole-tensor partition, DeepSeek-V3's combine
+case("test", MIXTRAL, 1, 1024, lora=16, tag="mixtral-8x7b-2L",
+     notes="LoRA all-linear on Mixtral: peft folds the adapters into the stacked experts (ParamWrapper) and adapts the router (lora_dropout 0: peft refuses dropout on adapters it folds into parameters)")
+case("test", MIXTRAL, 1, 1024, mp=AC, lora=16, qlora=True, tag="mixtral-8x7b-2L",
+     notes="QLoRA on Mixtral: bitsandbytes quantises the nn.Linear projections only; the stacked experts and the router stay bf16 (lora_dropout 0: peft refuses dropout on adapters it folds into parameters)")
+case("dev", MIXTRAL, 1, 1024, lora=16, targets="attention", tag="mixtral-8x7b-2L",
+     notes="LoRA on attention only: the experts and the router are frozen (lora_dropout 0: peft refuses dropout on adapters it folds into parameters)")
+case("dev", QWEN3MOE, 1, 1024, mp="pure", lora=16, tag="qwen3-30b-a3b-4L-v32k",
+     notes="LoRA all-linear on Qwen3-MoE (128 experts), bf16 weights (lora_dropout 0: peft refuses dropout on adapters it folds into parameters)")
+case("test", QWEN3MOE, 1, 1024, mp=AC, lora=16, qlora=True, tag="qwen3-30b-a3b-4L-v32k",
+     notes="QLoRA on Qwen3-MoE: the experts stay bf16, LoRA folded into them (lora_dropout 0: peft refuses dropout on adapters it folds into parameters)")
+case("test", QWEN3MOE, 1, 1024, lora=16, targets="attention", tag="qwen3-30b-a3b-4L-v32k",
+     notes="LoRA on attention only, frozen experts and router (lora_dropout 0: peft refuses dropout on adapters it folds into parameters)")
+case("test", DSV3_3L, 1, 1024, lora=16, tag="deepseek-v3-3L-e32-v32k",
+     notes="LoRA all-linear on DeepSeek-V3 (MLA, shared experts as nn.Linear, routed experts folded) (lora_dropout 0: peft refuses dropout on adapters it folds into parameters)")
+case("dev", DSV3_3L, 1, 1024, mp=AC, lora=16, qlora=True, tag="deepseek-v3-3L-e32-v32k",
+     notes="QLoRA on DeepSeek-V3: routed experts and router unquantised (lora_dropout 0: peft refuses dropout on adapters it folds into parameters)")
+case("dev", DSV3_3L, 1, 1024, lora=16, targets="attention", tag="deepseek-v3-3L-e32-v32k",
+     notes="LoRA on MLA attention only (lora_dropout 0: peft refuses dropout on adapters it folds into parameters)")
+case("test", MIXTRAL, 1, 1024, mp=AC, lora=16, dp=2, tag="mixtral-8x7b-2L",
+     notes="LoRA all-linear on Mixtral under FSDP2: the last layer prefetched beside the first layer's activations only")
+case("test", QWEN3MOE, 1, 1024, mp="pure", lora=16, dp=4, tag="qwen3-30b-a3b-4L-v32k",
+     notes="LoRA all-linear on Qwen3-MoE under FSDP2 over 4 ranks")
+case("dev", MIXTRAL, 1, 1024, mp=AC, lora=16, qlora=True, dp=2, zero=0, tag="mixtral-8x7b-2L",
+     notes="QLoRA on Mixtral under DDP: the buckets hold the adapters' fp32 gradients, experts included")
+case("test", "llama-3.2-1b", 1, 2048, lora=16, loss="chunked",
+     notes="LoRA with Liger's fused linear cross-entropy under amp: the frozen fp32 head is cast per chunk, not cached")
+case("test", "gemma-2-2b", 1, 2048, attn="eager", lora=16,
+     notes="LoRA on Gemma 2: its frozen post-norms keep no normalised tensor")
+case("test", "gemma-2-2b", 1, 2048, mp=AC, attn="eager", lora=16, qlora=True,
+     notes="QLoRA on Gemma 2 (eager attention, soft-capping)")
+case("test", "qwen2.5-0.5b", 2, 2048, gas=2, dp=8, zero=1,
+     notes="ZeroRedundancyOptimizer over 8 ranks: whole tensors, largest first; the 136M tied embedding is more than an eighth of the model, so rank 0 holds its states alone")
+case("test", DSV3_3L, 2, 1024, mp="pure", lora=16, tag="deepseek-v3-3L-e32-v32k",
+     notes="LoRA on DeepSeek-V3 at micro-batch 2: the experts' weighted-sum backward (8 routed rows a token) is the layer's widest moment")
+case("dev", DSV3_3L, 4, 1024, mp="pure", tag="deepseek-v3-3L-e32-v32k",
+     notes="DeepSeek-V3 full training at micro-batch 4: the peak is the first MoE layer's combine backward as it starts, the layer above's expert gradients written (backward.experts_combine)")
+case("test", "gpt2-medium", 4, 1024, lora=16,
+     notes="LoRA on GPT-2's Conv1D projections (peft sets fan_in_fan_out): the frozen c_proj keeps no cast of gelu_new's output; its adapter keeps its own")
+
+
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
     assert len(ids) == len(set(ids)), "duplicate ids"
