@@ -53,7 +53,7 @@ STEP_ORDER = ("forward.last_layer", "forward.experts_combine", "forward.fsdp_pre
               "backward.experts_reduce", "backward.first_layer", "backward.weight_pass",
               "backward.first_layer_late", "backward.fsdp_root_redistribute",
               "backward.fsdp_root", "backward.embedding",
-              "backward.weight_copies", "optimizer_step")
+              "backward.weight_copies", "backward.fsdp_stage_reduce", "optimizer_step")
 
 
 def _num(v: float) -> str:

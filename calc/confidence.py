@@ -27,7 +27,7 @@ VALIDATED_FEATURES: dict[str, frozenset[Any]] = {
     "training.finetuning": frozenset({"full", "lora", "qlora"}),
     "training.lora_targets": frozenset({"all_linear", "attention"}),
     "training.implementation": frozenset({"hf"}),
-    "parallelism.tp": frozenset({1, 2, 4}),
+    "parallelism.tp": frozenset({1, 2, 4, 8}),
     "parallelism.pp": frozenset({1, 2, 4}),
     "parallelism.cp": frozenset({1, 2, 4}),
     "parallelism.ep": frozenset({1, 2, 4, 8}),
@@ -54,9 +54,9 @@ _UNUSED = {f"parallelism.{k}": v for k, v in Parallelism().model_dump().items()}
 # Families traced with one attention path only (transformers runs Gemma 2 with eager attention:
 # its SDPA path rejects the attention soft-capping).
 VALIDATED_ATTENTION: dict[str, frozenset[str]] = {"gemma2": frozenset({"eager"})}
-# The largest model among the traced cases: beyond it the per-layer mechanisms are the same, but
-# the evidence is not.
-MAX_TRACED_PARAMS = 8_030_261_248
+# The largest model among the traced cases (Llama 3.1 405B, every layer): beyond it the
+# per-layer mechanisms are the same, but the evidence is not.
+MAX_TRACED_PARAMS = 405_853_388_800
 
 
 def confidence(r: Resolved) -> dict[str, Any]:

@@ -154,6 +154,11 @@ SYMBOLS: dict[str, Symbol] = {name: Symbol(tex, meaning) for name, tex, meaning 
     ("H_v", "E_\\text{head}", "the lm_head, V h (0 when tied to the embedding)"),
     ("n_f", "n_f", "the final norm"),
     ("R", "R", "FSDP's root unit on one GPU: embedding, head and final norm"),
+    ("U", "U", "FSDP2 under pipelining: the parameters of the units resharded after the stage's "
+     "last backward, the reducing one included"),
+    ("U_r", "U_r", "FSDP2 under pipelining: the trainable parameters of the units reduced "
+     "before the reducing one"),
+    ("U_t", "U_t", "FSDP2 under pipelining: the reducing unit's trainable parameters"),
     ("A", "P_\\text{adapters}", "LoRA adapter parameters one GPU holds"),
     ("r_L", "r", "LoRA rank"),
     ("S_d", "D_\\text{dense}", "sum of d_in + d_out over a dense layer's adapted linears"),

@@ -379,7 +379,36 @@ case("dev", DSV3_3L, 4, 1024, mp="pure", tag="deepseek-v3-3L-e32-v32k",
      notes="DeepSeek-V3 full training at micro-batch 4: the peak is the first MoE layer's combine backward as it starts, the layer above's expert gradients written (backward.experts_combine)")
 case("test", "gpt2-medium", 4, 1024, lora=16,
      notes="LoRA on GPT-2's Conv1D projections (peft sets fan_in_fan_out): the frozen c_proj keeps no cast of gelu_new's output; its adapter keeps its own")
+# The widths of the largest dense models (70B, 72B, 405B) and of Gemma 2 27B and Qwen 32B,
+# fewer layers: the same mechanisms at the real hidden and MLP sizes. FSDP2 x PP: after a
+# stage's last backward its units reduce one by one, the embedding (the root) first.
+L70_4 = inline("llama-3.1-70b", num_hidden_layers=4)
+L70_2 = inline("llama-3.1-70b", num_hidden_layers=2)
+case("dev", L70_4, 1, 4096, ac="full", gas=4, dp=2, pp=2, tag="llama-3.1-70b-4L",
+     notes="FSDP2 x PP: the root's reduce-scatter after the stage's last backward is the peak")
+case("test", L70_4, 1, 4096, mp="pure", ac="full", gas=4, dp=2, zero=2, pp=2, tag="llama-3.1-70b-4L")
+case("test", L8[LL], 1, 4096, ac="full", gas=4, dp=2, pp=4, tag=T8[LL])
+case("test", L70_4, 1, 4096, ac="full", gas=2, dp=4, tp=2, pp=2, tag="llama-3.1-70b-4L")
+case("test", L70_2, 1, 4096, mp=AC, ac="full", lora=16, qlora=True, tag="llama-3.1-70b-2L")
+case("test", L70_2, 1, 8192, tp=8, sp=True, tag="llama-3.1-70b-2L")
+case("test", L70_2, 1, 4096, ac="selective", dp=2, tp=4, sp=True, tag="llama-3.1-70b-2L")
+case("test", inline("qwen2.5-72b", num_hidden_layers=2), 1, 4096, mp=AC, ac="full", lora=16, dp=4,
+     tag="qwen2.5-72b-2L")
+case("test", inline("qwen2.5-32b", num_hidden_layers=2), 2, 2048, mp=AC, ac="full", lora=16,
+     qlora=True, dp=2, zero=0, tag="qwen2.5-32b-2L")
+case("test", inline("gemma-2-27b", num_hidden_layers=2), 1, 2048, attn="eager", lora=16,
+     tag="gemma-2-27b-2L")
+case("test", inline("qwen3-32b", num_hidden_layers=2), 2, 4096, mp="pure", dp=4, tag="qwen3-32b-2L")
+case("test", L4[LL], 1, 32768, ac="full", dp=2, cp=4, tag=T4[LL], notes="32K tokens, CP4 x FSDP2")
+case("test", inline("llama-3.1-405b", num_hidden_layers=2), 1, 8192, ac="full", dp=2, tp=8,
+     sp=True, tag="llama-3.1-405b-2L")
 
+# Whole models, every layer (a trace of 80 or 126 layers under fake tensors takes 20-45 s)
+L70 = inline("llama-3.1-70b")
+case("test", L70, 1, 8192, ac="full", dp=8, tag="llama-3.1-70b")
+case("test", L70, 1, 4096, ac="full", gas=8, dp=2, pp=4, tag="llama-3.1-70b")
+case("test", "llama-3.1-405b", 1, 8192, ac="full", dp=2, tp=8, sp=True)
+case("test", "qwen2.5-72b", 1, 2048, mp=AC, ac="full", lora=16, qlora=True, dp=2)
 
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
