@@ -298,6 +298,21 @@ def test_fsdp_under_pipelining_casts_each_layer_s_gradients_after_it() -> None:
                                        rel=0.01)
 
 
+def test_fsdp_under_pipelining_reduces_the_root_after_the_stage_s_last_backward() -> None:
+    """After a stage's last backward FSDP2 reduces unit by unit, the root (the embedding) first:
+    resharded, its fp32 gradient copied into the reduce-scatter input (E 4 bytes) beside the
+    output (E/2 4 bytes) and every other unsharded gradient. At llama-3.1-70b's widths the
+    embedding (1.05B) outweighs a layer (0.86B): traced, this is the first rank's peak."""
+    scenario, traced = traced_case("llama-3.1-70b-4L_b1_s4096_amp_flash_acfull_gas4_fsdp2_pp2")
+    x = _setup(scenario)
+    peak = stage_peak(x, x.stages[0], True).peak
+    assert peak.name == "backward.fsdp_stage_reduce"
+    E = 128256 * 8192
+    assert peak.breakdown["temporaries/reduce_scatter"] == (E + E // 2) * 4
+    layers = model_states(x, x.stages[0]).local.total - E  # the stage's two layers
+    assert peak.breakdown["temporaries/gathered_params"] == layers * 2  # still gathered, bf16
+    assert peak.bytes == pytest.approx(traced["pipeline_stages"]["first"]["peak_bytes"], rel=0.005)
+
 def test_routing_load_scales_the_routed_tokens() -> None:
     def routed(**training: float) -> int:
         return _setup({"model": "mixtral-8x7b", "training": {"implementation": "megatron",
