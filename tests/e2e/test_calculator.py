@@ -241,6 +241,8 @@ LONG_SETUP = {"model": "llama-3.1-70b", "gpu": "a100-40gb",
               "training": {"finetuning": "lora", "activation_checkpointing": "selective", "seq_len": 32768},
               "parallelism": {"dp": 2, "tp": 8, "pp": 4, "cp": 2, "zero": 1, "offload_optimizer": True}}
 OUT_OF_MEMORY = {"model": "llama-3.1-70b", "gpu": "a100-40gb"}
+# Beyond the largest traced model (405B), in Megatron-LM's kernels: two reasons not to trust it
+EXTRAPOLATED = {"model": "deepseek-v3", "gpu": "a100-40gb", "training": {"implementation": "megatron"}}
 
 # Every state of the headline from the first paint, recorded as it changes (an init script runs
 # before the page's own scripts): its verdict and its text.
@@ -278,7 +280,9 @@ def test_setup_line_states_the_scenario_and_links_each_part_to_its_field(calcula
 def test_share_link_out_of_memory_never_shows_fits_or_another_figure(calculator: Calculator) -> None:
     """Issue 13: a cold share link showed the default scenario's green "fits" beside the linked
     out-of-memory form for up to 20 s. From the first paint until live: a pending skeleton, then
-    this scenario's verdict, never "fits" and never the default's figure."""
+    this scenario's verdict, never "fits" and never the default's figure. (The calculator sets
+    itself up in the task after the page's parsing ends: until then the results hold no
+    headline, so no figure at all.)"""
     calculator.page.context.add_init_script(RECORD_HEADLINE)
     want = expected(OUT_OF_MEMORY)
     assert want["status"] == "does_not_fit"
@@ -286,6 +290,8 @@ def test_share_link_out_of_memory_never_shows_fits_or_another_figure(calculator:
     calculator.open(OUT_OF_MEMORY, live=False)
     calculator.wait_report_for(want["scenario"])
     seen = calculator.page.evaluate("window.__headlines")
+    while seen and seen[0] == [None, ""]:
+        seen.pop(0)
     assert seen and seen[0][0] == "pending", seen[:3]
     for verdict, text in seen:
         assert verdict in ("pending", "no"), (verdict, text)
@@ -327,9 +333,9 @@ def test_choosing_pasted_config_opens_the_box_and_waits_for_it(calculator: Calcu
 
 def test_extrapolated_confidence_names_its_reasons(calculator: Calculator) -> None:
     """The CLI lists why an estimate is extrapolated; the page shows the same reasons."""
-    want = expected(OUT_OF_MEMORY)
-    assert want["confidence"]["level"] == "extrapolated" and want["confidence"]["missing"]
-    calculator.open(OUT_OF_MEMORY, live=False)
+    want = expected(EXTRAPOLATED)
+    assert want["confidence"]["level"] == "extrapolated" and len(want["confidence"]["missing"]) == 2
+    calculator.open(EXTRAPOLATED, live=False)
     calculator.wait_report_for(want["scenario"])
     assert calculator.page.inner_text("#calc-confidence") == "extrapolated"
     assert calculator.page.eval_on_selector_all("#calc-confidence-why li", "els => els.map(e => e.innerText)") \
