@@ -1020,8 +1020,9 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
             moments.append(_moment("backward.experts_combine", states, combine[0], others,
                                    combine[1], combine[2]))
     moments.extend(_end_of_backward(x, stage, ms, states, done, accumulating))
+    # (Megatron-LM runs its own schedule, not torch.distributed.pipelining's post-backward)
     if pipelined and mix is None and not units and not x.megatron:
-        moments.extend(_stage_reduce(x, stage, ms, states))
+        moments.extend(_stage_reduce(x, ms, states))
     if late_all:
         moments.append(_moment("backward.weight_copies", states,
                                None if pipelined else ms.gradients, ms.gathered, done,
@@ -1354,18 +1355,15 @@ def _end_of_backward(x: Setup, stage: Stage, ms: ModelStates, states: Part | Non
                     incoming, ms.reduce_bucket),)
 
 
-def _stage_reduce(x: Setup, stage: Stage, ms: ModelStates,
-                  states: Part | None) -> tuple[Moment, ...]:
+def _stage_reduce(x: Setup, ms: ModelStates, states: Part | None) -> tuple[Moment, ...]:
     """Under pipelining FSDP2 reduces a stage's gradients only after its last backward
     (torch.distributed.pipelining's run_post_backward): unit after unit in module order, the
     root first, then the layers, each resharded, then its accumulated gradient copied into the
     reduce-scatter input beside every gradient not yet reduced. Later layers free what earlier
     ones held, so the heavier of the root's and the first layer's is the moment. (A rank of
     several chunks reduces each chunk at its own last backward: not modelled.)"""
-    n, loc = x.n, ms.local
-    g = 4 if x.lora else n.grad
+    n, loc, g = x.n, ms.local, ms.grad_width
     g_r = n.fsdp_grads(g)[1]
-    E_r = x.counts.embedding - x.counts.embedding // x.tp if x.whole_embedding_grad(stage) else 0
     on_gpu = accumulated(ms.gradients)  # not offloaded: the reduced shards stay on the GPU
     best: Moment | None = None
     resharded = reduced = 0
@@ -1376,7 +1374,8 @@ def _stage_reduce(x: Setup, stage: Stage, ms: ModelStates,
             moment = _moment("backward.fsdp_stage_reduce", states,
                              STAGE_REDUCED(reduced, x.N, g) if reduced and on_gpu else None,
                              part_of(STAGE_REDUCE_GATHERED(loc.total, resharded, n.gathered_weight),
-                                     STAGE_REDUCE_UNREDUCED(loc.trainable, E_r, reduced, g_r)),
+                                     STAGE_REDUCE_UNREDUCED(loc.trainable, ms.embedding_rows,
+                                                            reduced, g_r)),
                              STAGE_REDUCE_SCATTER(trainable, x.N, g_r))
             if best is None or moment.bytes > best.bytes:
                 best = moment

@@ -322,6 +322,10 @@ class ModelStates:
     # FSDP2 with the experts their own unit (transformers' plan): a MoE layer's forward gathers
     # both; the root is not kept (the embedding is resharded, the head gathered at the loss)
     expert_units: Term | None = None
+    # The widths its gradients are counted at: g (fp32 for LoRA adapters), and E_r, the
+    # embedding gradient's elements beyond its tp shard where torch computes it whole
+    grad_width: int = 0
+    embedding_rows: int = 0
 
 
 def local(x: Setup, stage: Stage) -> LocalParams:
@@ -467,7 +471,7 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
                        part_of(units or gathered, root, everything, accumulated),
                        part_of(gathered, root, everything, accumulated, gathered_grads,
                                root_grads),
-                       everything, lingering, units)
+                       everything, lingering, units, g, E_r)
 
 
 def accumulated(gradients: Term) -> bool:
