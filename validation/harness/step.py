@@ -10,7 +10,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.distributed._tools.mem_tracker import MemTracker
 
 from . import loss as fused_loss
-from . import models, parallel, pipeline, tensor_parallel
+from . import deepspeed_engine, models, parallel, pipeline, tensor_parallel
 from .common import (DTYPES, PHASES, TRACE_DEVICE, Untraceable, build_config, fake_cuda,
                      load_hf_config, normalize_scenario)
 from .optimizers import make_optimizer
@@ -44,6 +44,11 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
     n = parallel.sizes(par)
     dp, tp, cp = n["dp"], n["tp"], n["cp"]
     meshed = tp > 1 or cp > 1 or n["pp"] > 1
+    ds_cfg = None
+    if deepspeed_engine.uses_deepspeed(tr, par) and layout in ("ddp", "zero1", "fsdp") \
+            and int(par.get("zero", 0)) <= 2:
+        layout = "deepspeed"  # DeepSpeed's engine, stages 0-2 (stage 3: FSDP2 + master below)
+        ds_cfg = deepspeed_engine.ds_config(scenario)
     if meshed and (tr["finetuning"] != "full" or tr["loss"] != "standard" or mp == "master"):
         raise Untraceable("tp/cp/pp are traced for full fine-tuning, the standard loss and "
                           "pure/amp/autocast precision")
@@ -78,6 +83,9 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
         device_mesh = parallel.ep_mesh(dp, int(par["ep"]), dev)
     elif meshed:
         device_mesh = parallel.mesh_nd(par, dev, rank=stage * dp * cp * tp)
+    elif layout == "deepspeed":
+        deepspeed_engine.setup(dp)
+        device_mesh = None
     else:
         device_mesh = parallel.mesh(dp, dev) if layout != "single" else None
     sharded = layout in ("fsdp", "ep")  # FSDP2 in both
@@ -115,7 +123,11 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
 
         trainable = [p for p in model.parameters() if p.requires_grad]
         trainable_count = sum(p.numel() for p in trainable)
-        optimizer, impl_traced = make_optimizer(trainable, tr, zero1=layout == "zero1")
+        if layout == "deepspeed":  # the plain optimizer: DeepSpeed's keeps the master weights
+            optimizer, impl_traced = make_optimizer(trainable, {**tr, "mixed_precision": "pure"})
+            impl_traced = f"deepspeed[{impl_traced}]"
+        else:
+            optimizer, impl_traced = make_optimizer(trainable, tr, zero1=layout == "zero1")
 
         vocab = cfg.vocab_size
         input_ids = torch.randint(0, vocab, (b, s), device=dev)
@@ -165,7 +177,7 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
         # FSDP2 with autocast: MixedPrecisionPolicy casts params; autocast still wraps the
         # forward as Accelerate does.
         def autocast_ctx():
-            if use_autocast:
+            if use_autocast and layout != "deepspeed":  # DeepSpeed's engine enters its own
                 return torch.autocast(device_type=dev.type, dtype=pdt)
             return contextlib.nullcontext()
 
@@ -182,7 +194,27 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
                 return stack, local
             return stack, batch
 
+        engine = None
+
+        def deepspeed_step():
+            """DeepSpeed's calls on every micro-batch; the last one's `step` is the optimizer's
+            (the engine counts the micro-batches and scales the loss itself)."""
+            for mb in range(gas):
+                if mb:
+                    mt.reset_mod_stats()
+                mt.set_phase("forward")
+                loss = engine(**batch).loss
+                mt.set_phase("backward")
+                engine.backward(loss)
+                del loss
+                mt.set_phase("optimizer_step" if mb == gas - 1 else None)
+                engine.step()
+                mt.set_phase(None)
+
         def one_step():
+            if engine is not None:
+                deepspeed_step()
+                return
             if pp > 1:
                 ctx, _ = train_ctx()  # torchtitan steps the schedule inside it
                 with ctx, autocast_ctx():
@@ -222,6 +254,8 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
             optimizer.zero_grad(set_to_none=True)
 
         with mt:
+            if layout == "deepspeed":  # its buffers are allocated here, inside the tracker
+                engine, _ = deepspeed_engine.initialize(model, optimizer, ds_cfg)
             one_step()
             mt.reset_mod_stats()
             mt.reset_phase_peaks()
@@ -250,6 +284,8 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
         if layout != "single" or meshed:
             res["per_rank"] = "rank 0"
             res["data_parallel"] = layout
+        if ds_cfg is not None:
+            res["deepspeed_config"] = ds_cfg
         if layout == "ep":
             res["expert_parallel"] = {"ep": int(par["ep"]), "routing": "assumed balanced: T*K/ep "
                                       "(token, expert) pairs to each rank"}
@@ -264,7 +300,7 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
             res["sdpa_backend_calls"] = dict(fake_cuda.SDPA_CHOICES)
         modules = module_report(mt, dev) if with_modules else None
         ops = mt.timeline
-        del mt, optimizer, model, buckets
+        del mt, optimizer, model, buckets, engine
     gc.collect()
     res["seconds"] = round(time.time() - t0, 2)
     if modules is not None:

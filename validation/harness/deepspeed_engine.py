@@ -1,0 +1,107 @@
+"""DeepSpeed's own engine (ZeRO stages 0-2) traced in one process, rank 0 of the `fake` group.
+
+calc estimates `parallelism.framework: deepspeed` (by default, master weights) from DeepSpeed's
+code; this runs that code. `deepspeed.initialize` builds the real `DeepSpeedZeroOptimizer`
+(stage_1_and_2.py: the flat low-precision groups, the fp32 partition, the reduce buckets, the
+gradient partition) or, without ZeRO, DeepSpeed's bf16 optimizer, from the config calc's
+DeepSpeed export writes for the scenario, and the step is DeepSpeed's: `engine(batch)`,
+`engine.backward(loss)`, `engine.step()` on every micro-batch.
+
+What the CPU build of torch cannot run, and what stands in for it:
+- DeepSpeed's CUDA accelerator asks the driver for memory statistics, NVTX ranges and
+  availability: answered as a GPU would (no-ops, zeros, available). Streams and events are the
+  harness's single fake stream (`fake_cuda.patch_cuda_runtime_for_fsdp`).
+- The optimizer: the config's `"optimizer": {"type": "AdamW"}` builds DeepSpeed's FusedAdam,
+  a CUDA extension compiled at first use. torch's fused AdamW is passed in its place (the same
+  states, fp32 beside the fp32 partition, and no step temporaries either), with
+  `zero_allow_untested_optimizer`.
+- Data-dependent scalars (the overflow check's flag, a gradient norm) have no value under fake
+  tensors: read as 0, so no step is skipped and no clipping scales anything. The tensors that
+  compute them are allocated as on a GPU.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import sys
+
+import torch
+
+from .common import ROOT, Untraceable, fake_cuda
+
+_READY = False
+
+
+def uses_deepspeed(tr: dict, par: dict) -> bool:
+    """Whether calc means DeepSpeed's engine for this data-parallel layout: the scenario's
+    framework, by default DeepSpeed with master weights (calc.scenario.engine_of)."""
+    framework = par.get("framework") or ("deepspeed" if tr["mixed_precision"] == "master"
+                                         else "torch")
+    return framework == "deepspeed"
+
+
+def ds_config(scenario: dict) -> dict:
+    """The DeepSpeed config calc's export writes for `scenario`, its optimizer section replaced
+    by torch's fused AdamW (see the module's docstring)."""
+    if ROOT not in sys.path:
+        sys.path.insert(0, ROOT)
+    from calc.frameworks import ExportError
+    from calc.frameworks.deepspeed import deepspeed_config
+    from calc.scenario import parse_scenario, resolve
+    try:
+        cfg, _ = deepspeed_config(resolve(parse_scenario(scenario)))
+    except ExportError as e:
+        raise Untraceable(f"DeepSpeed export refuses the scenario: {e}") from e
+    optimizer = cfg.pop("optimizer", {})
+    if optimizer.get("type") != "AdamW":
+        raise Untraceable(f"DeepSpeed optimizer {optimizer.get('type')!r}: only AdamW is traced")
+    cfg["zero_allow_untested_optimizer"] = True
+    cfg["steps_per_print"] = 1 << 30
+    return cfg
+
+
+def setup(world: int) -> None:
+    """The fake process group, the environment DeepSpeed's launcher sets, and its CUDA
+    accelerator answering as a GPU would. Once per process."""
+    global _READY
+    if _READY:
+        return
+    from . import parallel
+    os.environ.update(DS_ACCELERATOR="cuda", LOCAL_RANK="0", RANK="0", WORLD_SIZE=str(world),
+                      MASTER_ADDR="localhost", MASTER_PORT="29500")
+    parallel.init_fake_pg(world)
+    fake_cuda.patch_cuda_runtime_for_fsdp()
+    from deepspeed.accelerator import get_accelerator
+    acc = get_accelerator()
+    acc.is_available = lambda: True
+    for name in ("empty_cache", "reset_peak_memory_stats", "reset_max_memory_allocated",
+                 "reset_max_memory_cached", "synchronize", "range_push", "range_pop"):
+        setattr(acc, name, lambda *a, **k: None)
+    for name in ("memory_allocated", "max_memory_allocated", "memory_reserved",
+                 "max_memory_reserved", "memory_cached", "max_memory_cached", "total_memory",
+                 "available_memory"):
+        setattr(acc, name, lambda *a, **k: 0)
+    acc.memory_stats = lambda *a, **k: {}
+    _zero_scalars()
+    _READY = True
+
+
+def _zero_scalars() -> None:
+    """`.item()` on a fake tensor reads 0 (False for a flag) instead of raising."""
+    from torch._subclasses import fake_impls
+    op = torch.ops.aten._local_scalar_dense.default
+
+    def scalar(fake_mode, func, arg):
+        return False if arg.dtype == torch.bool else 0.0 if arg.dtype.is_floating_point else 0
+    fake_impls.op_implementations_dict[op] = scalar
+
+
+def initialize(model: torch.nn.Module, optimizer: torch.optim.Optimizer, cfg: dict):
+    """(engine, DeepSpeed's optimizer). The model is already on the fake device: DeepSpeed's
+    `module.to(device)` would swap every parameter for an identical one."""
+    import deepspeed
+    model.to = lambda *a, **k: model
+    engine, ds_optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer,
+                                                      config=copy.deepcopy(cfg),
+                                                      dist_init_required=False)
+    return engine, ds_optimizer
