@@ -52,7 +52,7 @@ STEP_ORDER = ("forward.last_layer", "forward.experts_combine", "forward.fsdp_pre
               "backward.experts_accumulating", "backward.experts_combine", "backward.experts",
               "backward.experts_reduce", "backward.first_layer", "backward.weight_pass",
               "backward.first_layer_late", "backward.fsdp_root_redistribute",
-              "backward.fsdp_root", "backward.embedding",
+              "backward.fsdp_root", "backward.embedding", "backward.deepspeed_partition",
               "backward.weight_copies", "backward.fsdp_stage_reduce", "optimizer_step")
 
 

@@ -118,7 +118,8 @@ def _fallback_model_type(r: Resolved) -> str | None:
 def _sharding_gaps(r: Resolved) -> list[str]:
     """What of the parallel setup the traced cases do not cover. Traced: DDP (zero 0),
     DDP + ZeroRedundancyOptimizer (1), FSDP2 with reshard_after_forward False (2) and True
-    (3), FSDP2 with a master-weights optimizer, FSDP2's CPUOffloadPolicy; tp (torchtitan's
+    (3), FSDP2 with a master-weights optimizer, FSDP2's CPUOffloadPolicy; DeepSpeed's own
+    engine at stages 1 and 2 (master weights, torch_autocast); tp (torchtitan's
     plan, loss parallel), sequence parallel, cp (torch's ring attention) and pp (torch's 1F1B,
     GPipe, interleaved 1F1B, zero bubble, ZBV and DualPipeV, each stage its own FSDP2 root),
     alone or with FSDP2; tp with pp (1F1B, interleaved 1F1B, zero bubble; FSDP2 x tp x pp);
@@ -145,10 +146,10 @@ def _sharding_gaps(r: Resolved) -> list[str]:
         gaps.append("expert parallelism is traced as transformers' all-to-all with FSDP2 (zero "
                     "3, full training, no tp, cp or pp), not with DDP, ZeRO-1/2, DeepSpeed or "
                     "Megatron-LM")
-    if deepspeed and p.zero in (1, 2) and p.shard_group > 1:
-        gaps.append(f"zero {p.zero} " + ("with master weights " if t.mixed_precision == "master"
-                                         else "under DeepSpeed ") + f"is DeepSpeed's "
-                    f"ZeRO-{p.zero}, modelled from its code (stage_1_and_2.py), not traced")
+    if deepspeed and p.zero in (1, 2) and p.shard_group > 1 and (t.finetuning != "full" or
+                                                             p.ep > 1 or model_parallel):
+        gaps.append(f"DeepSpeed's ZeRO-{p.zero} is traced (its engine, DeepSpeed 0.19.8) for full "
+                    "training without tp, cp, pp or ep")
     if deepspeed and t.mixed_precision != "master" and p.zero == 0 and p.shard_group > 1:
         gaps.append("DeepSpeed's engine without ZeRO is estimated as DDP without its buckets "
                     "(the engine all-reduces through transient flat buffers), not traced")

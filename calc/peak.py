@@ -50,7 +50,7 @@ from .sources import (
     TRACED_FSDP,
     TRACED_PEAK,
 )
-from .states import ModelStates, accumulated, model_states
+from .states import DS_GRAD_PARTITION, ModelStates, accumulated, model_states
 
 PHASES = ("forward", "backward", "optimizer_step")
 COMPONENTS = ("parameters", "gradients", "optimizer_states", "activations", "logits",
@@ -91,6 +91,7 @@ PARTS: dict[str, tuple[str, str]] = {
                      "and output"),
     "head_norm": ("X_n", "the final norm's backward temporaries"),
     "copy_grad_cast": ("X_c", "the first cached weight copy's gradient in the weight's dtype"),
+    "partition": ("G_p", "DeepSpeed ZeRO-1: the gradient partition buffer"),
     "step_gradients": ("G_s", "the gradients as the optimizer step sees them"),
     "step_temporary": ("X_s", "the optimizer step's temporaries"),
 }
@@ -161,6 +162,9 @@ MOMENTS: dict[str, MomentKind] = {
     "backward.embedding": MomentKind(
         "the end of backward: the gradient reaching the embedding",
         ("states", "gradients", "gathered", "other_micro_batches", "embedding_grad", "bucket")),
+    "backward.deepspeed_partition": MomentKind(
+        "DeepSpeed ZeRO-1, the end of backward: its gradient partition allocated beside every "
+        "gradient", ("states", "gradients", "bucket", "partition")),
     "backward.fsdp_stage_reduce": MomentKind(
         "pipelining with FSDP2: after the stage's last backward its units reduce their "
         "accumulated gradients one after another, the root first (the heavier of the root's "
@@ -1034,7 +1038,9 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         if norm:
             moments.append(_moment("backward.head_norm", states, earlier, head_bwd, saved, norm,
                                    schedule_kept))
-    moments.append(_moment("optimizer_step", states, ms.step_gradients, bucket,
+    # (DeepSpeed releases its reduce buckets at the end of backward)
+    moments.append(_moment("optimizer_step", states, ms.step_gradients,
+                           None if ms.step_gradients.formula is DS_GRAD_PARTITION else bucket,
                            ms.step_temporary))
     return moments
 
@@ -1351,8 +1357,12 @@ def _end_of_backward(x: Setup, stage: Stage, ms: ModelStates, states: Part | Non
                                   ms.local.per_layer_trainable, g_r)
         return (_moment("backward.fsdp_root_redistribute", states, rest, ms.gathered_root,
                         others, whole), reduce)
-    return (_moment("backward.embedding", states, ms.gradients, ms.gathered, others,
-                    incoming, ms.reduce_bucket),)
+    end = _moment("backward.embedding", states, ms.gradients, ms.gathered, others, incoming,
+                  ms.reduce_bucket)
+    if ms.partition_copy is None:
+        return (end,)
+    return (end, _moment("backward.deepspeed_partition", states, ms.gradients,
+                         ms.reduce_bucket, ms.partition_copy))
 
 
 def _stage_reduce(x: Setup, ms: ModelStates, states: Part | None) -> tuple[Moment, ...]:

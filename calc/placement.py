@@ -135,7 +135,8 @@ class LocalParams:
     per_layer_experts_down: int  # and their down projections (the unit's first gradients)
     head_trainable: int  # the trainable part of `root` the head's backward writes: the head
     # and the final norm (tied weights: the shared matrix); none with LoRA
-    tensors: tuple[int, ...] = ()  # the trainable tensors' elements, as the model holds them
+    tensors: tuple[int, ...] = ()  # the trainable tensors' elements, largest first
+    ordered: tuple[int, ...] = ()  # and in the model's order (embedding, layers, norm, head)
 
     @property
     def total(self) -> int:
@@ -151,7 +152,8 @@ def local_params(counts: ParamCounts, lora: bool, lora_rank: int, tp: int, ep: i
     linear_w = adapters = factored = largest = per_layer = layer_adapters = layer_linear = 0
     layer_last = layer_mlp = experts = experts_trainable = layer_experts = layer_down = 0
     per_kind = {}
-    tensors: list[int] = []
+    tensors: list[int] = []  # the layers' (then the norm's, the head's)
+    first: list[int] = []  # the embedding's
     for name, layer, n in (("dense", counts.dense_layer, stage.dense_layers),
                            ("moe", counts.moe_layer, stage.moe_layers)):
         if layer is None or n == 0:
@@ -203,17 +205,17 @@ def local_params(counts: ParamCounts, lora: bool, lora_rank: int, tp: int, ep: i
         largest = max(largest, vocab_part if (stage.embedding or stage.head) else 0)
         positions = arch.max_position_embeddings * h if arch.traits.learned_positions else 0
         if stage.embedding:  # (GPT-2's position table is a tensor of its own)
-            tensors += [vocab_part - positions // tp, positions // tp] if positions else \
-                [vocab_part]
+            first = [vocab_part - positions // tp, positions // tp] if positions else [vocab_part]
         if stage.head:
             tensors.append(counts.final_norm)
             if counts.lm_head or not stage.embedding:
                 tensors.append(head - counts.final_norm)
-    tensors = sorted((t for t in tensors if t), reverse=True)
+    ordered = tuple(t for t in first + tensors if t)
+    tensors = sorted(ordered, reverse=True)
     return LocalParams(total, trainable, largest, per_layer, linear_w, root, factored,
                        layer_adapters if lora else per_layer, layer_linear, 0 if lora else root,
                        layer_last, layer_mlp, experts, experts_trainable, layer_experts,
-                       layer_down, 0 if lora else head, tuple(tensors))
+                       layer_down, 0 if lora else head, tuple(tensors), ordered)
 
 
 def _last_trainable(layer: LayerParams, lora: bool, rank: int, tp: int, ep: int,

@@ -124,6 +124,11 @@ DDP_BUCKETS = Source(
     "ddp_buckets", "torch DistributedDataParallel (gradient_as_bucket_view=False copies every "
     "gradient into flat buckets); DeepSpeed's reduce_bucket_size, h^2 under HF's 'auto'",
     "code", short="DDP / DeepSpeed buckets")
+TRACED_DEEPSPEED = Source(
+    "traced_deepspeed", "DeepSpeed 0.19.8's engine traced (validation/harness/deepspeed_engine.py): "
+    "stage_1_and_2.py's copy_grads_in_partition (the partition buffer holds every tensor the "
+    "rank's share touches, whole), get_grad_norm_direct (the norm in fp64) and step (the fp32 "
+    "copy of the partition's gradients)", "traced", short="traced: DeepSpeed ZeRO-1/2")
 ALLOCATOR = Source(
     "allocator", "EMPIRICAL (calc/overhead.py): the caching allocator's reserve above the "
     "allocated peak; not tensors, so not traced", "empirical", short="empirical: allocator")

@@ -33,6 +33,7 @@ from .sources import (
     QLORA,
     TORCH_PIPELINING,
     TORCH_ZERO1,
+    TRACED_DEEPSPEED,
     TRACED_FSDP,
     TRACED_OPTIMIZER_STEP,
     ZERO,
@@ -193,6 +194,21 @@ for _f in (*STATES.values(), STEP_TEMPORARIES["state_copy"]):
     _whole_form(_f)
 
 
+def deepspeed_partition(ordered: tuple[int, ...], N: int) -> tuple[int, int, int, int]:
+    """Rank 0's share of DeepSpeed's flat parameters (stage_1_and_2.py: the flat padded to a
+    multiple of 2N, split in N equal shares): (its elements, the elements of the tensors it
+    touches, whole, in the model's order; its largest piece; how many tensors it touches)."""
+    share = -(-sum(ordered) // (2 * N)) * 2
+    held = largest = pieces = 0
+    for size in ordered:
+        if held >= share:
+            break
+        largest = max(largest, min(size, share - held))
+        held += size
+        pieces += 1
+    return share, held, largest, pieces
+
+
 def heaviest_share(tensors: tuple[int, ...], N: int) -> int:
     """The elements of the rank ZeroRedundancyOptimizer gives the most: `tensors` (largest
     first) each to the rank holding the fewest so far (TORCH_ZERO1)."""
@@ -287,6 +303,24 @@ PIPELINED_LAYER_GRADS = Formula(
 DDP_BUCKET = Formula(
     "gradients/ddp_buckets", "lambda P_t, g_b: P_t * g_b", id="states.ddp_buckets",
     title="DDP's flat buckets: a copy of every gradient", source=DDP_BUCKETS)
+DS_GRAD_PARTITION = Formula(
+    "gradients/partition", "lambda G_p, g: G_p * g", id="states.deepspeed_grad_partition",
+    title="DeepSpeed ZeRO-1/2's gradient partition: every tensor its share of the flat "
+          "parameters touches, whole, in the gradients' dtype",
+    note="copy_grads_in_partition sizes grads_in_partition by the tensors in the partition, not "
+         "by the partition: rank 0's holds the whole embedding where the embedding is wider than "
+         "1/N of the parameters. ZeRO-1 keeps every other gradient whole until the end of "
+         "backward too",
+    source=TRACED_DEEPSPEED)
+DS_STEP = Formula(
+    "temporaries/deepspeed_step", "lambda M_p, P_s, w_f, w_k, S_o: max(8 * M_p, w_f * P_s, "
+    "w_k * P_s + S_o)", id="states.deepspeed_step",
+    title="DeepSpeed ZeRO-1/2's step: the gradient norm in fp64, piece by piece; the partition's "
+          "gradients flattened and in fp32; those fp32 gradients beside the optimizer's own "
+          "temporary",
+    note="the flattening copies where the partition spans several tensors; fp32 gradients are "
+         "not copied again",
+    source=TRACED_DEEPSPEED)
 REDUCE_BUCKET = Formula(
     "temporaries/grad_buckets", "lambda H, g_b, n_b: n_b * H**2 * g_b", id="states.reduce_bucket",
     title="DeepSpeed's reduce buckets: reduce_bucket_size = h^2 elements under HF's 'auto', in "
@@ -326,6 +360,9 @@ class ModelStates:
     # embedding gradient's elements beyond its tp shard where torch computes it whole
     grad_width: int = 0
     embedding_rows: int = 0
+    # DeepSpeed ZeRO-1: its gradient partition, allocated at the end of backward beside every
+    # gradient (ZeRO-2 accumulates into it from the start: it is `gradients`)
+    partition_copy: Term | None = None
 
 
 def local(x: Setup, stage: Stage) -> LocalParams:
@@ -458,6 +495,22 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
             reduce = REDUCE_BUCKET(H, g, 2 if n.autocast else 1)
     step_grads = sharded(STEP_GRADIENTS, ex, P_t, N_2, n.master) if n.master and not lora \
         else gradients
+    partition_copy = None
+    if deepspeed and z in (1, 2) and N > 1 and dp > 1 and ex is None and not offloaded:
+        # DeepSpeed's stage_1_and_2.py (traced): the gradients reduced in backward are copied
+        # into the rank's partition buffer, which the step reads (the norm, the fp32 copy)
+        share, held, largest, pieces = deepspeed_partition(local.ordered, N)
+        partition = DS_GRAD_PARTITION(held, g)
+        if z == 2:
+            gradients = partition
+        else:
+            partition_copy = partition
+        step_grads = partition
+        # the step's copies of the partition's gradients: flattened where it spans several
+        # tensors, then in fp32 (the same tensor when they are fp32 already)
+        flat = g if pieces > 1 else 0
+        fp32 = 4 if g != 4 else 0
+        step = DS_STEP(largest, share, flat + fp32, fp32 or flat, step.bytes if step else 0)
     if megatron and n.compute < 4 and not lora and not offloaded:
         # Megatron-LM's DDP accumulates every gradient into one persistent fp32 buffer
         # (main_grad, allocated with the model; the optimizer steps from it), whatever the
@@ -471,7 +524,7 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
                        part_of(units or gathered, root, everything, accumulated),
                        part_of(gathered, root, everything, accumulated, gathered_grads,
                                root_grads),
-                       everything, lingering, units, g, E_r)
+                       everything, lingering, units, g, E_r, partition_copy)
 
 
 def accumulated(gradients: Term) -> bool:

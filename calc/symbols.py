@@ -167,6 +167,15 @@ SYMBOLS: dict[str, Symbol] = {name: Symbol(tex, meaning) for name, tex, meaning 
     ("S_a", "D'", "sum of d_in + d_out over a layer's adapted linears on one GPU"),
     ("P_z", "P_z", "the parameters of the rank holding the most under torch's "
      "ZeroRedundancyOptimizer: whole tensors, largest first, each to the least-loaded rank"),
+    ("G_p", "G_p", "DeepSpeed ZeRO-1/2: the trainable elements of the tensors rank 0's share of "
+     "the flat parameters touches, whole (its gradient partition buffer)"),
+    ("P_s", "P_s", "DeepSpeed ZeRO-1/2: one rank's share of the flat parameters (padded to a "
+     "multiple of 2N, over N ranks)"),
+    ("M_p", "M_p", "DeepSpeed ZeRO-1/2: the largest piece of one tensor in rank 0's share"),
+    ("w_f", "w_f", "DeepSpeed's step: bytes per element of the partition's gradients flattened "
+     "(where the share spans several tensors) and cast to fp32"),
+    ("w_k", "w_k", "DeepSpeed's step: bytes per element of the fp32 gradients the optimizer "
+     "reads"),
     ("W_e", "W_e", "a MoE layer's routed expert weights on one GPU"),
     ("W_d", "W_\\text{down}", "a MoE layer's routed experts' down-projection weights on one GPU"),
     ("S_e", "P_e", "the LoRA parameters of a MoE layer's routed experts on one GPU"),

@@ -16,14 +16,15 @@ DEEPSPEED = {"model": "llama-3.1-8b",
 
 
 def test_deepspeed_golden() -> None:
-    """https://www.deepspeed.ai/docs/config-json/: train_batch_size = micro x gas x dp."""
+    """https://www.deepspeed.ai/docs/config-json/: train_batch_size = micro x gas x dp; the
+    reduce bucket the estimate counts, h^2 elements (HF's "auto"), not DeepSpeed's 5e8."""
     e = export(DEEPSPEED, "deepspeed")
     assert json.loads(e.text) == e.data == {
         "train_batch_size": 64,
         "train_micro_batch_size_per_gpu": 2,
         "gradient_accumulation_steps": 4,
         "bf16": {"enabled": True},
-        "zero_optimization": {"stage": 3,
+        "zero_optimization": {"stage": 3, "reduce_bucket_size": 4096**2,
                               "offload_optimizer": {"device": "cpu", "pin_memory": True}},
         "optimizer": {"type": "AdamW", "params": {}},
         "activation_checkpointing": {

@@ -5,7 +5,7 @@ import pytest
 from calc.architecture import Architecture
 from calc.scenario import parse_scenario, resolve
 from calc.setup import setup
-from calc.states import heaviest_share, model_states
+from calc.states import deepspeed_partition, heaviest_share, model_states
 
 # A ~7.5B GPT-like model; the ZeRO paper's Figure 1 uses Psi = 7.5B, N_d = 64, K = 12.
 ARCH = Architecture(model_type="gpt2", hidden_size=4096, num_hidden_layers=36,
@@ -13,27 +13,32 @@ ARCH = Architecture(model_type="gpt2", hidden_size=4096, num_hidden_layers=36,
                     max_position_embeddings=2048, tie_word_embeddings=True)
 
 
-def _states_bytes(zero: int) -> tuple[int, int]:
+def _states_bytes(zero: int) -> tuple[int, int, int]:
+    """(model states, parameters, the elements of rank 0's gradient partition under DeepSpeed)."""
     x = setup(resolve(parse_scenario({
         "model": ARCH.model_dump(), "training": {"mixed_precision": "master", "precision": "bf16", "seq_len": 1024},
         "parallelism": {"dp": 64, "zero": zero}})))
     ms = model_states(x, x.stages[0])
     total = sum(t.bytes for t in (*ms.parameters, ms.gradients, *ms.optimizer_states))
-    return total, ms.local.total
+    return total, ms.local.total, deepspeed_partition(ms.local.ordered, 64)[1]
 
 
 @pytest.mark.parametrize(("zero", "paper_gb", "formula"), [
-    (0, 120.0, lambda psi, nd: (2 + 2 + 12) * psi),
-    (1, 31.4, lambda psi, nd: 2 * psi + 2 * psi + 12 * psi / nd),
-    (2, 16.6, lambda psi, nd: 2 * psi + (2 + 12) * psi / nd),
-    (3, 1.9, lambda psi, nd: (2 + 2 + 12) * psi / nd),
+    (0, 120.0, lambda psi, nd, held: (2 + 2 + 12) * psi),
+    (1, 31.4, lambda psi, nd, held: 2 * psi + 2 * psi + 12 * psi / nd),
+    (2, 16.6, lambda psi, nd, held: 2 * psi + 2 * held + 12 * psi / nd),
+    (3, 1.9, lambda psi, nd, held: (2 + 2 + 12) * psi / nd),
 ])
 def test_zero_stages_match_zero_paper(zero, paper_gb, formula) -> None:
-    """Rajbhandari et al. 2020, Figure 1: 7.5B params, 64 GPUs, mixed-precision Adam."""
-    states, psi = _states_bytes(zero)
-    assert states == pytest.approx(formula(psi, 64), rel=1e-6)
-    scaled_to_paper = states / psi * 7.5e9 / 1e9
-    assert scaled_to_paper == pytest.approx(paper_gb, abs=0.06)
+    """Rajbhandari et al. 2020, Figure 1: 7.5B params, 64 GPUs, mixed-precision Adam. At stage
+    2 DeepSpeed's rank 0 keeps the gradients of the tensors its 1/N touches, whole (traced):
+    here the whole token embedding, where the paper splits 2 Psi evenly."""
+    states, psi, held = _states_bytes(zero)
+    assert states == pytest.approx(formula(psi, 64, held), rel=1e-6)
+    even = formula(psi, 64, psi / 64)
+    assert even / psi * 7.5e9 / 1e9 == pytest.approx(paper_gb, abs=0.06)
+    if zero == 2:
+        assert held == ARCH.vocab_size * ARCH.hidden_size > psi / 64  # the token embedding
 
 
 def test_zero3_never_increases_model_states() -> None:
@@ -45,10 +50,11 @@ def test_zero3_never_increases_model_states() -> None:
 def test_deepspeed_torch_autocast_keeps_fp32_parameters_and_clones_its_partition(zero) -> None:
     """DeepSpeed's ZeRO-1/2 under torch_autocast (stage_1_and_2.py): the parameters stay fp32
     and whole on every GPU; the optimizer clones its 1/N partition into fp32 beside them
-    (single_partition_of_fp32_groups) with Adam's two moments; stage 2 keeps 1/N of the fp32
-    gradients; one reduce bucket per communication dtype (nn.Linear's bf16, the rest fp32),
+    (single_partition_of_fp32_groups) with Adam's two moments; stage 2 keeps the fp32
+    gradients of the tensors its 1/N touches (ZeRO-1 every gradient, that partition added at the
+    end of backward); one reduce bucket per communication dtype (nn.Linear's bf16, the rest fp32),
     each reduce_bucket_size elements in the parameters' fp32. By hand: 4 + 4 Psi / N +
-    8 Psi / N (+ 4 Psi / N at stage 2, else 4 Psi)."""
+    8 Psi / N (+ 4 G_p at stage 2, else 4 Psi)."""
     def states(framework: str | None) -> tuple:
         x = setup(resolve(parse_scenario({
             "model": ARCH.model_dump(), "training": {"seq_len": 1024},
@@ -61,7 +67,13 @@ def test_deepspeed_torch_autocast_keeps_fp32_parameters_and_clones_its_partition
     optimizer = sum(t.bytes for t in ms.optimizer_states)
     assert parameters == 4 * psi
     assert optimizer == pytest.approx((4 + 8) * psi / n, abs=3 * 4)  # clone + 2 moments
-    assert ms.gradients.bytes == pytest.approx(4 * psi / (n if zero == 2 else 1), abs=4)
+    held = deepspeed_partition(ms.local.ordered, n)[1]
+    assert held == ms.local.ordered[0]  # wider than 1/64 of the model: the embedding alone
+    assert ms.gradients.bytes == 4 * (held if zero == 2 else psi)
+    if zero == 1:  # allocated at the end of backward, beside every gradient
+        assert ms.partition_copy is not None and ms.partition_copy.bytes == 4 * held
+    else:
+        assert ms.partition_copy is None
     assert ms.reduce_bucket is not None and ms.ddp_buckets is None
     assert ms.reduce_bucket.bytes == 2 * 4096**2 * 4
     assert ms.gathered is None and ms.gathered_model is None  # no FSDP2
@@ -75,6 +87,30 @@ def test_deepspeed_torch_autocast_keeps_fp32_parameters_and_clones_its_partition
         assert torch_states == 8 * heaviest_share(torch_form.local.tensors, n)
         assert torch_states >= 8 * max(torch_form.local.tensors) > 8 * psi / n
     assert torch_form.reduce_bucket is None
+
+
+def test_deepspeed_partition_counts_the_tensors_rank_0_touches_whole() -> None:
+    """stage_1_and_2.py pads the flat parameters to a multiple of 2N and gives each rank an
+    equal share; copy_grads_in_partition sizes its buffer by the tensors in the share, whole.
+    By hand: 10 + 7 + 5 + 3 = 25 elements over N = 2 is a share of 14 (25 -> 28 / 2): the
+    tensors of 10 and 7 (the 7 cut at 4), largest piece 10, two tensors."""
+    assert deepspeed_partition((10, 7, 5, 3), 2) == (14, 17, 10, 2)
+    assert deepspeed_partition((10, 7, 5, 3), 1) == (26, 25, 10, 4)  # padded to 26: all of it
+    assert deepspeed_partition((30, 7), 4) == (10, 30, 10, 1)  # the first tensor alone, cut
+
+
+def test_deepspeed_step_holds_the_partition_and_its_fp64_norm() -> None:
+    """DeepSpeed 0.19.8's ZeRO-2 step with bf16 gradients (traced): the partition buffer, the
+    norm of each piece in fp64 (get_norm_dtype), the flattened partition and its fp32 copy;
+    the reduce buckets are released by then. One piece (the embedding): max(8 x piece, 4 P_s)."""
+    x = setup(resolve(parse_scenario({
+        "model": ARCH.model_dump(), "training": {"seq_len": 1024, "mixed_precision": "master"},
+        "parallelism": {"dp": 64, "zero": 2}})))
+    ms = model_states(x, x.stages[0])
+    share, held, largest, pieces = deepspeed_partition(ms.local.ordered, 64)
+    assert pieces == 1 and largest == share
+    assert ms.step_gradients.bytes == 2 * held
+    assert ms.step_temporary is not None and ms.step_temporary.bytes == 8 * share
 
 
 def test_zero_redundancy_optimizer_gives_whole_tensors_to_the_least_loaded_rank() -> None:

@@ -90,6 +90,8 @@ def deepspeed_config(r: Resolved) -> tuple[dict[str, Any], list[str]]:
             cfg["fp16"]["loss_scale"] = 0  # dynamic loss scaling
     _engine_note(r, notes)
     zero: dict[str, Any] = {"stage": p.zero}
+    if p.zero:  # the reduce bucket calc counts: h^2 elements, as HF's "auto" sets it
+        zero["reduce_bucket_size"] = r.arch.hidden_size ** 2
     if p.offload_optimizer:
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
     if p.offload_params:
@@ -214,6 +216,12 @@ def read_deepspeed(ds: Reader, notes: list[str]) -> DeepSpeedSettings:
     stage = 0
     if zero is not None:
         stage = integer(zero, "stage", 0, (0, 1, 2, 3), digits=True)
+        bucket = zero.get("reduce_bucket_size", AUTO)
+        if bucket != AUTO:
+            notes.append(f"zero_optimization.reduce_bucket_size {shown(bucket)}: the estimate "
+                         "counts h^2 elements per reduce bucket (HF's \"auto\", what calc's "
+                         "export writes); DeepSpeed allocates this many in backward, two with "
+                         "overlap_comm (stage_1_and_2.py, setup_buckets)")
         for key, field in (("offload_optimizer", "offload_optimizer"),
                            ("offload_param", "offload_params")):
             section = zero.sub(key)
