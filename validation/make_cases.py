@@ -28,7 +28,8 @@ SCHEDULE_TAGS = {"gpipe": "gpipe", "interleaved_1f1b": "interleaved", "zero_bubb
 def case(split, model, b, s, mp="amp", attn="flash", prec="bf16", opt="adamw", impl="fused",
          ac="none", gas=1, lora=None, targets="all_linear", lora_dropout=0.0, dp=1, notes="",
          tag=None, zero=None, qlora=False, loss="standard", every=None, recompute=None,
-         policy=None, offload=False, ep=1, tp=1, sp=False, cp=1, pp=1, sched=None, v=1):
+         policy=None, offload=False, ep=1, tp=1, sp=False, cp=1, pp=1, sched=None, v=1,
+         framework=None):
     name = model if isinstance(model, str) else tag
     parts = [name, f"b{b}", f"s{s}", mp if prec == "bf16" else f"{mp}-{prec}", attn]
     if (opt, impl) != ("adamw", "fused"):
@@ -46,7 +47,11 @@ def case(split, model, b, s, mp="amp", attn="flash", prec="bf16", opt="adamw", i
     zero = (3 if dp * cp > 1 else 0) if zero is None else zero
     if ep > 1:
         parts.append(f"ep{ep}")
-    if dp > 1:
+    deepspeed = zero in (1, 2) and (framework or ("deepspeed" if mp == "master" else None)) \
+        == "deepspeed"  # DeepSpeed's engine traced (validation/harness/deepspeed_engine.py)
+    if dp > 1 and deepspeed:
+        parts.append(f"deepspeed-zero{zero}x{dp}")
+    elif dp > 1:
         parts.append({0: "ddp", 1: "zero1-ddp", 2: "zero2-fsdp", 3: "fsdp"}[zero] + str(dp))
     if tp > 1:
         parts.append(f"tp{tp}" + ("sp" if sp else ""))
@@ -81,6 +86,8 @@ def case(split, model, b, s, mp="amp", attn="flash", prec="bf16", opt="adamw", i
         par["sequence_parallel"] = True
     if offload:
         par.update(offload_params=True, offload_optimizer=True)
+    if framework:
+        par["framework"] = framework
     sc = {"schema_version": 1, "model": model, "training": tr, "parallelism": par,
           "gpu": "h100-sxm-80gb"}
     CASES.append({"id": "_".join(parts), "split": split, "scenario": sc, "notes": notes})
@@ -409,6 +416,29 @@ case("test", L70, 1, 8192, ac="full", dp=8, tag="llama-3.1-70b")
 case("test", L70, 1, 4096, ac="full", gas=8, dp=2, pp=4, tag="llama-3.1-70b")
 case("test", "llama-3.1-405b", 1, 8192, ac="full", dp=2, tp=8, sp=True)
 case("test", "qwen2.5-72b", 1, 2048, mp=AC, ac="full", lora=16, qlora=True, dp=2)
+
+# DeepSpeed's own engine, ZeRO-1 and -2 (DeepSpeed 0.19.8, the config calc's export writes:
+# reduce_bucket_size h^2): master weights (bf16 with an fp32 partition) and torch_autocast (amp)
+L8_4 = inline("llama-3.1-8b", num_hidden_layers=4)
+DS = "DeepSpeed's engine: "
+case("dev", "qwen2.5-0.5b", 2, 1024, mp="master", dp=8, zero=2,
+     notes=DS + "the logits' backward is the peak")
+case("dev", L8_4, 1, 1024, mp="master", dp=8, zero=1, tag="llama-3.1-8b-4L",
+     notes=DS + "ZeRO-1 keeps every gradient to the end of backward, then its partition buffer")
+case("dev", L8_4, 1, 1024, dp=2, zero=2, framework="deepspeed", tag="llama-3.1-8b-4L",
+     notes=DS + "torch_autocast: fp32 parameters and gradients, the partition spans tensors")
+case("test", L8_4, 1, 1024, mp="master", dp=8, zero=2, tag="llama-3.1-8b-4L",
+     notes=DS + "rank 0's partition buffer holds the whole embedding; the fp64 norm of the step")
+case("test", L8_4, 1, 1024, mp="master", gas=2, dp=8, zero=2, tag="llama-3.1-8b-4L",
+     notes=DS + "the partition buffer accumulates over micro-batches")
+case("test", L8_4, 1, 1024, mp="master", gas=2, dp=2, zero=1, tag="llama-3.1-8b-4L",
+     notes=DS + "the partition spans tensors: the step flattens it before the fp32 copy")
+case("test", L8_4, 1, 1024, dp=8, zero=1, framework="deepspeed", tag="llama-3.1-8b-4L",
+     notes=DS + "torch_autocast at ZeRO-1")
+case("test", "qwen2.5-1.5b", 2, 2048, mp="master", ac="full", dp=4, zero=1, notes=DS + "tied "
+     "embeddings, checkpointed layers")
+case("test", "gpt2", 4, 1024, mp="master", dp=4, zero=2, notes=DS + "tied embeddings and "
+     "learned positions: the flat's first two tensors")
 
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
