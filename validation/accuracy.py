@@ -18,6 +18,7 @@ from typing import Any
 
 from calc import ScenarioError, estimate
 from calc.baselines import BASELINES
+from calc.scenario import engine_of
 
 HERE = Path(__file__).resolve().parent
 GiB = 1024**3
@@ -161,8 +162,7 @@ def features(scenario: dict[str, Any], family: str) -> list[str]:
             out.append(schedule)
     if ep > 1:
         out.append("ep")
-    deepspeed = p.get("framework") or ("deepspeed" if scenario["training"].get(
-        "mixed_precision") == "master" else None)
+    deepspeed = engine_of(p.get("framework"), scenario["training"].get("mixed_precision", "amp"))
     if deepspeed == "deepspeed" and int(p.get("zero", 0)) in (1, 2) and int(p.get("dp", 1)) > 1:
         out.append("deepspeed zero 1/2")  # DeepSpeed's own engine (not torch's forms)
     if family in MOE_FAMILIES:

@@ -29,29 +29,28 @@ import torch
 
 from .common import ROOT, Untraceable, fake_cuda
 
+if ROOT not in sys.path:  # calc: which engine a scenario means, and its DeepSpeed config
+    sys.path.insert(0, ROOT)
+from calc.plan import ExportError, export  # noqa: E402
+from calc.scenario import engine_of  # noqa: E402
+
 _READY = False
 
 
 def uses_deepspeed(tr: dict, par: dict) -> bool:
-    """Whether calc means DeepSpeed's engine for this data-parallel layout: the scenario's
-    framework, by default DeepSpeed with master weights (calc.scenario.engine_of)."""
-    framework = par.get("framework") or ("deepspeed" if tr["mixed_precision"] == "master"
-                                         else "torch")
-    return framework == "deepspeed"
+    """Whether calc means DeepSpeed's engine for the scenario: its framework, by default
+    DeepSpeed with master weights."""
+    return engine_of(par.get("framework"), tr["mixed_precision"]) == "deepspeed"
 
 
 def ds_config(scenario: dict) -> dict:
     """The DeepSpeed config calc's export writes for `scenario`, its optimizer section replaced
     by torch's fused AdamW (see the module's docstring)."""
-    if ROOT not in sys.path:
-        sys.path.insert(0, ROOT)
-    from calc.frameworks import ExportError
-    from calc.frameworks.deepspeed import deepspeed_config
-    from calc.scenario import parse_scenario, resolve
     try:
-        cfg, _ = deepspeed_config(resolve(parse_scenario(scenario)))
+        cfg = export(scenario, "deepspeed").data
     except ExportError as e:
         raise Untraceable(f"DeepSpeed export refuses the scenario: {e}") from e
+    assert isinstance(cfg, dict)
     optimizer = cfg.pop("optimizer", {})
     if optimizer.get("type") != "AdamW":
         raise Untraceable(f"DeepSpeed optimizer {optimizer.get('type')!r}: only AdamW is traced")
