@@ -118,8 +118,8 @@ def _fallback_model_type(r: Resolved) -> str | None:
 def _sharding_gaps(r: Resolved) -> list[str]:
     """What of the parallel setup the traced cases do not cover. Traced: DDP (zero 0),
     DDP + ZeroRedundancyOptimizer (1), FSDP2 with reshard_after_forward False (2) and True
-    (3), FSDP2 with a master-weights optimizer, FSDP2's CPUOffloadPolicy; DeepSpeed's own
-    engine at stages 1 and 2 (master weights, torch_autocast); tp (torchtitan's
+    (3), FSDP2's CPUOffloadPolicy; DeepSpeed's own engine at stages 1 and 2 (master weights,
+    torch_autocast) and 3 (master weights); tp (torchtitan's
     plan, loss parallel), sequence parallel, cp (torch's ring attention) and pp (torch's 1F1B,
     GPipe, interleaved 1F1B, zero bubble, ZBV and DualPipeV, each stage its own FSDP2 root),
     alone or with FSDP2; tp with pp (1F1B, interleaved 1F1B, zero bubble; FSDP2 x tp x pp);
@@ -153,9 +153,12 @@ def _sharding_gaps(r: Resolved) -> list[str]:
     if deepspeed and t.mixed_precision != "master" and p.zero == 0 and p.shard_group > 1:
         gaps.append("DeepSpeed's engine without ZeRO is estimated as DDP without its buckets "
                     "(the engine all-reduces through transient flat buffers), not traced")
-    if deepspeed and p.zero == 3 and p.shard_group > 1:
-        gaps.append("zero 3 with master weights is traced as FSDP2 with a master-weights "
-                    "optimizer; DeepSpeed's own ZeRO-3 buffers are modelled from its code")
+    if deepspeed and p.zero == 3 and p.shard_group > 1 and (
+            t.finetuning != "full" or t.mixed_precision != "master" or p.ep > 1
+            or model_parallel or p.offload_optimizer or p.offload_params):
+        gaps.append("DeepSpeed's ZeRO-3 is traced (its engine, DeepSpeed 0.19.8: the parameter "
+                    "coordinator, the gradient partitions) for full training with master "
+                    "weights, without tp, cp, pp, ep or offload")
     if p.offload_optimizer and not (p.offload_params and p.zero == 3 and not deepspeed):
         gaps.append("optimizer offload alone (DeepSpeed's ZeRO-Offload) is modelled from "
                     "DeepSpeed's code; only FSDP2's CPUOffloadPolicy is traced")

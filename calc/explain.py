@@ -176,7 +176,8 @@ def explain(scenario: Scenario | dict[str, Any] | str) -> Explanation:
         r.term(None, ms.local.term, note=f"pipeline stage {sp.stage.index} of {x.pp}, "
                "the one with the higher peak")
     # model states
-    for t in (*ms.parameters, ms.gradients, *ms.optimizer_states, ms.step_gradients, *ms.host,
+    for t in (*ms.parameters, ms.gradients, *ms.resident, *ms.optimizer_states,
+              ms.step_gradients, *ms.host,
               ms.gathered_layer, ms.gathered_grads, ms.gathered_root, ms.root_grads, ms.ddp_buckets,
               ms.reduce_bucket, ms.step_temporary):
         r.term(None, t)

@@ -50,7 +50,7 @@ from .sources import (
     TRACED_FSDP,
     TRACED_PEAK,
 )
-from .states import DS_GRAD_PARTITION, ModelStates, accumulated, model_states
+from .states import DS_GATHERED, DS_GRAD_PARTITION, ModelStates, accumulated, model_states
 
 PHASES = ("forward", "backward", "optimizer_step")
 COMPONENTS = ("parameters", "gradients", "optimizer_states", "activations", "logits",
@@ -829,6 +829,9 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         backward_gathered = part_of(ms.gathered_model, ms.gathered_grads)
     # in the layers' backward below the top one
     below = ms.backward_gathered
+    if ms.live is not None:  # DeepSpeed's ZeRO-3: its coordinator's, moment by moment
+        gathered, backward_gathered = _live(x, ms, "forward_mlp"), _live(x, ms, "backward_top")
+        below = _live(x, ms, "backward_first")
     if pipelined and accumulating and not n.fsdp_mixed:
         # no cast between the gradients and their accumulator: autograd adds them in place
         backward_gathered = below = gathered
@@ -881,6 +884,8 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     loss = logits_memory(x) if stage.head and (mix is None or run.heads) else None
     units = ms.expert_units is not None
     head_fwd = head_bwd = gathered
+    if ms.live is not None:
+        head_fwd, head_bwd = _live(x, ms, "forward_head"), _live(x, ms, "backward_head")
     if units:
         head = x.counts.lm_head or x.counts.embedding  # tied: the embedding's unit is kept
         R_h = head // x.tp if stage.head else 0
@@ -1357,12 +1362,19 @@ def _end_of_backward(x: Setup, stage: Stage, ms: ModelStates, states: Part | Non
                                   ms.local.per_layer_trainable, g_r)
         return (_moment("backward.fsdp_root_redistribute", states, rest, ms.gathered_root,
                         others, whole), reduce)
-    end = _moment("backward.embedding", states, ms.gradients, ms.gathered, others, incoming,
-                  ms.reduce_bucket)
+    end = _moment("backward.embedding", states, ms.gradients,
+                  ms.gathered if ms.live is None else _live(x, ms, "embedding"), others,
+                  incoming, ms.reduce_bucket)
     if ms.partition_copy is None:
         return (end,)
     return (end, _moment("backward.deepspeed_partition", states, ms.gradients,
                          ms.reduce_bucket, ms.partition_copy))
+
+
+def _live(x: Setup, ms: ModelStates, moment: str) -> Part | None:
+    """DeepSpeed ZeRO-3's gathered parameters at `moment` (a `coordinator.Live` field)."""
+    assert ms.live is not None
+    return part_of(DS_GATHERED(getattr(ms.live, moment), x.n.weight))
 
 
 def _stage_reduce(x: Setup, ms: ModelStates, states: Part | None) -> tuple[Moment, ...]:

@@ -128,7 +128,14 @@ TRACED_DEEPSPEED = Source(
     "traced_deepspeed", "DeepSpeed 0.19.8's engine traced (validation/harness/deepspeed_engine.py): "
     "stage_1_and_2.py's copy_grads_in_partition (the partition buffer holds every tensor the "
     "rank's share touches, whole), get_grad_norm_direct (the norm in fp64) and step (the fp32 "
-    "copy of the partition's gradients)", "traced", short="traced: DeepSpeed ZeRO-1/2")
+    "copy of the partition's gradients); stage3.py's step (the norm in fp64, then each "
+    "sub-group's gradients flattened and cast to fp32)", "traced", short="traced: DeepSpeed ZeRO")
+ZERO3_COORDINATOR = Source(
+    "zero3_coordinator", "DeepSpeed 0.19.8, runtime/zero/partitioned_param_coordinator.py "
+    "(fetch_sub_module's prefetch up to stage3_max_live_parameters, __params_to_release's "
+    "reuse distance) and parameter_offload.py (persistent parameters), traced "
+    "(validation/harness/deepspeed_engine.py: the coordinator's count of gathered and in-flight "
+    "elements at every layer)", "traced", short="traced: ZeRO-3 coordinator")
 ALLOCATOR = Source(
     "allocator", "EMPIRICAL (calc/overhead.py): the caching allocator's reserve above the "
     "allocated peak; not tensors, so not traced", "empirical", short="empirical: allocator")

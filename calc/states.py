@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from . import coordinator
 from .formula import Formula, Part, Term, part_of
 from .numerics import Numerics
 from .optimizers import BNB_BLOCK, OPTIMIZERS, Optimizer, OptimizerImpl
@@ -37,6 +38,7 @@ from .sources import (
     TRACED_FSDP,
     TRACED_OPTIMIZER_STEP,
     ZERO,
+    ZERO3_COORDINATOR,
     ZERO_OFFLOAD,
 )
 
@@ -328,6 +330,29 @@ REDUCE_BUCKET = Formula(
     note="torch_autocast reduces nn.Linear gradients in its dtype and the rest in fp32: two "
          "buckets (stage_1_and_2.py ipg_buckets)",
     source=DDP_BUCKETS)
+DS_PERSISTENT = Formula(
+    "parameters/persistent", "lambda P_q, w: P_q * w", id="states.deepspeed_persistent",
+    title="DeepSpeed ZeRO-3's persistent parameters: those of at most "
+          "stage3_param_persistence_threshold elements (10 h under HF's 'auto'), never "
+          "partitioned", source=ZERO3_COORDINATOR)
+DS_Z3_REDUCED = Formula(
+    "gradients/weights", "lambda: 0", id="states.deepspeed_z3_reduced", source=TRACED_DEEPSPEED,
+    title="Gradients beside the partitions: none kept (DeepSpeed ZeRO-3 reduces each into its "
+          "partition as backward writes it; the partitions live all step, with the states)")
+DS_GATHERED = Formula(
+    "temporaries/gathered_params", "lambda G_z, w: G_z * w", id="states.deepspeed_gathered",
+    title="DeepSpeed ZeRO-3's gathered parameters: those of the modules next in the recorded "
+          "order, until stage3_max_live_parameters elements are live",
+    note="G_z at each moment from calc.coordinator: the running module's first, then the "
+         "prefetched ones in order of use (the top layers' come back in the backward), the one "
+         "crossing the limit whole", source=ZERO3_COORDINATOR)
+DS_Z3_STEP = Formula(
+    "temporaries/deepspeed_step", "lambda M_p, S_g, w_f, w_k: max(8 * M_p, (w_f + w_k) * S_g)",
+    id="states.deepspeed_z3_step",
+    title="DeepSpeed ZeRO-3's step: the gradient norm in fp64, partition by partition; then, "
+          "one sub-group at a time, its gradients flattened and cast to fp32",
+    note="S_g: the largest sub-group (sub_group_size elements of partitions, 1e9 by default); "
+         "w_k is 0 where the gradients are fp32 already", source=TRACED_DEEPSPEED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -363,6 +388,10 @@ class ModelStates:
     # DeepSpeed ZeRO-1: its gradient partition, allocated at the end of backward beside every
     # gradient (ZeRO-2 accumulates into it from the start: it is `gradients`)
     partition_copy: Term | None = None
+    # DeepSpeed ZeRO-3: the parameters its coordinator holds gathered, by moment; its
+    # gradient partitions and reduce bucket, alive all step (in `on_device`)
+    live: coordinator.Live | None = None
+    resident: tuple[Term, ...] = ()
 
 
 def local(x: Setup, stage: Stage) -> LocalParams:
@@ -374,7 +403,17 @@ def model_states(x: Setup, stage: Stage) -> ModelStates:
     return _model_states(local(x, stage), x.n, x.lora, x.qlora, x.deepspeed, x.optimizer,
                          x.optimizer_impl, x.N, x.z, x.dp, x.offload_optimizer, x.offload_params,
                          x.H, x.megatron, x.ep, x.pp,
-                         x.counts.embedding if x.whole_embedding_grad(stage) else 0, x.tp)
+                         x.counts.embedding if x.whole_embedding_grad(stage) else 0, x.tp,
+                         coordinated(x, stage))
+
+
+def coordinated(x: Setup, stage: Stage) -> coordinator.Live | None:
+    """What DeepSpeed's ZeRO-3 coordinator holds gathered, where calc models it: DeepSpeed's
+    own stage 3 over data parallelism alone, full training, nothing offloaded."""
+    if not (x.deepspeed and x.z == 3 and x.N > 1 and x.dp > 1 and x.tp == x.pp == x.ep == 1
+            and not (x.lora or x.megatron or x.offload_optimizer or x.offload_params)):
+        return None
+    return coordinator.gathered(x.counts, stage)
 
 
 @lru_cache(maxsize=4096)
@@ -382,7 +421,7 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
                   deepspeed: bool, opt: Optimizer, impl: OptimizerImpl, N: int, z: int, dp: int,
                   offload_optimizer: bool, offload_params: bool, H: int,
                   megatron: bool = False, ep: int = 1, pp: int = 1, whole: int = 0,
-                  tp: int = 1) -> ModelStates:
+                  tp: int = 1, live: coordinator.Live | None = None) -> ModelStates:
     """Memoised: a batch or sequence search re-estimates the same states many times.
 
     Which framework a stage means (`deepspeed`: parallelism.framework, by default DeepSpeed
@@ -395,7 +434,8 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
     FSDP2 at stage 3 under pipeline parallelism (torchtitan). Under expert
     parallelism the routed experts are sharded over N / ep ranks (`sharded`). `whole`: the
     embedding's elements E where its gradient is whole on each of the `tp` ranks
-    (`Setup.vocab_grad_split`), else 0."""
+    (`Setup.vocab_grad_split`), else 0. `live`: DeepSpeed's ZeRO-3, whose coordinator holds
+    these parameters gathered (`coordinated`)."""
     fsdp2 = z >= 2 and not deepspeed
     N_1, N_2 = (N if z >= k else 1 for k in (1, 2))
     N_3 = N if z == 3 or fsdp2 else 1
@@ -511,6 +551,18 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
         flat = g if pieces > 1 else 0
         fp32 = 4 if g != 4 else 0
         step = DS_STEP(largest, share, flat + fp32, fp32 or flat, step.bytes if step else 0)
+    resident: tuple[Term, ...] = ()
+    if live is not None:
+        # DeepSpeed's stage3.py (traced): the gradient partitions and the reduce bucket are
+        # allocated with the optimizer and live all step; each gradient is reduced into its
+        # partition as backward writes it; the step casts one sub-group's gradients at a time
+        params.append(DS_PERSISTENT(live.persistent, n.weight))
+        resident = (GRADIENTS(P_t, N, g), REDUCE_BUCKET(H, g, 1))
+        gradients = step_grads = DS_Z3_REDUCED()
+        reduce = None
+        step = DS_Z3_STEP(-(-local.largest_tensor // N), coordinator.sub_group(local.ordered, N),
+                          g, 4 if g != 4 else 0)
+        gathered = gathered_grads = root = root_grads = None
     if megatron and n.compute < 4 and not lora and not offloaded:
         # Megatron-LM's DDP accumulates every gradient into one persistent fp32 buffer
         # (main_grad, allocated with the model; the optimizer steps from it), whatever the
@@ -520,11 +572,11 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
         ddp = reduce = None
     return ModelStates(local, tuple(params), gradients, tuple(states), tuple(host), step_grads,
                        step, gathered, gathered_grads, root, root_grads, ddp, reduce,
-                       part_of(*params, *states, ddp),
+                       part_of(*params, *states, ddp, *resident),
                        part_of(units or gathered, root, everything, accumulated),
                        part_of(gathered, root, everything, accumulated, gathered_grads,
                                root_grads),
-                       everything, lingering, units, g, E_r, partition_copy)
+                       everything, lingering, units, g, E_r, partition_copy, live, resident)
 
 
 def accumulated(gradients: Term) -> bool:

@@ -171,7 +171,13 @@ SYMBOLS: dict[str, Symbol] = {name: Symbol(tex, meaning) for name, tex, meaning 
      "the flat parameters touches, whole (its gradient partition buffer)"),
     ("P_s", "P_s", "DeepSpeed ZeRO-1/2: one rank's share of the flat parameters (padded to a "
      "multiple of 2N, over N ranks)"),
-    ("M_p", "M_p", "DeepSpeed ZeRO-1/2: the largest piece of one tensor in rank 0's share"),
+    ("M_p", "M_p", "DeepSpeed: the largest piece of one tensor in a rank's partition (ZeRO-1/2: "
+     "rank 0's share of the flat parameters; ZeRO-3: the largest tensor over N)"),
+    ("G_z", "G_z", "DeepSpeed ZeRO-3: the parameters its coordinator holds gathered at the "
+     "moment (calc.coordinator)"),
+    ("P_q", "P_q", "DeepSpeed ZeRO-3: the persistent parameters, of at most 10 h elements each "
+     "(norms, biases)"),
+    ("S_g", "S_g", "DeepSpeed ZeRO-3: the largest optimizer sub-group, in partition elements"),
     ("w_f", "w_f", "DeepSpeed's step: bytes per element of the partition's gradients flattened "
      "(where the share spans several tensors) and cast to fp32"),
     ("w_k", "w_k", "DeepSpeed's step: bytes per element of the fp32 gradients the optimizer "

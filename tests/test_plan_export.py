@@ -17,7 +17,8 @@ DEEPSPEED = {"model": "llama-3.1-8b",
 
 def test_deepspeed_golden() -> None:
     """https://www.deepspeed.ai/docs/config-json/: train_batch_size = micro x gas x dp; the
-    reduce bucket the estimate counts, h^2 elements (HF's "auto"), not DeepSpeed's 5e8."""
+    reduce bucket the estimate counts, h^2 elements (HF's "auto"), not DeepSpeed's 5e8; at
+    stage 3 the coordinator's sizes: HF's "auto" (0.9 h^2, 10 h) and DeepSpeed's defaults."""
     e = export(DEEPSPEED, "deepspeed")
     assert json.loads(e.text) == e.data == {
         "train_batch_size": 64,
@@ -25,6 +26,10 @@ def test_deepspeed_golden() -> None:
         "gradient_accumulation_steps": 4,
         "bf16": {"enabled": True},
         "zero_optimization": {"stage": 3, "reduce_bucket_size": 4096**2,
+                              "stage3_prefetch_bucket_size": int(0.9 * 4096**2),
+                              "stage3_param_persistence_threshold": 10 * 4096,
+                              "stage3_max_live_parameters": 10**9,
+                              "stage3_max_reuse_distance": 10**9, "sub_group_size": 10**9,
                               "offload_optimizer": {"device": "cpu", "pin_memory": True}},
         "optimizer": {"type": "AdamW", "params": {}},
         "activation_checkpointing": {

@@ -5,7 +5,7 @@ import pytest
 from calc.architecture import Architecture
 from calc.scenario import parse_scenario, resolve
 from calc.setup import setup
-from calc.states import deepspeed_partition, heaviest_share, model_states
+from calc.states import DS_PERSISTENT, deepspeed_partition, heaviest_share, model_states
 
 # A ~7.5B GPT-like model; the ZeRO paper's Figure 1 uses Psi = 7.5B, N_d = 64, K = 12.
 ARCH = Architecture(model_type="gpt2", hidden_size=4096, num_hidden_layers=36,
@@ -19,7 +19,11 @@ def _states_bytes(zero: int) -> tuple[int, int, int]:
         "model": ARCH.model_dump(), "training": {"mixed_precision": "master", "precision": "bf16", "seq_len": 1024},
         "parallelism": {"dp": 64, "zero": zero}})))
     ms = model_states(x, x.stages[0])
-    total = sum(t.bytes for t in (*ms.parameters, ms.gradients, *ms.optimizer_states))
+    # DeepSpeed's stage 3 keeps its gradient partitions all step (`resident`, beside its reduce
+    # bucket), and its norms and biases whole (`DS_PERSISTENT`): neither is in the paper
+    kept = (t for t in ms.resident if t.key.startswith("gradients/"))
+    total = sum(t.bytes for t in (*ms.parameters, ms.gradients, *kept, *ms.optimizer_states)
+                if t.formula is not DS_PERSISTENT)
     return total, ms.local.total, deepspeed_partition(ms.local.ordered, 64)[1]
 
 

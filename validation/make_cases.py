@@ -47,7 +47,7 @@ def case(split, model, b, s, mp="amp", attn="flash", prec="bf16", opt="adamw", i
     zero = (3 if dp * cp > 1 else 0) if zero is None else zero
     if ep > 1:
         parts.append(f"ep{ep}")
-    deepspeed = zero in (1, 2) and (framework or ("deepspeed" if mp == "master" else None)) \
+    deepspeed = zero and (framework or ("deepspeed" if mp == "master" else None)) \
         == "deepspeed"  # DeepSpeed's engine traced (validation/harness/deepspeed_engine.py)
     if dp > 1 and deepspeed:
         parts.append(f"deepspeed-zero{zero}x{dp}")
@@ -154,7 +154,8 @@ case("dev", "llama-3.1-8b", 1, 2048, mp=AC, ac="full", lora=16, qlora=True, dp=2
 case("dev", "qwen2.5-0.5b", 2, 1024, dp=4, zero=2, notes="FSDP2 reshard_after_forward=False")
 case("dev", "gpt2-medium", 4, 1024, dp=4, zero=1, notes="DDP buckets + ZeroRedundancyOptimizer")
 case("dev", "gpt2", 4, 1024, dp=2, zero=0, notes="DDP: flat buckets, a copy of every gradient")
-case("dev", "qwen2.5-0.5b", 2, 1024, mp="master", dp=4, notes="master weights with FSDP2")
+case("dev", "qwen2.5-0.5b", 2, 1024, mp="master", dp=4, notes="DeepSpeed's engine at ZeRO-3: "
+     "the model is smaller than stage3_max_live_parameters, so all of it stays gathered")
 case("dev", "llama-3.2-1b", 1, 2048, dp=2, offload=True, notes="FSDP2 CPUOffloadPolicy")
 case("dev", "llama-3.2-1b", 1, 4096, ac="selective", policy="ops",
      notes="torch per-op selective checkpointing as torchtitan applies it")
@@ -203,8 +204,9 @@ case("test", "qwen2.5-0.5b", 2, 1024, dp=2, zero=1)
 case("test", "llama-3.2-1b", 1, 2048, ac="full", dp=4, zero=1)
 case("test", "gpt2-medium", 2, 1024, mp="pure", dp=4, zero=0)
 case("test", "llama-3.2-1b", 1, 2048, ac="full", dp=8, zero=0)
-case("test", "llama-3.2-1b", 1, 2048, mp="master", ac="full", dp=8)
-case("test", "qwen2.5-1.5b", 1, 2048, mp="master", dp=2)
+case("test", "llama-3.2-1b", 1, 2048, mp="master", ac="full", dp=8,
+     notes="DeepSpeed's engine at ZeRO-3")
+case("test", "qwen2.5-1.5b", 1, 2048, mp="master", dp=2, notes="DeepSpeed's engine at ZeRO-3")
 case("test", "qwen2.5-1.5b", 1, 2048, ac="full", dp=4, offload=True)
 case("test", "qwen3-0.6b", 2, 2048, mp="pure", dp=2, offload=True)
 case("test", "qwen2.5-1.5b", 2, 2048, ac="selective", policy="ops")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any, NamedTuple
 
+from .. import coordinator
 from ..errors import shown
 from ..optimizers import OptimizerId
 from ..scenario import Resolved
@@ -65,6 +66,45 @@ SIMILAR: dict[str, OptimizerId] = {
 # Export
 # ---------------------------------------------------------------------------------------------
 
+# What each ZeRO size changes, for the note an imported config gets where its value is not
+# the one the estimate counts (`size_notes`)
+SIZE_REASONS = {
+    "reduce_bucket_size": "DeepSpeed allocates this many elements per reduce bucket",
+    "stage3_prefetch_bucket_size": "it paces ZeRO-3's prefetch; 0 turns prefetching off, "
+    "which keeps only the running module's parameters gathered",
+    "stage3_param_persistence_threshold": "parameters up to this size are never partitioned",
+    "stage3_max_live_parameters": "ZeRO-3 prefetches until this many elements are gathered",
+    "stage3_max_reuse_distance": "ZeRO-3 keeps a module's parameters gathered where they are "
+    "used again within this many elements",
+    "sub_group_size": "ZeRO-3's step casts this many gradient elements to fp32 at a time",
+}
+
+
+def size_notes(sizes: dict[str, Any], h: int, stage: int) -> list[str]:
+    """Notes on the ZeRO sizes a config sets to other values than the estimate counts
+    (`zero_settings`)."""
+    counted = zero_settings(h, stage) if stage else {}
+    return [f"zero_optimization.{key} {shown(value)}: the estimate counts {counted[key]:,} "
+            f"(what calc's export writes); {SIZE_REASONS[key]}"
+            for key, value in sizes.items() if key in counted and value != counted[key]]
+
+
+def zero_settings(h: int, stage: int) -> dict[str, int]:
+    """The ZeRO sizes the estimate counts, in elements: the reduce bucket and, at stage 3, the
+    parameter coordinator's prefetch bucket and persistence threshold as the HF Trainer fills
+    their "auto" (h^2, 0.9 h^2, 10 h; transformers' HfDeepSpeedConfig), and DeepSpeed's own
+    defaults for how many gathered elements may be live or kept for reuse and for the
+    optimizer's sub-groups (calc.coordinator)."""
+    sizes = {"reduce_bucket_size": h * h}
+    if stage == 3:
+        sizes.update(stage3_prefetch_bucket_size=int(0.9 * h * h),
+                     stage3_param_persistence_threshold=coordinator.persistence_threshold(h),
+                     stage3_max_live_parameters=coordinator.MAX_LIVE_PARAMETERS,
+                     stage3_max_reuse_distance=coordinator.MAX_LIVE_PARAMETERS,
+                     sub_group_size=coordinator.SUB_GROUP_SIZE)
+    return sizes
+
+
 def deepspeed_config(r: Resolved) -> tuple[dict[str, Any], list[str]]:
     """The config as a mapping and its notes (the HF Trainer export nests it)."""
     t, p = r.training, r.parallelism
@@ -90,8 +130,8 @@ def deepspeed_config(r: Resolved) -> tuple[dict[str, Any], list[str]]:
             cfg["fp16"]["loss_scale"] = 0  # dynamic loss scaling
     _engine_note(r, notes)
     zero: dict[str, Any] = {"stage": p.zero}
-    if p.zero:  # the reduce bucket calc counts: h^2 elements, as HF's "auto" sets it
-        zero["reduce_bucket_size"] = r.arch.hidden_size ** 2
+    if p.zero:  # the buckets calc counts, as HF's "auto" sets them (see ZERO3_SETTINGS)
+        zero.update(zero_settings(r.arch.hidden_size, p.zero))
     if p.offload_optimizer:
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
     if p.offload_params:
@@ -216,12 +256,9 @@ def read_deepspeed(ds: Reader, notes: list[str]) -> DeepSpeedSettings:
     stage = 0
     if zero is not None:
         stage = integer(zero, "stage", 0, (0, 1, 2, 3), digits=True)
-        bucket = zero.get("reduce_bucket_size", AUTO)
-        if bucket != AUTO:
-            notes.append(f"zero_optimization.reduce_bucket_size {shown(bucket)}: the estimate "
-                         "counts h^2 elements per reduce bucket (HF's \"auto\", what calc's "
-                         "export writes); DeepSpeed allocates this many in backward, two with "
-                         "overlap_comm (stage_1_and_2.py, setup_buckets)")
+        sizes = {key: zero.get(key, AUTO) for key in SIZE_REASONS}
+        # compared with what the estimate counts once the model's h is known (import_config)
+        training["_zero_sizes"] = {k: v for k, v in sizes.items() if v != AUTO}
         for key, field in (("offload_optimizer", "offload_optimizer"),
                            ("offload_param", "offload_params")):
             section = zero.sub(key)

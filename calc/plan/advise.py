@@ -354,7 +354,7 @@ class _Search:
         for st in x.stages:
             ms = model_states(x, st)
             floor = max(floor, sum(t.bytes for t in (*ms.parameters, ms.gradients,
-                                                     *ms.optimizer_states)))
+                                                     *ms.resident, *ms.optimizer_states)))
             host = max(host, sum(t.bytes for t in ms.host))
         floor += sum(t.bytes for t in overhead(floor, x))
         host *= self.ctx.node

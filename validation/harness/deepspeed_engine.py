@@ -1,9 +1,11 @@
-"""DeepSpeed's own engine (ZeRO stages 0-2) traced in one process, rank 0 of the `fake` group.
+"""DeepSpeed's own engine (ZeRO stages 0-3) traced in one process, rank 0 of the `fake` group.
 
 calc estimates `parallelism.framework: deepspeed` (by default, master weights) from DeepSpeed's
 code; this runs that code. `deepspeed.initialize` builds the real `DeepSpeedZeroOptimizer`
 (stage_1_and_2.py: the flat low-precision groups, the fp32 partition, the reduce buckets, the
-gradient partition) or, without ZeRO, DeepSpeed's bf16 optimizer, from the config calc's
+gradient partition), `DeepSpeedZeroOptimizer_Stage3` (stage3.py: every parameter partitioned,
+gathered by the parameter coordinator's hooks module by module, prefetched in the order the
+first step recorded) or, without ZeRO, DeepSpeed's bf16 optimizer, from the config calc's
 DeepSpeed export writes for the scenario, and the step is DeepSpeed's: `engine(batch)`,
 `engine.backward(loss)`, `engine.step()` on every micro-batch.
 
@@ -18,6 +20,12 @@ What the CPU build of torch cannot run, and what stands in for it:
 - Data-dependent scalars (the overflow check's flag, a gradient norm) have no value under fake
   tensors: read as 0, so no step is skipped and no clipping scales anything. The tensors that
   compute them are allocated as on a GPU.
+- ZeRO-3 marks freed partitions as used by the current stream (`record_stream`, a no-op here:
+  on CUDA it delays the block's reuse, never the allocated count) and checks that every rank
+  recorded the same module order by broadcasting it (the fake group's rank 0 is every rank).
+  Its all-gathers run on the one fake stream: a prefetched parameter is allocated when its
+  all-gather is issued, as on a GPU, where the buffer is allocated by the host before the
+  stream runs it.
 """
 from __future__ import annotations
 
@@ -81,6 +89,14 @@ def setup(world: int) -> None:
                  "available_memory"):
         setattr(acc, name, lambda *a, **k: 0)
     acc.memory_stats = lambda *a, **k: {}
+    # ZeRO-3 marks a freed partition as used by the (single, fake) current stream: on CUDA that
+    # delays the block's reuse, never max_memory_allocated's count (it drops at the free)
+    torch.Tensor.record_stream = lambda self, stream: None
+    # ZeRO-3 checks that every rank recorded the same module order by broadcasting it: rank 0
+    # of the fake group is every rank (its broadcast would read back zeros)
+    from deepspeed.runtime.zero import partition_parameters, partitioned_param_coordinator, utils
+    for module in (utils, partition_parameters, partitioned_param_coordinator):
+        module.assert_ints_same_as_other_ranks = lambda ints: None
     _zero_scalars()
     _READY = True
 

@@ -45,9 +45,8 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
     dp, tp, cp = n["dp"], n["tp"], n["cp"]
     meshed = tp > 1 or cp > 1 or n["pp"] > 1
     ds_cfg = None
-    if deepspeed_engine.uses_deepspeed(tr, par) and layout in ("ddp", "zero1", "fsdp") \
-            and int(par.get("zero", 0)) <= 2:
-        layout = "deepspeed"  # DeepSpeed's engine, stages 0-2 (stage 3: FSDP2 + master below)
+    if deepspeed_engine.uses_deepspeed(tr, par) and layout in ("ddp", "zero1", "fsdp"):
+        layout = "deepspeed"  # DeepSpeed's own engine, at every stage
         ds_cfg = deepspeed_engine.ds_config(scenario)
     if meshed and (tr["finetuning"] != "full" or tr["loss"] != "standard" or mp == "master"):
         raise Untraceable("tp/cp/pp are traced for full fine-tuning, the standard loss and "
