@@ -207,6 +207,8 @@ class Traits:
     router_fp32: bool = False  # DeepSeek-V3's router casts its input and weight to fp32
     routing_fp32: bool = False  # the routing weights stay fp32 (Mixtral, DeepSeek-V3), not the
     # router logits' dtype (Qwen-MoE casts them back)
+    moe_leaf: bool = False  # DeepSpeed ZeRO-3 hooks the sparse MoE block as one leaf module
+    # (its DEFAULT_LEAF_MODULE_CLASSES: Mixtral, Qwen2-MoE, Qwen3-MoE), not its experts apart
 
 
 _LLAMA = Traits(
@@ -223,12 +225,13 @@ def _with(base: Traits, **changes: Any) -> Traits:
 TRAITS: dict[str, Traits] = {
     "llama": _LLAMA,
     "mistral": _LLAMA,
-    "mixtral": _with(_LLAMA, routing_fp32=True),
+    "mixtral": _with(_LLAMA, routing_fp32=True, moe_leaf=True),
     "deepseek_v3": _with(_LLAMA, router_fp32=True, routing_fp32=True),
     "qwen2": _with(_LLAMA, qkv_bias=True, o_bias=False, mlp_bias=False),
-    "qwen2_moe": _with(_LLAMA, qkv_bias=True, o_bias=False, mlp_bias=False, shared_expert_gate=True),
+    "qwen2_moe": _with(_LLAMA, qkv_bias=True, o_bias=False, mlp_bias=False, shared_expert_gate=True,
+                       moe_leaf=True),
     "qwen3": _with(_LLAMA, qk_norm=True, mlp_bias=False),
-    "qwen3_moe": _with(_LLAMA, qk_norm=True, mlp_bias=False),
+    "qwen3_moe": _with(_LLAMA, qk_norm=True, mlp_bias=False, moe_leaf=True),
     "gemma": _with(_LLAMA, norm_upcast="gemma", embed_scale=True, mlp_bias=False),
     "gemma2": _with(_LLAMA, norm_upcast="gemma", norms_per_layer=4, embed_scale=True, mlp_bias=False),
     "gemma3_text": _with(

@@ -1,34 +1,43 @@
 """DeepSpeed ZeRO-3's parameter coordinator: which parameters are gathered, when.
 
 ZeRO-3 partitions every parameter over the data-parallel ranks and gathers a module's
-parameters before it runs (`PartitionedParameterCoordinator`, partitioned_param_coordinator.py).
-After the first step it has recorded the order in which the modules use their parameters, and
-from then on it prefetches the parameters next in that order, beyond the running module's,
-until `stage3_max_live_parameters` elements are gathered or in flight (the parameter that
-crosses the limit is gathered whole). A module's parameters are released after it runs, unless
-they are used again within `stage3_max_reuse_distance` elements of the order (the top layers
-between their forward and their backward). Parameters of at most
-`stage3_param_persistence_threshold` elements (norms, biases) are never partitioned.
+parameters before it runs (`PartitionedParameterCoordinator`, DeepSpeed 0.19.8,
+runtime/zero/partitioned_param_coordinator.py). Every module has hooks: a fetch before its
+forward and before its backward, a release after each. The first step records the order of the
+fetches; from then on each fetch also prefetches the parameters next in that order, a bucket
+at a time (`stage3_prefetch_bucket_size`), while fewer than `stage3_max_live_parameters`
+elements are gathered or in flight (the parameter crossing the limit is gathered whole). A
+release keeps a module's parameters where a later prefetch already looked past their next use,
+or where they are used again within `stage3_max_reuse_distance` elements of the order (the top
+layers, from their forward to their backward). Parameters of at most
+`stage3_param_persistence_threshold` elements (norms, biases) are never partitioned. A sparse
+MoE block DeepSpeed knows (`Traits.moe_leaf`) is one leaf module: all its parameters are
+fetched and released together, and a release elsewhere counts none of them towards the reuse
+distance (it reads only its modules' own parameters, and the block's are its children's).
 
-So at any moment the gathered parameters are those of the modules next in the order, the
-running one first, until the limit is reached: every parameter the forward has used comes back
-in the backward, and the backward releases each layer for good. Traced (DeepSpeed 0.19.8,
-validation/harness/deepspeed_engine.py): the coordinator's own count of gathered and in-flight
-elements agrees with this within one parameter; the prefetch reaches the limit a few layers
-into the forward and the backward, which this leaves out.
+`gathered` replays these rules over the module calls of one forward and backward of a
+Hugging Face decoder (a checkpointed layer's recomputation between its backward's first fetch
+and first release) and reads how many elements are gathered at the step's moments. Traced
+(validation/harness/deepspeed_engine.py): the coordinator's own fetches and releases, module
+by module, on Llama, Mistral, Qwen2.5, Gemma 2, Mixtral, Qwen3-MoE and DeepSeek-V3.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+import bisect
+from collections import deque
+from collections.abc import Hashable, Iterator
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import NamedTuple
 
-from .params import LayerParams, ParamCounts
+from .architecture import Traits
+from .params import LayerParams, ParamCounts, stacked
 from .placement import Stage
 
 # DeepSpeed's defaults, which calc's DeepSpeed export writes (calc.frameworks.deepspeed)
 MAX_LIVE_PARAMETERS = 10**9  # stage3_max_live_parameters
+MAX_REUSE_DISTANCE = 10**9  # stage3_max_reuse_distance
 SUB_GROUP_SIZE = 10**9  # sub_group_size: the optimizer steps this many elements at a time
 
 
@@ -37,92 +46,381 @@ def persistence_threshold(h: int) -> int:
     return 10 * h
 
 
-class Live(NamedTuple):
-    """Parameter elements gathered on one GPU at the step's moments (ZeRO-3, DeepSpeed)."""
+def prefetch_bucket(h: int) -> int:
+    """stage3_prefetch_bucket_size as the HF Trainer fills its "auto": 0.9 h^2."""
+    return int(0.9 * h * h)
 
-    forward_head: int  # the loss: the head running
+
+class Live(NamedTuple):
+    """Partitioned parameter elements gathered on one GPU at the step's moments (ZeRO-3)."""
+
+    forward_head: int  # the loss, after the head's forward
     forward_mlp: int  # the last layer's MLP in forward
-    backward_head: int  # the head's backward
+    backward_head: int  # the loss's backward, before the head's
     backward_top: int  # the top layer's backward (its MLP's)
     backward_first: int  # the first layer's backward
     embedding: int  # the embedding's backward, the last of the step
+    backward_moe: int  # the top MoE layer's backward (its experts'), 0 without one
+    forward_router: int  # the last layer's router in forward, where it is a module of its own
+    # (not a leaf block's): a coalesced prefetch of the experts copied out beside its buffer
     persistent: int  # never partitioned: whole on every GPU, all step
 
 
-Tensor = tuple[Hashable, int]  # (which tensor, its elements)
+@dataclass(eq=False)
+class Module:
+    """An nn.Module as the coordinator sees it: its own parameters, its children in the order
+    its forward calls them, and whether it is a leaf (fetched with its children's)."""
+
+    name: str
+    own: tuple[Hashable, ...] = ()
+    children: tuple[Module, ...] = ()
+    leaf: bool = False
+    every: tuple[Hashable, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.every = self.own + tuple(k for c in self.children for k in c.every)
+
+    @property
+    def fetched(self) -> tuple[Hashable, ...]:
+        return self.every if self.leaf else self.own
+
+    def calls(self) -> Iterator[Module]:
+        """This module and those under it with hooks, depth first."""
+        yield self
+        if not self.leaf:
+            for child in self.children:
+                yield from child.calls()
 
 
-def _layer(layer: LayerParams, index: int, threshold: int) -> tuple[list[Tensor], int, int]:
-    """One layer's partitioned tensors in forward order, where its MLP starts in that list, and
-    its persistent elements."""
-    tensors: list[Tensor] = []
-    persistent = layer.norm_count  # every norm is far below 10 h
-    mlp = None
+def _forward(m: Module) -> list[tuple[str, Module]]:
+    if m.leaf or not m.children:
+        return [("F", m), ("f", m)]
+    return [("F", m), *(e for c in m.children for e in _forward(c)), ("f", m)]
+
+
+def _backward(m: Module) -> list[tuple[str, Module]]:
+    if m.leaf or not m.children:
+        return [("B", m), ("b", m)]
+    return [("B", m), *(e for c in reversed(m.children) for e in _backward(c)), ("b", m)]
+
+
+def _with_params(m: Module) -> bool:
+    return bool(m.fetched)
+
+
+def _layer_backward(layer: Module, checkpointed: bool) -> list[tuple[str, Module]]:
+    """A layer's backward; checkpointed, its recomputation runs after the fetch of the first
+    module whose backward needs a saved tensor, up to that module's own forward (early stop:
+    the modules above it are not released)."""
+    events = _backward(layer)
+    if not checkpointed:
+        return events
+    first = next(i for i, (kind, m) in enumerate(events) if kind == "B" and _with_params(m))
+    target = events[first][1]
+    redo: list[tuple[str, Module]] = []
+    for child in layer.children:
+        for kind, m in _forward(child):
+            redo.append((kind, m))
+            if kind == "F" and m is target:
+                break
+        else:
+            continue
+        break
+    return events[:first + 1] + redo + events[first + 1:]
+
+
+class _Model(NamedTuple):
+    root: Module
+    embedding: Module
+    head: Module
+    layers: tuple[Module, ...]
+    widest: tuple[Module, ...]  # the module of each layer's widest forward moment
+    numel: dict[Hashable, int]
+    persistent: frozenset[Hashable]
+    viewed: frozenset[Hashable]  # the routed experts' stacked tensors (see `_Replay.release`)
+
+
+def _tensor(key: Hashable, size: int, numel: dict[Hashable, int], keep: set[Hashable],
+            threshold: int) -> Hashable:
+    numel[key] = size
+    if size <= threshold:
+        keep.add(key)
+    return key
+
+
+# MLA's projections whose output a norm of its own reads (q_a_layernorm, kv_a_layernorm)
+NORMED = frozenset({"q_a_proj", "kv_a_proj_with_mqa"})
+
+
+def _decoder_layer(layer: LayerParams, i: int, traits: Traits, numel: dict[Hashable, int],
+                   keep: set[Hashable], viewed: set[Hashable], threshold: int
+                   ) -> tuple[Module, Module]:
+    """(the layer's module tree, its widest forward module), as transformers v5 builds a
+    decoder layer: norms, the attention's projections (and their norms: MLA's latents, q/k
+    norms), the MLP (gate, act_fn, up, down; Gemma's sandwiched between two more norms) or the
+    MoE block (router, stacked experts, shared experts). Norm weights persist: their calls
+    fetch nothing, but each call prefetches."""
+    arch_leaf, gated, qk_norm = traits.moe_leaf, traits.mlp == "gated", traits.qk_norm
+    sandwich = traits.norms_per_layer == 4
+    def linear(j: int, name: str) -> Module:
+        lin = layer.linears[j]
+        tensors = [_tensor((i, j, "w"), stacked(lin) * lin.weight_count, numel, keep, threshold)]
+        if lin.bias_count:
+            tensors.append(_tensor((i, j, "b"), stacked(lin) * lin.bias_count, numel, keep,
+                                   threshold))
+        return Module(name, tuple(k for k in tensors if numel[k]))
+
+    norms = [Module(f"norm{n}", (_tensor((i, "norm", n), layer.norm_count // 2, numel, keep,
+                                         threshold),)) for n in range(2)]
+    groups: dict[str, list[int]] = {}
     for j, lin in enumerate(layer.linears):
-        if mlp is None and lin.group != "attention":
-            mlp = len(tensors)
-        for kind, size in (("w", lin.weight_count), ("b", lin.bias_count)):
-            if size and size <= threshold:
-                persistent += size
-            elif size:
-                tensors.append(((index, j, kind), size))
-    return tensors, len(tensors) if mlp is None else mlp, persistent
+        if stacked(lin):
+            groups.setdefault(lin.group, []).append(j)
+    calls: list[Module] = []
+    for j in groups.get("attention", []):
+        name = layer.linears[j].name
+        calls.append(linear(j, name))
+        if name in NORMED or (qk_norm and name in ("q_proj", "k_proj")):
+            calls.append(Module(f"{name}_norm"))  # a norm's call: its weight persists
+    attention = Module("self_attn", children=tuple(calls))
+
+    def mlp_of(indices: list[int], name: str) -> Module:
+        parts = [linear(j, layer.linears[j].name) for j in indices]
+        if len(parts) >= 2:  # act_fn(gate_proj(x)) * up_proj(x), or a plain MLP's activation
+            parts.insert(1, Module("act_fn"))
+        return Module(name, children=tuple(parts))
+
+    if layer.moe:
+        router = [linear(j, "gate") for j in groups.get("router", [])]
+        experts = Module("experts", tuple(k for j in groups.get("experts", [])
+                                          for k in linear(j, "").own),
+                         children=(Module("act_fn"),))
+        viewed.update(experts.own)
+        shared = [mlp_of(groups["shared_expert"], "shared_experts")] \
+            if "shared_expert" in groups else []
+        mlp = Module("mlp", children=(*router, experts, *shared), leaf=arch_leaf)
+        widest = mlp if arch_leaf else experts
+    else:
+        mlp = mlp_of(groups.get("mlp", []), "mlp")
+        with_params = [c for c in mlp.children if c.own]
+        widest = with_params[1] if gated and len(with_params) == 3 else with_params[0]
+    around = (Module("pre_feedforward_layernorm"), mlp, Module("post_feedforward_layernorm")) \
+        if sandwich else (mlp,)
+    return Module(f"layers.{i}", children=(norms[0], attention, norms[1], *around)), widest
 
 
-@lru_cache(maxsize=256)
-def gathered(counts: ParamCounts, stage: Stage, max_live: int = MAX_LIVE_PARAMETERS) -> Live:
-    """The coordinator's gathered elements at each moment of the step, for a stage of whole
-    tensors (no tp, no ep): the module order of a forward, then its backward in reverse (a
-    checkpointed layer's recomputation uses the layer's own parameters again)."""
+def _model(counts: ParamCounts, stage: Stage) -> _Model:
     arch = counts.arch
     threshold = persistence_threshold(arch.hidden_size)
-    layers: list[tuple[list[Tensor], int]] = []
-    persistent = counts.final_norm
+    numel: dict[Hashable, int] = {}
+    keep: set[Hashable] = set()
+    viewed: set[Hashable] = set()
+    layers, widest = [], []
     for i in range(stage.first_layer, stage.first_layer + stage.layers):
         kind = counts.moe_layer if arch.is_moe_layer(i) and counts.moe_layer else \
             counts.dense_layer
-        tensors, mlp, kept = _layer(kind, i, threshold)
-        layers.append((tensors, mlp))
-        persistent += kept
-    embedding: list[Tensor] = [("embedding", counts.embedding)] if stage.embedding else []
-    head: list[Tensor] = [("head", counts.lm_head) if counts.lm_head else
-                          ("embedding", counts.embedding)] if stage.head else []
-    order: list[Tensor] = list(embedding)
+        layer, wide = _decoder_layer(kind, i, arch.traits, numel, keep, viewed, threshold)
+        layers.append(layer)
+        widest.append(wide)
+    embedding = Module("embed_tokens", (_tensor("embedding", counts.embedding, numel, keep,
+                                                threshold),) if stage.embedding else ())
+    head_key = _tensor("head", counts.lm_head, numel, keep, threshold) if counts.lm_head \
+        else "embedding"
+    numel.setdefault("embedding", counts.embedding)
+    head = Module("lm_head", (head_key,) if stage.head else ())
+    norm = Module("norm", (_tensor("final_norm", counts.final_norm, numel, keep, threshold),))
+    model = Module("model", children=(embedding, Module("rotary_emb"), *layers, norm))
+    root = Module("", children=(model, head))
+    return _Model(root, embedding, head, tuple(layers), tuple(widest), numel, frozenset(keep),
+                  frozenset(viewed))
+
+
+def _step(m: _Model, checkpointed: tuple[bool, ...]) -> list[tuple[str, Module]]:
+    """The fetches and releases of one forward and backward, as the hooks fire them: the root
+    first, the loss's backward, the head's, the final norm's, the layers' from the top, the
+    embedding's (whose input needs no gradient: its release comes with the leftovers)."""
+    model, head = m.root.children
+    events = _forward(m.root)
+    events += [("B", m.root), ("B", head), ("b", head), ("B", model)]
+    events += _backward(model.children[-1])  # the final norm
+    for layer, ckpt in zip(reversed(m.layers), reversed(checkpointed), strict=True):
+        events += _layer_backward(layer, ckpt)
+    events.append(("B", m.embedding))
+    return events
+
+
+class _Replay:
+    """The coordinator's state through the recorded step (a trace complete, as from the second
+    step on)."""
+
+    def __init__(self, m: _Model, events: list[tuple[str, Module]], max_live: int,
+                 reuse: int, bucket: int) -> None:
+        self.m, self.max_live, self.reuse, self.bucket = m, max_live, reuse, bucket
+        self.order = [mod for kind, mod in events if kind in "FB"]
+        made = {k: i for i, k in enumerate(m.numel)}  # creation order: DeepSpeed's ds_id
+        self.queue = deque((k, s) for s, mod in enumerate(self.order)
+                           for k in sorted(set(mod.fetched), key=made.__getitem__))
+        self.status = dict.fromkeys(m.numel, 0)  # 0 partitioned, 1 in flight, 2 gathered
+        for k in m.persistent:
+            self.status[k] = 2
+        self.recent: dict[Hashable, int] = {}
+        self.available = self.gathered = self.step = 0
+        self.held: set[Hashable] = set()  # released, but a saved view keeps the storage
+        self.group: dict[Hashable, frozenset[Hashable]] = {}  # prefetched, not waited for
+        self.copied: set[frozenset[Hashable]] = set()
+        self.flat = 0  # elements of flat buffers whose parameters were copied out
+        # where each tensor is met by a release's reuse walk, and the elements walked so far:
+        # a leaf's release reads every module's parameters whole, any other its own
+        self.walks = {}
+        for leaf in (False, True):
+            seen: dict[Hashable, list[int]] = {}
+            walked = [0]
+            for s, mod in enumerate(self.order):
+                tensors = mod.every if leaf else mod.own
+                for k in tensors:
+                    seen.setdefault(k, []).append(s)
+                walked.append(walked[-1] + sum(m.numel[k] for k in tensors))
+            self.walks[leaf] = (seen, walked)
+
+    def _gather(self, k: Hashable) -> None:
+        if self.status[k] == 0:
+            self.status[k] = 1
+            self.available += self.m.numel[k]
+            self.gathered += self.m.numel[k]
+
+    def fetch(self, mod: Module) -> None:
+        tensors = set(mod.fetched)
+        for k in tensors:
+            self._wait(k)
+            self._gather(k)
+            self.status[k] = 2
+        fresh = {k for k in tensors if self.recent.get(k, -1) < self.step}
+        popped: set[Hashable] = set()
+        while self.queue and len(popped) < len(fresh):
+            k, s = self.queue.popleft()
+            self.recent[k] = s
+            popped.add(k)
+        limit = min(self.max_live - self.available, self.bucket)
+        ahead: list[Hashable] = []
+        elements = 0
+        while self.queue and elements < limit:
+            k, s = self.queue.popleft()
+            self.recent[k] = max(self.recent.get(k, -1), s)
+            if self.status[k] == 0 and k not in ahead:
+                ahead.append(k)
+                elements += self.m.numel[k]
+        for k in ahead:
+            self._gather(k)
+        if len(ahead) > 1:  # one coalesced all-gather into one flat buffer
+            group = frozenset(ahead)
+            for k in ahead:
+                self.group[k] = group
+        self.step += 1
+
+    def _wait(self, k: Hashable) -> None:
+        """A module needs `k`, prefetched in a coalesced all-gather: the first wait on the
+        group copies every parameter of it out of the flat buffer (`AllGatherCoalescedHandle`,
+        torch.cat), which lives on until the last of them is waited for."""
+        group = self.group.pop(k, None)
+        if group is None:
+            return
+        if group not in self.copied:
+            self.copied.add(group)
+            for other in group:
+                self.status[other] = 2
+            self.flat += sum(self.m.numel[other] for other in group)
+        if not any(self.group.get(other) is group for other in group):
+            self.flat -= sum(self.m.numel[other] for other in group)
+
+    @property
+    def memory(self) -> int:
+        """Elements of partitioned parameters on the GPU: gathered, released but held, and
+        the flat buffers of coalesced all-gathers not yet waited out."""
+        return self.gathered + self.flat + sum(self.m.numel[k] for k in self.held)
+
+    def release(self, mod: Module, forward: bool = False, saving: bool = True) -> None:
+        """`forward`: the release after a forward, whose autograd graph keeps what it saved
+        unless the layer is checkpointed (`saving` False). The grouped GEMM of transformers'
+        experts saves a transposed view of each stacked weight for the input's gradient: the
+        view keeps the gathered storage alive after DeepSpeed swaps `param.data` for an empty
+        tensor, until that module's backward has run."""
+        if not forward:
+            self.held -= set(mod.fetched)
+        tensors = set(mod.fetched) - self.m.persistent
+        seen, walked = self.walks[mod.leaf]
+        # the modules walked: from the next fetch on, until the walk has passed `reuse`
+        end = bisect.bisect_left(walked, walked[self.step] + self.reuse, lo=self.step)
+        for k in tensors:
+            if self.recent.get(k, -1) > self.step or self.status[k] != 2:
+                continue
+            uses = seen.get(k, [])
+            i = bisect.bisect_left(uses, self.step)
+            if i < len(uses) and uses[i] < end:
+                continue
+            self.status[k] = 0
+            self.available -= self.m.numel[k]
+            self.gathered -= self.m.numel[k]
+            if forward and saving and k in self.m.viewed:
+                self.held.add(k)
+
+
+@lru_cache(maxsize=256)
+def gathered(counts: ParamCounts, stage: Stage, checkpointed: tuple[bool, ...] | None = None,
+             max_live: int = MAX_LIVE_PARAMETERS) -> Live:
+    """The coordinator's gathered elements at each moment of a micro-batch's forward and
+    backward, for a stage of whole tensors (no tp, no ep). `checkpointed`: which of the
+    stage's layers recompute in backward (none when None)."""
+    m = _model(counts, stage)
+    ckpt = checkpointed if checkpointed is not None else (False,) * len(m.layers)
+    events = _step(m, ckpt)
+    h = counts.arch.hidden_size
+    replay = _Replay(m, events, max_live, MAX_REUSE_DISTANCE, prefetch_bucket(h))
+    top, first = m.layers[-1], m.layers[0]
+    moe = next((layer for layer in reversed(m.layers) if layer.children[-1].name == "mlp"
+                and any(c.name == "experts" for c in layer.children[-1].children)), None)
+    inside = {id(mod): (layer, ck) for layer, ck in zip(m.layers, ckpt, strict=True)
+              for mod in layer.calls()}
+    block = next(c for c in top.children if c.name == "mlp")
+    router = next((c for c in block.children if c.name == "gate"), None) \
+        if not block.leaf and any(c.name == "experts" for c in block.children) else None
     at: dict[str, int] = {}
-    for tensors, mlp in layers:
-        at["forward_mlp"] = len(order) + mlp
-        order += tensors
-    if head:
-        at["forward_head"] = len(order)
-        order += head
-        at["backward_head"] = len(order)
-        order += head
-    for n, (tensors, _) in enumerate(reversed(layers)):
-        at.setdefault("backward_top", len(order))
-        if n == len(layers) - 1:
-            at["backward_first"] = len(order)
-        order += reversed(tensors)
-    if embedding:
-        at["embedding"] = len(order)
-        order += embedding
-    limit = max_live - persistent
-
-    def live(moment: str) -> int:
-        """The tensors used from `moment` on, each once, until `limit` elements."""
-        if moment not in at:
-            return 0
-        held: set[Hashable] = set()
-        total = 0
-        for key, size in order[at[moment]:]:
-            if total >= limit:
-                break
-            if key not in held:
-                held.add(key)
-                total += size
-        return total
-
-    return Live(live("forward_head"), live("forward_mlp"), live("backward_head"),
-                live("backward_top"), live("backward_first"), live("embedding"), persistent)
+    opened: dict[int, bool] = {}  # a layer's backward: open until its first release
+    backward = False
+    for kind, mod in events:
+        layer, ck = inside.get(id(mod), (None, False))
+        backward = backward or (kind == "B" and mod is m.root)
+        if kind in "FB":
+            replay.fetch(mod)
+        else:  # a checkpointed layer's first forward saves nothing; its recomputation does
+            replay.release(mod, forward=kind == "f", saving=backward or not ck)
+        if kind == "F" and mod is m.widest[-1] and "forward_mlp" not in at:
+            at["forward_mlp"] = replay.memory
+        elif kind == "F" and mod is router and not backward:
+            at["forward_router"] = replay.memory
+        elif kind == "f" and mod is m.head:
+            at["forward_head"] = replay.memory
+        elif kind == "B" and mod is m.root:
+            at["backward_head"] = replay.memory
+        elif kind == "B" and mod is m.embedding:
+            at["embedding"] = replay.memory
+        if layer is None or not (kind in "Bb" or opened.get(id(layer))):
+            continue
+        if kind == "B" and _with_params(mod):
+            opened.setdefault(id(layer), True)
+        if kind in "FB" and opened.get(id(layer)):
+            # the layer's widest backward moment: its first releases are still to come
+            if layer is top:
+                at["backward_top"] = replay.memory
+            if layer is first:
+                at["backward_first"] = replay.memory
+            if layer is moe:
+                at["backward_moe"] = replay.memory
+        elif kind == "b" and _with_params(mod):
+            opened[id(layer)] = False
+    persistent = sum(m.numel[k] for k in m.persistent)
+    return Live(at.get("forward_head", 0), at.get("forward_mlp", 0), at.get("backward_head", 0),
+                at.get("backward_top", 0), at.get("backward_first", 0), at.get("embedding", 0),
+                at.get("backward_moe", 0), at.get("forward_router", 0), persistent)
 
 
 def sub_group(ordered: tuple[int, ...], N: int, size: int = SUB_GROUP_SIZE) -> int:

@@ -47,10 +47,18 @@ from .sources import (
     EXPERT_UNITS,
     TORCH_PIPELINING,
     TORCH_SCHEDULES,
+    TRACED_DEEPSPEED,
     TRACED_FSDP,
     TRACED_PEAK,
 )
-from .states import DS_GATHERED, DS_GRAD_PARTITION, ModelStates, accumulated, model_states
+from .states import (
+    DS_GATHERED,
+    DS_GRAD_PARTITION,
+    DS_PENDING,
+    ModelStates,
+    accumulated,
+    model_states,
+)
 
 PHASES = ("forward", "backward", "optimizer_step")
 COMPONENTS = ("parameters", "gradients", "optimizer_states", "activations", "logits",
@@ -92,6 +100,7 @@ PARTS: dict[str, tuple[str, str]] = {
     "head_norm": ("X_n", "the final norm's backward temporaries"),
     "copy_grad_cast": ("X_c", "the first cached weight copy's gradient in the weight's dtype"),
     "partition": ("G_p", "DeepSpeed ZeRO-1: the gradient partition buffer"),
+    "pending": ("G_q", "DeepSpeed ZeRO-3: a whole gradient waiting for its reduce"),
     "step_gradients": ("G_s", "the gradients as the optimizer step sees them"),
     "step_temporary": ("X_s", "the optimizer step's temporaries"),
 }
@@ -113,6 +122,9 @@ MOMENTS: dict[str, MomentKind] = {
     "forward.experts_combine": MomentKind(
         "expert parallelism: the last MoE layer's experts' outputs back through the all-to-all, "
         "weighted and summed", (*_FORWARD, "layer_forward")),
+    "forward.experts_router": MomentKind(
+        "DeepSpeed ZeRO-3: the last MoE layer's router in forward, the experts' coalesced "
+        "prefetch copied out beside its flat buffer", _FORWARD),
     "forward.fsdp_prefetch": MomentKind(
         "FSDP between layers: this layer and the next one gathered", (*_FORWARD, "all_gather")),
     "backward.last_layer": MomentKind(
@@ -137,6 +149,12 @@ MOMENTS: dict[str, MomentKind] = {
         "the first MoE layer's expert backward: its gate/up weight gradient for every local "
         "expert in one tensor, the layers above it done",
         ("states", "gradients_written", "other_micro_batches", "first_layer", "layer_backward")),
+    "backward.experts_partitioned": MomentKind(
+        "DeepSpeed ZeRO-3: the top MoE layer's expert backward, every layer below it alive "
+        "(with, where they ran unchecked, their experts' gathered weights), the down "
+        "projections' whole gradient waiting for its reduce",
+        ("states", "backward_gathered", "other_micro_batches", "pending", "saved_layers",
+         "layer_backward")),
     "backward.experts_combine": MomentKind(
         "the first MoE layer's backward as it starts, through its experts' weighted sum: the "
         "layers above it done, its own gradients not yet written, all its activations alive",
@@ -241,6 +259,11 @@ EXPERTS_ALIVE = Formula(
     id="peak.experts_alive", source=TRACED_PEAK,
     title="At an MoE layer's expert backward: the layers below it, its own activations but "
           "the MLP's, and the gathered rows the gate/up weight gradient reads")
+ROUTER_ALIVE = Formula(
+    "activations/last_layer", "lambda A_d, A_l, A_m: A_d + A_l - A_m", id="peak.router_alive",
+    source=TRACED_DEEPSPEED,
+    title="At an MoE layer's router in forward: the layers below it and its own activations "
+          "but the MLP's")
 EXPERTS_COMBINE_ALIVE = Formula(
     "activations/last_layer", "lambda A_d, A_l: A_d + A_l", id="peak.experts_combine_alive",
     source=TRACED_PEAK,
@@ -925,6 +948,8 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     if x.ep > 1 and not x.megatron and stage.moe_layers:
         moments.append(_moment("forward.experts_combine", states, earlier, gathered, saved,
                                forward_extra, EP_COMBINE(x.routed, x.H, expert_width(x), x.T)))
+    if ms.live is not None and ms.live.forward_router:
+        moments.append(_router_zero3(ms, ly, saved, states, forward_extra, detail, x))
     if ms.gathered_layer and not units:  # the last layer's prefetch: it has saved nothing yet
         moments.append(_moment("forward.fsdp_prefetch", states, earlier, gathered,
                                _before_last(ly, saved, detail), forward_extra,
@@ -1028,6 +1053,8 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         if combine is not None:
             moments.append(_moment("backward.experts_combine", states, combine[0], others,
                                    combine[1], combine[2]))
+    if ms.live is not None and stage.moe_layers:
+        moments.append(_experts_zero3(x, ms, ly, states, other_batches))
     moments.extend(_end_of_backward(x, stage, ms, states, done, accumulating))
     # (Megatron-LM runs its own schedule, not torch.distributed.pipelining's post-backward)
     if pipelined and mix is None and not units and not x.megatron:
@@ -1243,6 +1270,47 @@ def _experts_backward(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, accum
     f = arch.expert_intermediate_size // x.tp
     alive = EXPERTS_ALIVE(A_d, A_l, moe.mlp_bytes, x.routed, x.H, x_e)
     return written, alive, EXPERTS_BACKWARD(gate_up, n.grad, x.routed, f, x.H, x_e)
+
+
+def _router_zero3(ms: ModelStates, ly: Layers, saved: Part, states: Part | None,
+                  extra: Part | None, detail: bool, x: Setup) -> Moment:
+    """Under DeepSpeed's ZeRO-3 the last MoE layer's router in forward, where the router is a
+    module of its own (DeepSeek-V3): waiting for its weight completes the coalesced prefetch
+    that gathered the experts with it, which are copied out beside the flat buffer until the
+    experts' own fetch (traced: the forward's peak). The layer has saved all but its MLP's."""
+    moe = next(act for kind, act, _ in ly.kinds if kind == "moe")
+    if ly.all_checkpointed:
+        A_l, A_m = moe.checkpoint_input.bytes, 0
+    else:
+        A_l, A_m = ly.alive(moe), moe.mlp_bytes
+    return _moment("forward.experts_router", states, None, _live(x, ms, "forward_router"),
+                   ROUTER_ALIVE(saved.bytes - A_l, A_l, A_m), extra)
+
+
+def _experts_zero3(x: Setup, ms: ModelStates, ly: Layers, states: Part | None,
+                   others: Part | None) -> Moment:
+    """Under DeepSpeed's ZeRO-3 the top MoE layer's expert backward (traced: Mixtral,
+    Qwen3-MoE, DeepSeek-V3): its gradients go to the partitions as they are written, so no
+    later layer holds more of them, while every layer below keeps its activations and, where it
+    ran its forward unchecked, its experts' gathered weights (`coordinator`). Beside the gate/up
+    weight gradient being computed, the down projections' whole gradient waits for its
+    reduce."""
+    moe = next(act for kind, act, _ in ly.kinds if kind == "moe")
+    layer = x.counts.moe_layer
+    assert layer is not None and ms.live is not None
+    routed = [lin for lin in layer.linears if lin.group == "experts"]
+    gate_up = sum(sum(lin.local_counts(x.tp, x.ep)) for lin in routed if lin.tp != "row")
+    down = sum(sum(lin.local_counts(x.tp, x.ep)) for lin in routed if lin.tp == "row")
+    if ly.all_checkpointed:
+        A_d, A_l = ly.body.bytes - moe.checkpoint_input.bytes, ly.recomputed(moe)
+    else:
+        A_d, A_l = ly.body.bytes - ly.alive(moe), ly.alive(moe)
+    x_e, n = expert_width(x), x.n
+    f = x.arch.expert_intermediate_size // x.tp
+    return _moment("backward.experts_partitioned", states, _live(x, ms, "backward_moe"), others,
+                   DS_PENDING(down, n.grad),
+                   EXPERTS_ALIVE(A_d, A_l, moe.mlp_bytes, x.routed, x.H, x_e),
+                   EXPERTS_BACKWARD(gate_up, n.grad, x.routed, f, x.H, x_e))
 
 
 def _experts_combine(x: Setup, stage: Stage, ms: ModelStates, ly: Layers

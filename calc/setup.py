@@ -208,14 +208,19 @@ class Setup:
     def checkpointed_layers(self, stage: Stage) -> int:
         """Layers of `stage` that keep only their input under full checkpointing (and the
         outputs the policy saves, under per-op selective checkpointing)."""
+        return sum(self.checkpointed(stage))
+
+    def checkpointed(self, stage: Stage) -> tuple[bool, ...]:
+        """Which of `stage`'s layers, in order, recompute in backward."""
         if self.selective_ops:  # every layer keeps its input and the saved ops' outputs
-            return stage.layers
+            return (True,) * stage.layers
         if not self.full_checkpointing:
-            return 0
+            return (False,) * stage.layers
         if self.checkpoint_every:  # transformers' every_n_layers: layers 0, N, 2N...
             n, first = self.checkpoint_every, stage.first_layer
-            return (first + stage.layers - 1) // n - (first - 1) // n
-        return min(self.recompute_layers or stage.layers, stage.layers)
+            return tuple((first + i) % n == 0 for i in range(stage.layers))
+        k = min(self.recompute_layers or stage.layers, stage.layers)
+        return (True,) * k + (False,) * (stage.layers - k)
 
     def flight(self, stage: Stage) -> Flight:
         """What `stage`'s pipeline schedule keeps at once: micro-batches (of its `unit` where

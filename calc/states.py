@@ -346,6 +346,11 @@ DS_GATHERED = Formula(
     note="G_z at each moment from calc.coordinator: the running module's first, then the "
          "prefetched ones in order of use (the top layers' come back in the backward), the one "
          "crossing the limit whole", source=ZERO3_COORDINATOR)
+DS_PENDING = Formula(
+    "gradients/pending", "lambda W_d, g: W_d * g", id="states.deepspeed_pending",
+    title="DeepSpeed ZeRO-3: a gradient larger than the reduce bucket waits whole in .grad "
+          "until the next parameter's is ready (the experts' down projections, at their gate/up "
+          "weight gradient)", source=TRACED_DEEPSPEED)
 DS_Z3_STEP = Formula(
     "temporaries/deepspeed_step", "lambda M_p, S_g, w_f, w_k: max(8 * M_p, (w_f + w_k) * S_g)",
     id="states.deepspeed_z3_step",
@@ -413,7 +418,7 @@ def coordinated(x: Setup, stage: Stage) -> coordinator.Live | None:
     if not (x.deepspeed and x.z == 3 and x.N > 1 and x.dp > 1 and x.tp == x.pp == x.ep == 1
             and not (x.lora or x.megatron or x.offload_optimizer or x.offload_params)):
         return None
-    return coordinator.gathered(x.counts, stage)
+    return coordinator.gathered(x.counts, stage, x.checkpointed(stage))
 
 
 @lru_cache(maxsize=4096)

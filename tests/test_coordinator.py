@@ -3,10 +3,14 @@ checked against a count by hand or what the traced engine held."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from traced import traced_case  # tests/ is on sys.path (rootdir conftest)
 
 from calc import estimate
+from calc import coordinator
 from calc.coordinator import MAX_LIVE_PARAMETERS, gathered, sub_group
 from calc.frameworks.registry import import_config
 from calc.plan import export
@@ -14,6 +18,7 @@ from calc.scenario import parse_scenario, resolve
 from calc.setup import Setup
 from calc.states import model_states
 
+COORDINATOR = Path(__file__).resolve().parent.parent / "validation" / "results" / "coordinator.json"
 H, F, V = 4096, 11008, 32000  # Llama 2 7B
 LAYER = 4 * H * H + 3 * H * F  # its partitioned tensors (the norms persist)
 
@@ -120,3 +125,33 @@ def test_import_notes_only_the_zero3_sizes_the_estimate_does_not_count() -> None
     _, notes = import_config(cfg, "deepspeed", model="llama-2-7b")
     said = [n for n in notes if "stage3_max_live_parameters" in n]
     assert len(said) == 1 and "1,000,000,000" in said[0]
+
+
+def _replayed(scenario: dict) -> list[tuple[str, int]]:
+    """calc.coordinator's fetches over the scenario's step: (F or B, elements gathered)."""
+    x = Setup(resolve(parse_scenario(scenario)))
+    stage = x.stages[0]
+    m = coordinator._model(x.counts, stage)
+    events = coordinator._step(m, x.checkpointed(stage))
+    replay = coordinator._Replay(m, events, MAX_LIVE_PARAMETERS, coordinator.MAX_REUSE_DISTANCE,
+                                 coordinator.prefetch_bucket(x.counts.arch.hidden_size))
+    out = []
+    for kind, mod in events:
+        if kind in "FB":
+            replay.fetch(mod)
+            out.append((kind, replay.gathered))
+        else:
+            replay.release(mod, forward=kind == "f")
+    return out
+
+
+@pytest.mark.parametrize("case", sorted(json.loads(COORDINATOR.read_text())))
+def test_the_replay_matches_deepspeed_s_own_coordinator(case: str) -> None:
+    """Every fetch of the traced step (validation/coordinator_log.py: DeepSpeed 0.19.8's
+    coordinator wrapped), with what it leaves gathered or in flight, is the replay's: the same
+    modules in the same order, the same prefetches, the same releases kept for reuse (dense,
+    checkpointed, a model under the limit, Mixtral's leaf MoE block, DeepSeek-V3's experts)."""
+    scenario, _ = traced_case(case)
+    recorded = [(kind, n) for kind, _, n in json.loads(COORDINATOR.read_text())[case]
+                if kind in "FB"]
+    assert _replayed(scenario) == recorded

@@ -441,6 +441,36 @@ case("test", "qwen2.5-1.5b", 2, 2048, mp="master", ac="full", dp=4, zero=1, note
      "embeddings, checkpointed layers")
 case("test", "gpt2", 4, 1024, mp="master", dp=4, zero=2, notes=DS + "tied embeddings and "
      "learned positions: the flat's first two tensors")
+# DeepSpeed's engine at ZeRO-3 (master weights; the config calc's export writes: HF's "auto"
+# buckets, DeepSpeed's defaults for stage3_max_live_parameters and sub_group_size). The dev
+# cases are those the coordinator's model was read off; the test cases were scored before
+# they were traced.
+Z3 = "DeepSpeed's engine at ZeRO-3: "
+case("dev", "llama-2-7b", 1, 4096, mp="master", ac="full", dp=8,
+     notes=Z3 + "1e9 elements gathered or in flight from the third layer on; the step's fp32 "
+     "cast of one sub-group is the peak")
+case("dev", "llama-2-7b", 1, 4096, mp="master", dp=8,
+     notes=Z3 + "the top layers' parameters kept from their forward to their backward")
+case("dev", L8_4, 1, 2048, mp="master", dp=4, tag="llama-3.1-8b-4L",
+     notes=Z3 + "what is left to gather near the end of backward is under the limit")
+case("dev", L70_2, 1, 4096, mp="master", ac="full", dp=8, tag="llama-3.1-70b-2L",
+     notes=Z3 + "the 1.05B embedding and head are prefetched whole past the limit")
+case("test", "mistral-7b", 2, 2048, mp="master", ac="full", gas=2, dp=4,
+     notes=Z3 + "gradient accumulation into the partitions")
+case("test", "qwen2.5-7b", 1, 4096, mp="master", ac="full", dp=8,
+     notes=Z3 + "the q/k/v biases persistent (under 10 h)")
+case("test", "llama-3.1-8b", 2, 2048, mp="master", ac="full", dp=8,
+     notes=Z3 + "a 525M embedding and head")
+case("test", "llama-3.2-1b", 2, 2048, mp="master", gas=4, dp=2,
+     notes=Z3 + "tied embeddings; 1.24B, just over the limit")
+case("test", "gemma-2-2b", 1, 2048, mp="master", attn="eager", dp=4,
+     notes=Z3 + "a tied 590M embedding, post-norms")
+case("test", MIXTRAL, 1, 1024, mp="master", dp=4, tag="mixtral-8x7b-2L",
+     notes=Z3 + "stacked experts: one 939M tensor a layer")
+case("test", QWEN3MOE, 1, 1024, mp="master", dp=4, tag="qwen3-30b-a3b-4L-v32k",
+     notes=Z3 + "128 experts stacked")
+case("test", DSV3_3L, 1, 1024, mp="master", dp=4, tag="deepseek-v3-3L-e32-v32k",
+     notes=Z3 + "MLA, a dense first layer, shared experts")
 
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
