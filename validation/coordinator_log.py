@@ -31,7 +31,7 @@ def record(case_id: str) -> list[list]:
     """The second step's coordinator calls: [kind, module, elements gathered or in flight],
     kind F/B a fetch before a forward/backward, f/b a release after one."""
     sys.path.insert(0, HERE)
-    from harness.common import TRACE_DEVICE  # noqa: F401  (the fake CUDA device first)
+    from harness.common import TRACE_DEVICE  # noqa: F401, I001  (the fake CUDA device first)
     from harness import deepspeed_engine, step
 
     log: list[list] = []
@@ -41,7 +41,8 @@ def record(case_id: str) -> list[list]:
         engine, ds_optimizer = initialize(model, optimizer, cfg)
         from deepspeed.runtime.zero.partition_parameters import ZeroParamStatus
         from deepspeed.runtime.zero.partitioned_param_coordinator import (
-            PartitionedParameterCoordinator as Coordinator)
+            PartitionedParameterCoordinator as Coordinator,
+        )
         names = {m: n for n, m in model.named_modules()}
         params = list(model.parameters())
 
@@ -61,7 +62,8 @@ def record(case_id: str) -> list[list]:
         return engine, ds_optimizer
 
     deepspeed_engine.initialize = wrapped
-    cases = json.load(open(os.path.join(HERE, "cases.json")))
+    with open(os.path.join(HERE, "cases.json")) as f:
+        cases = json.load(f)
     scenario = next(c["scenario"] for c in cases if c["id"] == case_id)
     step.trace_scenario(scenario)
     starts = [i for i, (kind, name, _) in enumerate(log) if kind == "F" and name == ""]
@@ -72,7 +74,10 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["--one"]:  # a process group is one per process: each case runs alone
         print(json.dumps(record(argv[1])))
         return 0
-    out = json.load(open(OUT)) if os.path.exists(OUT) else {}
+    out = {}
+    if os.path.exists(OUT):
+        with open(OUT) as f:
+            out = json.load(f)
     for case_id in argv or CASES:
         p = subprocess.run([sys.executable, __file__, "--one", case_id], capture_output=True,
                            text=True)
