@@ -209,6 +209,8 @@ class Traits:
     # router logits' dtype (Qwen-MoE casts them back)
     moe_leaf: bool = False  # DeepSpeed ZeRO-3 hooks the sparse MoE block as one leaf module
     # (its DEFAULT_LEAF_MODULE_CLASSES: Mixtral, Qwen2-MoE, Qwen3-MoE), not its experts apart
+    experts_first: bool = False  # the MoE block builds its experts before its router (the
+    # order of their parameters, in which ZeRO-3 queues a leaf block's for prefetch)
 
 
 _LLAMA = Traits(
@@ -226,12 +228,12 @@ TRAITS: dict[str, Traits] = {
     "llama": _LLAMA,
     "mistral": _LLAMA,
     "mixtral": _with(_LLAMA, routing_fp32=True, moe_leaf=True),
-    "deepseek_v3": _with(_LLAMA, router_fp32=True, routing_fp32=True),
+    "deepseek_v3": _with(_LLAMA, router_fp32=True, routing_fp32=True, experts_first=True),
     "qwen2": _with(_LLAMA, qkv_bias=True, o_bias=False, mlp_bias=False),
     "qwen2_moe": _with(_LLAMA, qkv_bias=True, o_bias=False, mlp_bias=False, shared_expert_gate=True,
                        moe_leaf=True),
     "qwen3": _with(_LLAMA, qk_norm=True, mlp_bias=False),
-    "qwen3_moe": _with(_LLAMA, qk_norm=True, mlp_bias=False, moe_leaf=True),
+    "qwen3_moe": _with(_LLAMA, qk_norm=True, mlp_bias=False, moe_leaf=True, experts_first=True),
     "gemma": _with(_LLAMA, norm_upcast="gemma", embed_scale=True, mlp_bias=False),
     "gemma2": _with(_LLAMA, norm_upcast="gemma", norms_per_layer=4, embed_scale=True, mlp_bias=False),
     "gemma3_text": _with(

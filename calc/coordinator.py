@@ -60,7 +60,8 @@ class Live(NamedTuple):
     backward_top: int  # the top layer's backward (its MLP's)
     backward_first: int  # the first layer's backward
     embedding: int  # the embedding's backward, the last of the step
-    backward_moe: int  # the top MoE layer's backward (its experts'), 0 without one
+    backward_moe: tuple[int, ...]  # each MoE layer's backward (its experts'), the stage's
+    # layers in order (0 for a dense one)
     forward_router: int  # the last layer's router in forward, where it is a module of its own
     # (not a leaf block's): a coalesced prefetch of the experts copied out beside its buffer
     persistent: int  # never partitioned: whole on every GPU, all step
@@ -190,11 +191,13 @@ def _decoder_layer(layer: LayerParams, i: int, traits: Traits, numel: dict[Hasha
             parts.insert(1, Module("act_fn"))
         return Module(name, children=tuple(parts))
 
-    if layer.moe:
+    if layer.moe:  # built in the family's order (its parameters' ds_id order), run router first
+        def routed() -> Module:
+            return Module("experts", tuple(k for j in groups.get("experts", [])
+                                           for k in linear(j, "").own), (Module("act_fn"),))
+        experts = routed() if traits.experts_first else None
         router = [linear(j, "gate") for j in groups.get("router", [])]
-        experts = Module("experts", tuple(k for j in groups.get("experts", [])
-                                          for k in linear(j, "").own),
-                         children=(Module("act_fn"),))
+        experts = experts or routed()
         viewed.update(experts.own)
         shared = [mlp_of(groups["shared_expert"], "shared_experts")] \
             if "shared_expert" in groups else []
@@ -266,8 +269,9 @@ class _Replay:
         self.recent: dict[Hashable, int] = {}
         self.available = self.gathered = self.step = 0
         self.held: set[Hashable] = set()  # released, but a saved view keeps the storage
-        self.group: dict[Hashable, frozenset[Hashable]] = {}  # prefetched, not waited for
-        self.copied: set[frozenset[Hashable]] = set()
+        # prefetched in a coalesced all-gather (the fetch's step, its parameters), not waited for
+        self.group: dict[Hashable, tuple[int, tuple[Hashable, ...]]] = {}
+        self.copied: set[tuple[int, tuple[Hashable, ...]]] = set()
         self.flat = 0  # elements of flat buffers whose parameters were copied out
         # where each tensor is met by a release's reuse walk, and the elements walked so far:
         # a leaf's release reads every module's parameters whole, any other its own
@@ -312,7 +316,7 @@ class _Replay:
         for k in ahead:
             self._gather(k)
         if len(ahead) > 1:  # one coalesced all-gather into one flat buffer
-            group = frozenset(ahead)
+            group = (self.step, tuple(ahead))
             for k in ahead:
                 self.group[k] = group
         self.step += 1
@@ -324,13 +328,14 @@ class _Replay:
         group = self.group.pop(k, None)
         if group is None:
             return
+        members = group[1]
         if group not in self.copied:
             self.copied.add(group)
-            for other in group:
+            for other in members:
                 self.status[other] = 2
-            self.flat += sum(self.m.numel[other] for other in group)
-        if not any(self.group.get(other) is group for other in group):
-            self.flat -= sum(self.m.numel[other] for other in group)
+            self.flat += sum(self.m.numel[other] for other in members)
+        if not any(self.group.get(other) == group for other in members):
+            self.flat -= sum(self.m.numel[other] for other in members)
 
     @property
     def memory(self) -> int:
@@ -376,14 +381,16 @@ def gathered(counts: ParamCounts, stage: Stage, checkpointed: tuple[bool, ...] |
     h = counts.arch.hidden_size
     replay = _Replay(m, events, max_live, MAX_REUSE_DISTANCE, prefetch_bucket(h))
     top, first = m.layers[-1], m.layers[0]
-    moe = next((layer for layer in reversed(m.layers) if layer.children[-1].name == "mlp"
-                and any(c.name == "experts" for c in layer.children[-1].children)), None)
     inside = {id(mod): (layer, ck) for layer, ck in zip(m.layers, ckpt, strict=True)
               for mod in layer.calls()}
     block = next(c for c in top.children if c.name == "mlp")
     router = next((c for c in block.children if c.name == "gate"), None) \
         if not block.leaf and any(c.name == "experts" for c in block.children) else None
     at: dict[str, int] = {}
+    experts = {id(layer): next((c for c in block.children if c.name == "experts"), None)
+               for layer in m.layers for block in layer.children if block.name == "mlp"}
+    moe = {layer: 0 for layer in m.layers if experts[id(layer)] is not None}
+    moe_down = {i: mod.own[-1] for i, mod in experts.items() if mod is not None}
     opened: dict[int, bool] = {}  # a layer's backward: open until its first release
     backward = False
     for kind, mod in events:
@@ -413,14 +420,17 @@ def gathered(counts: ParamCounts, stage: Stage, checkpointed: tuple[bool, ...] |
                 at["backward_top"] = replay.memory
             if layer is first:
                 at["backward_first"] = replay.memory
-            if layer is moe:
-                at["backward_moe"] = replay.memory
+            if layer in moe:  # at the gate/up weight gradient: the down projections' grouped
+                # GEMM has run its backward, freeing the view it saved
+                down = moe_down[id(layer)]
+                moe[layer] = replay.memory - (m.numel[down] if down in replay.held else 0)
         elif kind == "b" and _with_params(mod):
             opened[id(layer)] = False
     persistent = sum(m.numel[k] for k in m.persistent)
     return Live(at.get("forward_head", 0), at.get("forward_mlp", 0), at.get("backward_head", 0),
                 at.get("backward_top", 0), at.get("backward_first", 0), at.get("embedding", 0),
-                at.get("backward_moe", 0), at.get("forward_router", 0), persistent)
+                tuple(moe.get(layer, 0) for layer in m.layers), at.get("forward_router", 0),
+                persistent)
 
 
 def sub_group(ordered: tuple[int, ...], N: int, size: int = SUB_GROUP_SIZE) -> int:

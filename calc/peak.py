@@ -1054,7 +1054,7 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
             moments.append(_moment("backward.experts_combine", states, combine[0], others,
                                    combine[1], combine[2]))
     if ms.live is not None and stage.moe_layers:
-        moments.append(_experts_zero3(x, ms, ly, states, other_batches))
+        moments.append(_experts_zero3(x, stage, ms, ly, states, other_batches))
     moments.extend(_end_of_backward(x, stage, ms, states, done, accumulating))
     # (Megatron-LM runs its own schedule, not torch.distributed.pipelining's post-backward)
     if pipelined and mix is None and not units and not x.megatron:
@@ -1287,30 +1287,46 @@ def _router_zero3(ms: ModelStates, ly: Layers, saved: Part, states: Part | None,
                    ROUTER_ALIVE(saved.bytes - A_l, A_l, A_m), extra)
 
 
-def _experts_zero3(x: Setup, ms: ModelStates, ly: Layers, states: Part | None,
+def _experts_zero3(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, states: Part | None,
                    others: Part | None) -> Moment:
-    """Under DeepSpeed's ZeRO-3 the top MoE layer's expert backward (traced: Mixtral,
-    Qwen3-MoE, DeepSeek-V3): its gradients go to the partitions as they are written, so no
-    later layer holds more of them, while every layer below keeps its activations and, where it
-    ran its forward unchecked, its experts' gathered weights (`coordinator`). Beside the gate/up
-    weight gradient being computed, the down projections' whole gradient waits for its
-    reduce."""
+    """Under DeepSpeed's ZeRO-3 an MoE layer's expert backward (traced: Mixtral, Qwen3-MoE,
+    DeepSeek-V3), the heaviest of them: its gradients go to the partitions as they are written,
+    so a lower layer holds no more of them, but fewer activations; what the coordinator holds
+    gathered differs from layer to layer (`coordinator`: with, for every layer below that ran
+    its forward unchecked, its experts' weights). Beside the gate/up weight gradient being
+    computed, the down projections' whole gradient waits for its reduce."""
+    assert ms.live is not None
     moe = next(act for kind, act, _ in ly.kinds if kind == "moe")
     layer = x.counts.moe_layer
-    assert layer is not None and ms.live is not None
+    assert layer is not None
     routed = [lin for lin in layer.linears if lin.group == "experts"]
     gate_up = sum(sum(lin.local_counts(x.tp, x.ep)) for lin in routed if lin.tp != "row")
     down = sum(sum(lin.local_counts(x.tp, x.ep)) for lin in routed if lin.tp == "row")
-    if ly.all_checkpointed:
-        A_d, A_l = ly.body.bytes - moe.checkpoint_input.bytes, ly.recomputed(moe)
-    else:
-        A_d, A_l = ly.body.bytes - ly.alive(moe), ly.alive(moe)
     x_e, n = expert_width(x), x.n
     f = x.arch.expert_intermediate_size // x.tp
-    return _moment("backward.experts_partitioned", states, _live(x, ms, "backward_moe"), others,
-                   DS_PENDING(down, n.grad),
-                   EXPERTS_ALIVE(A_d, A_l, moe.mlp_bytes, x.routed, x.H, x_e),
-                   EXPERTS_BACKWARD(gate_up, n.grad, x.routed, f, x.H, x_e))
+    pending = DS_PENDING(down, n.grad)
+    transient = EXPERTS_BACKWARD(gate_up, n.grad, x.routed, f, x.H, x_e)
+    # each layer's activations in the stage's order (its dense layers first), as kept
+    kept = [act.checkpoint_input.bytes if ckpt else ly.alive(act)
+            for (_, act, count), start in zip(ly.kinds, (0, ly.kinds[0][2]), strict=False)
+            for ckpt in x.checkpointed(stage)[start:start + count]]
+    above = 0
+    best: Moment | None = None
+    for i in reversed(range(len(kept))):
+        above += kept[i]
+        gathered = ms.live.backward_moe[i]
+        if not gathered:
+            continue
+        ckpt = x.checkpointed(stage)[i]
+        A_l = ly.recomputed(moe) if ckpt else ly.alive(moe)
+        moment = _moment("backward.experts_partitioned", states,
+                         part_of(DS_GATHERED(gathered, n.weight)), others, pending,
+                         EXPERTS_ALIVE(ly.body.bytes - above, A_l, moe.mlp_bytes, x.routed, x.H,
+                                       x_e), transient)
+        if best is None or moment.bytes > best.bytes:
+            best = moment
+    assert best is not None
+    return best
 
 
 def _experts_combine(x: Setup, stage: Stage, ms: ModelStates, ly: Layers
