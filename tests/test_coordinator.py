@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 from traced import traced_case  # tests/ is on sys.path (rootdir conftest)
 
-from calc import estimate
-from calc import coordinator
+from calc import coordinator, estimate
 from calc.coordinator import MAX_LIVE_PARAMETERS, gathered, sub_group
 from calc.frameworks.registry import import_config
 from calc.plan import export
