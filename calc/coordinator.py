@@ -62,6 +62,7 @@ class Live(NamedTuple):
     embedding: int  # the embedding's backward, the last of the step
     backward_moe: tuple[int, ...]  # each MoE layer's backward (its experts'), the stage's
     # layers in order (0 for a dense one)
+    backward_moe_done: tuple[int, ...]  # and once both its grouped GEMMs' backwards have run
     forward_router: int  # the last layer's router in forward, where it is a module of its own
     # (not a leaf block's): a coalesced prefetch of the experts copied out beside its buffer
     persistent: int  # never partitioned: whole on every GPU, all step
@@ -389,8 +390,7 @@ def gathered(counts: ParamCounts, stage: Stage, checkpointed: tuple[bool, ...] |
     at: dict[str, int] = {}
     experts = {id(layer): next((c for c in block.children if c.name == "experts"), None)
                for layer in m.layers for block in layer.children if block.name == "mlp"}
-    moe = {layer: 0 for layer in m.layers if experts[id(layer)] is not None}
-    moe_down = {i: mod.own[-1] for i, mod in experts.items() if mod is not None}
+    moe = {layer: (0, 0) for layer in m.layers if experts[id(layer)] is not None}
     opened: dict[int, bool] = {}  # a layer's backward: open until its first release
     backward = False
     for kind, mod in events:
@@ -421,15 +421,19 @@ def gathered(counts: ParamCounts, stage: Stage, checkpointed: tuple[bool, ...] |
             if layer is first:
                 at["backward_first"] = replay.memory
             if layer in moe:  # at the gate/up weight gradient: the down projections' grouped
-                # GEMM has run its backward, freeing the view it saved
-                down = moe_down[id(layer)]
-                moe[layer] = replay.memory - (m.numel[down] if down in replay.held else 0)
+                # GEMM has run its backward, freeing the view it saved; then the gate/up one's
+                routed = experts[id(layer)]
+                assert routed is not None
+                freed = [m.numel[k] for k in routed.own if k in replay.held]
+                down = m.numel[routed.own[-1]] if routed.own[-1] in replay.held else 0
+                moe[layer] = (replay.memory - down, replay.memory - sum(freed))
         elif kind == "b" and _with_params(mod):
             opened[id(layer)] = False
     persistent = sum(m.numel[k] for k in m.persistent)
     return Live(at.get("forward_head", 0), at.get("forward_mlp", 0), at.get("backward_head", 0),
                 at.get("backward_top", 0), at.get("backward_first", 0), at.get("embedding", 0),
-                tuple(moe.get(layer, 0) for layer in m.layers), at.get("forward_router", 0),
+                tuple(moe.get(layer, (0, 0))[0] for layer in m.layers),
+                tuple(moe.get(layer, (0, 0))[1] for layer in m.layers), at.get("forward_router", 0),
                 persistent)
 
 

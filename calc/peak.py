@@ -101,6 +101,7 @@ PARTS: dict[str, tuple[str, str]] = {
     "copy_grad_cast": ("X_c", "the first cached weight copy's gradient in the weight's dtype"),
     "partition": ("G_p", "DeepSpeed ZeRO-1: the gradient partition buffer"),
     "pending": ("G_q", "DeepSpeed ZeRO-3: a whole gradient waiting for its reduce"),
+    "offload_clone": ("X_o", "ZeRO-Offload: the embedding's gradient cloned as its hook runs"),
     "step_gradients": ("G_s", "the gradients as the optimizer step sees them"),
     "step_temporary": ("X_s", "the optimizer step's temporaries"),
 }
@@ -179,7 +180,8 @@ MOMENTS: dict[str, MomentKind] = {
         ("states", "gradients", "other_micro_batches", "embedding_grad", "root_reduce_scatter")),
     "backward.embedding": MomentKind(
         "the end of backward: the gradient reaching the embedding",
-        ("states", "gradients", "gathered", "other_micro_batches", "embedding_grad", "bucket")),
+        ("states", "gradients", "gathered", "other_micro_batches", "embedding_grad", "bucket",
+         "offload_clone")),
     "backward.deepspeed_partition": MomentKind(
         "DeepSpeed ZeRO-1, the end of backward: its gradient partition allocated beside every "
         "gradient", ("states", "gradients", "bucket", "partition")),
@@ -259,6 +261,16 @@ EXPERTS_ALIVE = Formula(
     id="peak.experts_alive", source=TRACED_PEAK,
     title="At an MoE layer's expert backward: the layers below it, its own activations but "
           "the MLP's, and the gathered rows the gate/up weight gradient reads")
+OFFLOAD_REDUCE = Formula(
+    "temporaries/offload_reduce", "lambda M_p, g: M_p * g + 8 * min(M_p, 250000000)",
+    id="peak.offload_reduce", source=TRACED_DEEPSPEED,
+    title="ZeRO-Offload at stage 3: a reduced gradient partition copied back to the GPU and its "
+          "norm taken in fp64, 250M elements at a time (stage3.py _constant_buffered_norm2)")
+OFFLOAD_CLONE = Formula(
+    "temporaries/offload_clone", "lambda E, g: E * g", id="peak.offload_clone",
+    source=TRACED_DEEPSPEED,
+    title="ZeRO-Offload: a gradient larger than the reduce bucket cloned into storage of its "
+          "own as its hook runs, beside the original (the embedding's, the last of the step)")
 ROUTER_ALIVE = Formula(
     "activations/last_layer", "lambda A_d, A_l, A_m: A_d + A_l - A_m", id="peak.router_alive",
     source=TRACED_DEEPSPEED,
@@ -741,6 +753,8 @@ def stage_peak(x: Setup, stage: Stage, detail: bool = False) -> StagePeak:
         variants = [(fl, fl.held, False, True, None), (fl, fl.held - 1, True, False, None)]
     else:
         variants = [(fl, fl.held, True, True, None)]
+        if ms.per_backward:  # a backward before the last holds what the last does not
+            variants.append((fl, fl.held, False, False, None))
     # input backwards with weight backwards waiting, no forward between them (`Flight.deferred`)
     if not mixes:
         variants += [(fl._replace(waiting=s.waiting, inputs=s.inputs), s.alive, s.written,
@@ -846,7 +860,7 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     states = _with_buffers(x, stage, ms, detail)
     # under pipelining FSDP2 reduces only after the last micro-batch: no sharded gradients yet
     pipelined = x.pp > 1 and ms.gathered_model is not None
-    earlier = gradients if accumulating and not pipelined else None
+    earlier = gradients if accumulating and not pipelined and not ms.per_backward else None
     if pipelined and not accumulating:  # the step's first backward: no unsharded gradient yet
         gathered = part_of(ms.gathered_model)
         backward_gathered = part_of(ms.gathered_model, ms.gathered_grads)
@@ -1163,9 +1177,15 @@ def _written(x: Setup, stage: Stage, ms: ModelStates, accumulating: bool, late: 
     grads = ms.gradients
     if x.pp > 1 and ms.gathered_model is not None:
         return None
+    local = ms.local
+    if ms.per_backward:  # ZeRO-Offload: its big tensors', so far, but in the last micro-batch
+        if accumulating:  # (the first's stand for any other before the last)
+            return None
+        m_e = x.counts.embedding if _offload_clone(x, stage, ms) else 0
+        m_l = local.per_layer_mlp - (0 if late else local.per_layer_last)
+        return GRADIENTS_WRITTEN(grads.bytes, m_e, m_l, x.n.grad)
     if accumulating or x.lora or not accumulated(grads):  # or held on the host
         return grads
-    local = ms.local
     m_e = 0
     if ms.root_grads is not None:  # FSDP2's root post-backward writes its shard last
         m_e = -(-local.root_trainable // x.N)
@@ -1306,6 +1326,12 @@ def _experts_zero3(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, states: 
     f = x.arch.expert_intermediate_size // x.tp
     pending = DS_PENDING(down, n.grad)
     transient = EXPERTS_BACKWARD(gate_up, n.grad, x.routed, f, x.H, x_e)
+    # ZeRO-Offload: once the gate/up gradient is written, a reduce copies a partition back to
+    # the GPU and takes its norm in fp64, beside both whole gradients: the down projections',
+    # waiting since, or a leaf block's, reduced together in their order (gate/up first)
+    reduced = gate_up if x.arch.traits.moe_leaf else down
+    offload = (DS_PENDING(down + gate_up, n.grad), OFFLOAD_REDUCE(-(-reduced // x.N), n.grad)) \
+        if ms.host else None
     # each layer's activations in the stage's order (its dense layers first), as kept
     kept = [act.checkpoint_input.bytes if ckpt else ly.alive(act)
             for (_, act, count), start in zip(ly.kinds, (0, ly.kinds[0][2]), strict=False)
@@ -1319,12 +1345,15 @@ def _experts_zero3(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, states: 
             continue
         ckpt = x.checkpointed(stage)[i]
         A_l = ly.recomputed(moe) if ckpt else ly.alive(moe)
-        moment = _moment("backward.experts_partitioned", states,
-                         part_of(DS_GATHERED(gathered, n.weight)), others, pending,
-                         EXPERTS_ALIVE(ly.body.bytes - above, A_l, moe.mlp_bytes, x.routed, x.H,
-                                       x_e), transient)
-        if best is None or moment.bytes > best.bytes:
-            best = moment
+        alive = EXPERTS_ALIVE(ly.body.bytes - above, A_l, moe.mlp_bytes, x.routed, x.H, x_e)
+        live = part_of(DS_GATHERED(gathered, n.weight))
+        done = part_of(DS_GATHERED(ms.live.backward_moe_done[i], n.weight))
+        for moment in (_moment("backward.experts_partitioned", states, live, others, pending,
+                               alive, transient),
+                       offload and _moment("backward.experts_partitioned", states, done,
+                                           others, offload[0], alive, offload[1])):
+            if moment and (best is None or moment.bytes > best.bytes):
+                best = moment
     assert best is not None
     return best
 
@@ -1446,13 +1475,24 @@ def _end_of_backward(x: Setup, stage: Stage, ms: ModelStates, states: Part | Non
                                   ms.local.per_layer_trainable, g_r)
         return (_moment("backward.fsdp_root_redistribute", states, rest, ms.gathered_root,
                         others, whole), reduce)
-    end = _moment("backward.embedding", states, ms.gradients,
+    held = None if ms.per_backward and accumulating else ms.gradients
+    clone = OFFLOAD_CLONE(x.counts.embedding, n.grad) \
+        if _offload_clone(x, stage, ms) and not accumulating else None
+    end = _moment("backward.embedding", states, held,
                   ms.gathered if ms.live is None else _live(x, ms, "embedding"), others,
-                  incoming, ms.reduce_bucket)
+                  incoming, ms.reduce_bucket, clone)
     if ms.partition_copy is None:
         return (end,)
     return (end, _moment("backward.deepspeed_partition", states, ms.gradients,
                          ms.reduce_bucket, ms.partition_copy))
+
+
+def _offload_clone(x: Setup, stage: Stage, ms: ModelStates) -> bool:
+    """Under ZeRO-Offload's gradient accumulation, whether the embedding's gradient is the last
+    kept whole (an untied embedding larger than the reduce bucket, the first tensor of rank
+    0's share): DeepSpeed clones it into storage of its own as its hook runs."""
+    return (ms.per_backward and stage.embedding and not x.arch.tie_word_embeddings
+            and x.counts.embedding > x.H ** 2)
 
 
 def _live(x: Setup, ms: ModelStates, moment: str) -> Part | None:

@@ -68,14 +68,23 @@ MAIN_GRAD = Formula(
     "gradients/main_grad", "lambda P_t: P_t * 4", id="states.main_grad", source=MEGATRON_CODE,
     title="Megatron-LM's main_grad: an fp32 gradient buffer the size of the model, alive all "
           "step (bf16 training forces fp32 gradient accumulation unless --grad-reduce-in-bf16)")
+OFFLOAD_ACCUMULATING = Formula(
+    "gradients/offload_accumulating", "lambda G_o, g: G_o * g",
+    id="states.offload_accumulating", source=TRACED_DEEPSPEED,
+    title="ZeRO-Offload (stages 1-2) under gradient accumulation: through each backward before "
+          "the last, the gradients of the partition's tensors larger than the reduce bucket "
+          "stay whole in .grad, until that backward's end sends them to the host",
+    note="G_o: the tensors rank 0's share touches with more than reduce_bucket_size (h^2) "
+         "elements; smaller ones are copied into the bucket (traced: DeepSpeed 0.19.8)")
 OFFLOAD_GRAD_BUFFER = Formula(
     "gradients/offload_buffer", "lambda n_max, g: n_max * g", id="states.offload_grad_buffer",
     source=ZERO_OFFLOAD,
     title="ZeRO-Offload (stages 1-2): the gradients go to the host; the GPU keeps one buffer "
-          "the size of the largest parameter (temp_grad_buffer_for_gpu_offload)")
+          "the size of the largest parameter (temp_grad_buffer_for_gpu_offload), all step")
 NO_GRADIENTS = Formula(
     "gradients/weights", "lambda: 0", id="states.no_gradients", source=ZERO_OFFLOAD,
-    title="Gradients on the GPU between steps: none (ZeRO-3 and FSDP2 offload them to the host)")
+    title="Gradients on the GPU between steps: none (offloaded to the host, where the optimizer "
+          "steps)")
 GRADIENTS = Formula("gradients/weights", "lambda P_t, N_2, g: ceil(P_t / N_2) * g",
                     id="states.gradients", title="Gradients", source=ZERO)
 GRADIENTS_WHOLE_VOCAB = Formula(
@@ -196,19 +205,30 @@ for _f in (*STATES.values(), STEP_TEMPORARIES["state_copy"]):
     _whole_form(_f)
 
 
-def deepspeed_partition(ordered: tuple[int, ...], N: int) -> tuple[int, int, int, int]:
+def partition_tensors(ordered: tuple[int, ...], N: int) -> tuple[int, tuple[int, ...]]:
     """Rank 0's share of DeepSpeed's flat parameters (stage_1_and_2.py: the flat padded to a
-    multiple of 2N, split in N equal shares): (its elements, the elements of the tensors it
-    touches, whole, in the model's order; its largest piece; how many tensors it touches)."""
+    multiple of 2N, split in N equal shares): its elements, and the tensors it touches, in the
+    model's order."""
     share = -(-sum(ordered) // (2 * N)) * 2
-    held = largest = pieces = 0
+    touched: list[int] = []
+    held = 0
     for size in ordered:
         if held >= share:
             break
-        largest = max(largest, min(size, share - held))
+        touched.append(size)
         held += size
-        pieces += 1
-    return share, held, largest, pieces
+    return share, tuple(touched)
+
+
+def deepspeed_partition(ordered: tuple[int, ...], N: int) -> tuple[int, int, int, int]:
+    """Rank 0's share (`partition_tensors`): (its elements, the elements of the tensors it
+    touches, whole; its largest piece; how many tensors it touches)."""
+    share, touched = partition_tensors(ordered, N)
+    before = largest = 0
+    for size in touched:
+        largest = max(largest, min(size, share - before))
+        before += size
+    return share, before, largest, len(touched)
 
 
 def heaviest_share(tensors: tuple[int, ...], N: int) -> int:
@@ -397,6 +417,9 @@ class ModelStates:
     # gradient partitions and reduce bucket, alive all step (in `on_device`)
     live: coordinator.Live | None = None
     resident: tuple[Term, ...] = ()
+    # the gradients live through one backward only (ZeRO-Offload sends them to the host at its
+    # end): none of an earlier micro-batch's is left at a later one's start
+    per_backward: bool = False
 
 
 def local(x: Setup, stage: Stage) -> LocalParams:
@@ -409,14 +432,14 @@ def model_states(x: Setup, stage: Stage) -> ModelStates:
                          x.optimizer_impl, x.N, x.z, x.dp, x.offload_optimizer, x.offload_params,
                          x.H, x.megatron, x.ep, x.pp,
                          x.counts.embedding if x.whole_embedding_grad(stage) else 0, x.tp,
-                         coordinated(x, stage))
+                         coordinated(x, stage), x.micro_batches > 1)
 
 
 def coordinated(x: Setup, stage: Stage) -> coordinator.Live | None:
     """What DeepSpeed's ZeRO-3 coordinator holds gathered, where calc models it: DeepSpeed's
     own stage 3 over data parallelism alone, full training, nothing offloaded."""
     if not (x.deepspeed and x.z == 3 and x.N > 1 and x.dp > 1 and x.tp == x.pp == x.ep == 1
-            and not (x.lora or x.megatron or x.offload_optimizer or x.offload_params)):
+            and not (x.lora or x.megatron or x.offload_params)):
         return None
     return coordinator.gathered(x.counts, stage, x.checkpointed(stage))
 
@@ -426,7 +449,8 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
                   deepspeed: bool, opt: Optimizer, impl: OptimizerImpl, N: int, z: int, dp: int,
                   offload_optimizer: bool, offload_params: bool, H: int,
                   megatron: bool = False, ep: int = 1, pp: int = 1, whole: int = 0,
-                  tp: int = 1, live: coordinator.Live | None = None) -> ModelStates:
+                  tp: int = 1, live: coordinator.Live | None = None,
+                  accumulating: bool = False) -> ModelStates:
     """Memoised: a batch or sequence search re-estimates the same states many times.
 
     Which framework a stage means (`deepspeed`: parallelism.framework, by default DeepSpeed
@@ -491,8 +515,7 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
         # the gradient partitions go to the host as they are reduced: DeepSpeed's stages 1
         # and 2 keep one largest-parameter gradient buffer on the GPU, ZeRO-3 and FSDP2's
         # CPUOffloadPolicy nothing between steps
-        gradients = OFFLOAD_GRAD_BUFFER(local.largest_tensor, g) if z <= 2 else \
-            NO_GRADIENTS()
+        gradients = NO_GRADIENTS()
 
     step = None if offloaded else _step_temporary(opt, impl, local, N_1, w_s, g, ex, P_z)
     if whole_vocab and not offloaded:
@@ -538,8 +561,9 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
             ddp = DDP_BUCKET(P_t, g)
         elif z:  # torch_autocast: nn.Linear's gradients travel low, the rest in fp32
             reduce = REDUCE_BUCKET(H, g, 2 if n.autocast else 1)
-    step_grads = sharded(STEP_GRADIENTS, ex, P_t, N_2, n.master) if n.master and not lora \
-        else gradients
+    step_grads = sharded(STEP_GRADIENTS, ex, P_t, N_2, n.master) \
+        if n.master and not lora and not offloaded else \
+        NO_GRADIENTS() if offloaded else gradients  # offloaded: on the host
     partition_copy = None
     if deepspeed and z in (1, 2) and N > 1 and dp > 1 and ex is None and not offloaded:
         # DeepSpeed's stage_1_and_2.py (traced): the gradients reduced in backward are copied
@@ -557,17 +581,28 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
         fp32 = 4 if g != 4 else 0
         step = DS_STEP(largest, share, flat + fp32, fp32 or flat, step.bytes if step else 0)
     resident: tuple[Term, ...] = ()
+    per_backward = False
+    if offloaded and z <= 2:  # allocated with the optimizer (traced: DeepSpeed 0.19.8)
+        resident = (OFFLOAD_GRAD_BUFFER(local.largest_tensor, g),)
+        if z == 1:  # ZeRO-1 keeps every gradient whole to its last backward, as without offload
+            gradients = GRADIENTS(P_t, 1, g)
+        elif accumulating and dp > 1:
+            big = sum(t for t in partition_tensors(local.ordered, N)[1] if t > H * H)
+            gradients, per_backward = OFFLOAD_ACCUMULATING(big, g), True
     if live is not None:
         # DeepSpeed's stage3.py (traced): the gradient partitions and the reduce bucket are
         # allocated with the optimizer and live all step; each gradient is reduced into its
         # partition as backward writes it; the step casts one sub-group's gradients at a time
         params.append(DS_PERSISTENT(live.persistent, n.weight))
-        resident = (GRADIENTS(P_t, N, g), REDUCE_BUCKET(H, g, 1))
-        gradients = step_grads = DS_Z3_REDUCED()
-        reduce = None
-        step = DS_Z3_STEP(-(-local.largest_tensor // N), coordinator.sub_group(local.ordered, N),
-                          g, 4 if g != 4 else 0)
-        gathered = gathered_grads = root = root_grads = None
+        reduce, gathered = None, None
+        if offloaded:  # ZeRO-Offload: the partitions and the step on the host
+            resident = (REDUCE_BUCKET(H, g, 1),)
+        else:
+            resident = (GRADIENTS(P_t, N, g), REDUCE_BUCKET(H, g, 1))
+            gradients = step_grads = DS_Z3_REDUCED()
+            step = DS_Z3_STEP(-(-local.largest_tensor // N),
+                              coordinator.sub_group(local.ordered, N), g, 4 if g != 4 else 0)
+        gathered_grads = root = root_grads = None
     if megatron and n.compute < 4 and not lora and not offloaded:
         # Megatron-LM's DDP accumulates every gradient into one persistent fp32 buffer
         # (main_grad, allocated with the model; the optimizer steps from it), whatever the
@@ -581,7 +616,8 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
                        part_of(units or gathered, root, everything, accumulated),
                        part_of(gathered, root, everything, accumulated, gathered_grads,
                                root_grads),
-                       everything, lingering, units, g, E_r, partition_copy, live, resident)
+                       everything, lingering, units, g, E_r, partition_copy, live, resident,
+                       per_backward)
 
 
 def accumulated(gradients: Term) -> bool:

@@ -173,6 +173,8 @@ SYMBOLS: dict[str, Symbol] = {name: Symbol(tex, meaning) for name, tex, meaning 
      "multiple of 2N, over N ranks)"),
     ("M_p", "M_p", "DeepSpeed: the largest piece of one tensor in a rank's partition (ZeRO-1/2: "
      "rank 0's share of the flat parameters; ZeRO-3: the largest tensor over N)"),
+    ("G_o", "G_o", "DeepSpeed ZeRO-Offload: the elements of the tensors rank 0's share touches "
+     "that are larger than the reduce bucket"),
     ("G_z", "G_z", "DeepSpeed ZeRO-3: the parameters its coordinator holds gathered at the "
      "moment (calc.coordinator)"),
     ("P_q", "P_q", "DeepSpeed ZeRO-3: the persistent parameters, of at most 10 h elements each "

@@ -137,7 +137,8 @@ MOE_FAMILIES = ("mixtral", "qwen3_moe", "deepseek_v3")
 # the pipeline schedules traced beside 1F1B (torch.distributed.pipelining's)
 SCHEDULES = ("gpipe", "interleaved_1f1b", "zero_bubble", "zbv", "dualpipev")
 FEATURES = ("tp", "tp+sp", "fsdp x tp", "cp", "pp", "fsdp + pp", "tp x pp", *SCHEDULES, "ep",
-            *MOE_FAMILIES, "moe + lora", "deepspeed zero 1/2", "deepspeed zero 3")
+            *MOE_FAMILIES, "moe + lora", "deepspeed zero 1/2", "deepspeed zero 3",
+            "deepspeed zero-offload")
 TARGET = 0.03  # each feature: at least 2 held-out test cases within 3%
 
 
@@ -167,6 +168,8 @@ def features(scenario: dict[str, Any], family: str) -> list[str]:
         out.append("deepspeed zero 1/2")  # DeepSpeed's own engine (not torch's forms)
     if deepspeed == "deepspeed" and int(p.get("zero", 0)) == 3 and int(p.get("dp", 1)) > 1:
         out.append("deepspeed zero 3")  # its parameter coordinator and gradient partitions
+    if deepspeed == "deepspeed" and p.get("offload_optimizer") and not p.get("offload_params"):
+        out.append("deepspeed zero-offload")  # the optimizer step on the host
     if family in MOE_FAMILIES:
         out.append(family)
         if scenario["training"].get("finetuning", "full") != "full":

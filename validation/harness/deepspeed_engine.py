@@ -63,6 +63,8 @@ def ds_config(scenario: dict) -> dict:
     if optimizer.get("type") != "AdamW":
         raise Untraceable(f"DeepSpeed optimizer {optimizer.get('type')!r}: only AdamW is traced")
     cfg["zero_allow_untested_optimizer"] = True
+    if "offload_optimizer" in cfg.get("zero_optimization", {}):  # torch's AdamW on the host
+        cfg["zero_force_ds_cpu_optimizer"] = False
     cfg["steps_per_print"] = 1 << 30
     return cfg
 
@@ -89,6 +91,9 @@ def setup(world: int) -> None:
                  "available_memory"):
         setattr(acc, name, lambda *a, **k: 0)
     acc.memory_stats = lambda *a, **k: {}
+    # ZeRO-Offload pins its host buffers: host memory either way, and fake tensors cannot pin
+    acc.pin_memory = lambda tensor, align_bytes=1: tensor
+    acc.is_pinned = lambda tensor: True
     # ZeRO-3 marks a freed partition as used by the (single, fake) current stream: on CUDA that
     # delays the block's reuse, never max_memory_allocated's count (it drops at the free)
     torch.Tensor.record_stream = lambda self, stream: None

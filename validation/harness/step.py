@@ -40,14 +40,19 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
     if tr.get("implementation", "hf") != "hf":
         raise Untraceable(f"implementation={tr['implementation']}")
     mp = tr["mixed_precision"]
-    layout = parallel.kind(par)
     n = parallel.sizes(par)
     dp, tp, cp = n["dp"], n["tp"], n["cp"]
     meshed = tp > 1 or cp > 1 or n["pp"] > 1
     ds_cfg = None
-    if deepspeed_engine.uses_deepspeed(tr, par) and layout in ("ddp", "zero1", "fsdp"):
-        layout = "deepspeed"  # DeepSpeed's own engine, at every stage
+    if deepspeed_engine.uses_deepspeed(tr, par) and dp > 1 and int(par.get("zero", 0)) \
+            and not meshed and int(par.get("ep", 1) or 1) == 1:
+        layout = "deepspeed"  # DeepSpeed's own engine, its ZeRO-Offload too
         ds_cfg = deepspeed_engine.ds_config(scenario)
+    else:
+        layout = parallel.kind(par)
+        if deepspeed_engine.uses_deepspeed(tr, par) and layout == "ddp":
+            layout = "deepspeed"  # DeepSpeed's engine without ZeRO (its bf16 optimizer)
+            ds_cfg = deepspeed_engine.ds_config(scenario)
     if meshed and (tr["finetuning"] != "full" or tr["loss"] != "standard" or mp == "master"):
         raise Untraceable("tp/cp/pp are traced for full fine-tuning, the standard loss and "
                           "pure/amp/autocast precision")
