@@ -16,7 +16,9 @@ What the CPU build of torch cannot run, and what stands in for it:
 - The optimizer: the config's `"optimizer": {"type": "AdamW"}` builds DeepSpeed's FusedAdam,
   a CUDA extension compiled at first use. torch's fused AdamW is passed in its place (the same
   states, fp32 beside the fp32 partition, and no step temporaries either), with
-  `zero_allow_untested_optimizer`.
+  `zero_allow_untested_optimizer`. Under ZeRO-Offload it steps the host's fp32 partition in
+  place of DeepSpeedCPUAdam, another compiled extension (`zero_force_ds_cpu_optimizer`
+  false); the host buffers are not pinned (fake tensors cannot be), host memory either way.
 - Data-dependent scalars (the overflow check's flag, a gradient norm) have no value under fake
   tensors: read as 0, so no step is skipped and no clipping scales anything. The tensors that
   compute them are allocated as on a GPU.
