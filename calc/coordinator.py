@@ -17,9 +17,15 @@ distance (it reads only its modules' own parameters, and the block's are its chi
 
 `gathered` replays these rules over the module calls of one forward and backward of a
 Hugging Face decoder (a checkpointed layer's recomputation between its backward's first fetch
-and first release) and reads how many elements are gathered at the step's moments. Traced
-(validation/harness/deepspeed_engine.py): the coordinator's own fetches and releases, module
-by module, on Llama, Mistral, Qwen2.5, Gemma 2, Mixtral, Qwen3-MoE and DeepSeek-V3.
+and first release) and reads how many elements are on the GPU at the step's moments: those
+the coordinator holds gathered or in flight, and two it does not count. A coalesced prefetch's
+flat buffer outlives the first wait on it, which copies every parameter out of it, until the
+last of them is waited for. transformers' grouped GEMM saves a transposed view of each stacked
+expert weight, which keeps a released parameter's storage until that layer's backward. The
+replay equals DeepSpeed's own coordinator on every fetch of the recorded cases
+(validation/coordinator_log.py, tests/test_coordinator.py), and the estimates built on it the
+traced steps of Llama, Mistral, Qwen2.5, Qwen3, Gemma 2, Phi-3, GPT-2, Mixtral, Qwen3-MoE and
+DeepSeek-V3 (validation/cases.json).
 """
 
 from __future__ import annotations

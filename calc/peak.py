@@ -963,7 +963,7 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         moments.append(_moment("forward.experts_combine", states, earlier, gathered, saved,
                                forward_extra, EP_COMBINE(x.routed, x.H, expert_width(x), x.T)))
     if ms.live is not None and ms.live.forward_router:
-        moments.append(_router_zero3(ms, ly, saved, states, forward_extra, detail, x))
+        moments.append(_router_zero3(x, ms, ly, states, saved, forward_extra))
     if ms.gathered_layer and not units:  # the last layer's prefetch: it has saved nothing yet
         moments.append(_moment("forward.fsdp_prefetch", states, earlier, gathered,
                                _before_last(ly, saved, detail), forward_extra,
@@ -1292,8 +1292,8 @@ def _experts_backward(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, accum
     return written, alive, EXPERTS_BACKWARD(gate_up, n.grad, x.routed, f, x.H, x_e)
 
 
-def _router_zero3(ms: ModelStates, ly: Layers, saved: Part, states: Part | None,
-                  extra: Part | None, detail: bool, x: Setup) -> Moment:
+def _router_zero3(x: Setup, ms: ModelStates, ly: Layers, states: Part | None, saved: Part,
+                  extra: Part | None) -> Moment:
     """Under DeepSpeed's ZeRO-3 the last MoE layer's router in forward, where the router is a
     module of its own (DeepSeek-V3): waiting for its weight completes the coalesced prefetch
     that gathered the experts with it, which are copied out beside the flat buffer until the
@@ -1332,18 +1332,19 @@ def _experts_zero3(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, states: 
     reduced = gate_up if x.arch.traits.moe_leaf else down
     offload = (DS_PENDING(down + gate_up, n.grad), OFFLOAD_REDUCE(-(-reduced // x.N), n.grad)) \
         if ms.host else None
-    # each layer's activations in the stage's order (its dense layers first), as kept
-    kept = [act.checkpoint_input.bytes if ckpt else ly.alive(act)
-            for (_, act, count), start in zip(ly.kinds, (0, ly.kinds[0][2]), strict=False)
-            for ckpt in x.checkpointed(stage)[start:start + count]]
+    # each layer's activations, as kept, in the stage's order (its MoE layers where they are)
+    kinds = {kind: act for kind, act, _ in ly.kinds}
+    checkpointed = x.checkpointed(stage)
+    kept = [kinds["moe" if x.arch.is_moe_layer(stage.first_layer + i) else "dense"]
+            for i in range(stage.layers)]
     above = 0
     best: Moment | None = None
-    for i in reversed(range(len(kept))):
-        above += kept[i]
+    for i in reversed(range(stage.layers)):
+        above += kept[i].checkpoint_input.bytes if checkpointed[i] else ly.alive(kept[i])
         gathered = ms.live.backward_moe[i]
         if not gathered:
             continue
-        ckpt = x.checkpointed(stage)[i]
+        ckpt = checkpointed[i]
         A_l = ly.recomputed(moe) if ckpt else ly.alive(moe)
         alive = EXPERTS_ALIVE(ly.body.bytes - above, A_l, moe.mlp_bytes, x.routed, x.H, x_e)
         live = part_of(DS_GATHERED(gathered, n.weight))

@@ -363,9 +363,11 @@ DS_GATHERED = Formula(
     "temporaries/gathered_params", "lambda G_z, w: G_z * w", id="states.deepspeed_gathered",
     title="DeepSpeed ZeRO-3's gathered parameters: those of the modules next in the recorded "
           "order, until stage3_max_live_parameters elements are live",
-    note="G_z at each moment from calc.coordinator: the running module's first, then the "
-         "prefetched ones in order of use (the top layers' come back in the backward), the one "
-         "crossing the limit whole", source=ZERO3_COORDINATOR)
+    note="G_z at each moment from calc.coordinator's replay of DeepSpeed's coordinator over "
+         "the step's module calls: what it holds gathered or in flight (the running module's, "
+         "the top layers' kept for their backward, the prefetched ones, the one crossing the "
+         "limit whole), with the experts' weights a grouped GEMM's saved view keeps and a "
+         "coalesced prefetch's flat buffer", source=ZERO3_COORDINATOR)
 DS_PENDING = Formula(
     "gradients/pending", "lambda W_d, g: W_d * g", id="states.deepspeed_pending",
     title="DeepSpeed ZeRO-3: a gradient larger than the reduce bucket waits whole in .grad "
