@@ -151,9 +151,10 @@ MOMENTS: dict[str, MomentKind] = {
         "expert in one tensor, the layers above it done",
         ("states", "gradients_written", "other_micro_batches", "first_layer", "layer_backward")),
     "backward.experts_partitioned": MomentKind(
-        "DeepSpeed ZeRO-3: the top MoE layer's expert backward, every layer below it alive "
-        "(with, where they ran unchecked, their experts' gathered weights), the down "
-        "projections' whole gradient waiting for its reduce",
+        "DeepSpeed ZeRO-3: an MoE layer's expert backward (the heaviest), every layer below "
+        "it alive (with, where they ran unchecked, their experts' gathered weights), the down "
+        "projections' whole gradient waiting for its reduce (under ZeRO-Offload, both "
+        "gradients, one partition's reduce)",
         ("states", "backward_gathered", "other_micro_batches", "pending", "saved_layers",
          "layer_backward")),
     "backward.experts_combine": MomentKind(
