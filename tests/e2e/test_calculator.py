@@ -30,6 +30,12 @@ SCENARIOS = {
         "parallelism": {"dp": 4, "zero": 3},
         "gpu": "l4-24gb",
     },
+    "deepspeed-zero3-moe-offload": {  # the ZeRO-3 coordinator's replay, in Pyodide too
+        "model": "mixtral-8x7b",
+        "training": {"mixed_precision": "master", "seq_len": 2048},
+        "parallelism": {"dp": 8, "zero": 3, "offload_optimizer": True},
+        "gpu": "h100-sxm-80gb",
+    },
     "architecture-tp-pp": {
         "model": {"hidden_size": 2048, "num_hidden_layers": 16, "num_attention_heads": 16,
                   "intermediate_size": 5632, "vocab_size": 50000},
