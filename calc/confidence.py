@@ -155,11 +155,12 @@ def _sharding_gaps(r: Resolved) -> list[str]:
                     "(the engine all-reduces through transient flat buffers), not traced")
     if deepspeed and p.zero == 3 and p.shard_group > 1 and (
             t.finetuning != "full" or t.mixed_precision != "master" or p.ep > 1
-            or model_parallel or p.offload_params):
+            or model_parallel):
         gaps.append("DeepSpeed's ZeRO-3 is traced (its engine, DeepSpeed 0.19.8: the parameter "
-                    "coordinator, the gradient partitions, ZeRO-Offload) for full training with "
-                    "master weights, without tp, cp, pp, ep or parameter offload")
-    zero_offload = deepspeed and not p.offload_params and p.zero and p.shard_group > 1
+                    "coordinator, the gradient partitions, ZeRO-Offload and -Infinity) for full "
+                    "training with master weights, without tp, cp, pp or ep")
+    zero_offload = deepspeed and p.zero and p.shard_group > 1 and \
+        (not p.offload_params or p.zero == 3)
     if p.offload_optimizer and not (p.offload_params and p.zero == 3 and not deepspeed) \
             and not zero_offload:
         gaps.append("optimizer offload alone is DeepSpeed's ZeRO-Offload, traced with its "

@@ -441,7 +441,7 @@ def coordinated(x: Setup, stage: Stage) -> coordinator.Live | None:
     """What DeepSpeed's ZeRO-3 coordinator holds gathered, where calc models it: DeepSpeed's
     own stage 3 over data parallelism alone, full training, nothing offloaded."""
     if not (x.deepspeed and x.z == 3 and x.N > 1 and x.dp > 1 and x.tp == x.pp == x.ep == 1
-            and not (x.lora or x.megatron or x.offload_params)):
+            and not (x.lora or x.megatron)):
         return None
     return coordinator.gathered(x.counts, stage, x.checkpointed(stage))
 

@@ -537,6 +537,17 @@ case("test", MIXTRAL, 2, 1024, mp="master", ac="full", dp=8, optimizer_offload=T
      tag="mixtral-8x7b-2L", notes=ZO + "checkpointed MoE at ZeRO-3")
 case("test", L8_4, 1, 2048, mp="master", gas=2, dp=4, optimizer_offload=True,
      tag="llama-3.1-8b-4L", notes=ZO + "at ZeRO-3, accumulating")
+# ZeRO-Infinity's parameter offload (offload_param cpu with offload_optimizer): the partitions
+# on the host too, gathered to the GPU by the same coordinator
+case("dev", "qwen2.5-0.5b", 2, 1024, mp="master", dp=4, offload=True,
+     notes="DeepSpeed's ZeRO-Infinity: the partitions on the host, the coordinator's gathered "
+     "parameters and the reduce bucket on the GPU")
+case("test", "llama-2-7b", 2, 2048, mp="master", ac="full", dp=8, offload=True,
+     notes="DeepSpeed's ZeRO-Infinity, checkpointed")
+case("test", MIXTRAL, 1, 1024, mp="master", dp=4, offload=True, tag="mixtral-8x7b-2L",
+     notes="DeepSpeed's ZeRO-Infinity on a MoE model")
+case("test", L8_4, 1, 2048, mp="master", gas=2, dp=2, offload=True, tag="llama-3.1-8b-4L",
+     notes="DeepSpeed's ZeRO-Infinity, accumulating")
 
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
