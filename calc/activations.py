@@ -287,6 +287,7 @@ def decoder_layer(x: Setup, layer: LayerParams) -> LayerActivations:
     """Activations of one decoder layer as transformers' modules save them."""
     n, T, tp = x.n, x.T, x.tp
     trainable = not x.lora
+    keeps = trainable or x.frozen_linear_inputs  # the projections keep their inputs
     targets = x.lora_targets
     r, c = n.residual, n.compute
     saved: list[Term] = []
@@ -296,9 +297,9 @@ def decoder_layer(x: Setup, layer: LayerParams) -> LayerActivations:
         saved += [POST_NORM(T, x.h, 2 if trainable else 1)] * 2
     # --- inputs of the projections reading the normed hidden states --------------------------
     drop = x.lora_dropout
-    _linear_inputs(x, saved, "attention", layer.attention_inputs, z_width, trainable, drop)
+    _linear_inputs(x, saved, "attention", layer.attention_inputs, z_width, keeps, drop)
     if not layer.moe:
-        _linear_inputs(x, saved, "mlp", layer.mlp_inputs, z_width, trainable, drop)
+        _linear_inputs(x, saved, "mlp", layer.mlp_inputs, z_width, keeps, drop)
     # --- attention core ----------------------------------------------------------------------
     a, k, d = x.a, x.k, x.d
     arch = x.arch
@@ -321,7 +322,7 @@ def decoder_layer(x: Setup, layer: LayerParams) -> LayerActivations:
     if x.math_attention:
         saved.append(MATH_QKV(T, a, d, c))
         saved.append(MATH_PROBS(x.b, a, x.s, c))
-        if trainable:  # the output, transposed for o_proj
+        if keeps:  # the output, transposed for o_proj
             saved.append(EAGER_OUT(T, a, d, c))
     elif not x.eager or x.selective_attention:
         saved.append(QKV(T, a, k, d, c))  # SDPA sees low-precision q, k, v under autocast
@@ -330,11 +331,11 @@ def decoder_layer(x: Setup, layer: LayerParams) -> LayerActivations:
         saved.append(ATTN_OUT(T, a, arch.v_head_dim if arch.is_mla and arch.v_head_dim else d,
                               c))  # (MLA: the values' width)
         saved.append(LSE(T, a))
-        if rotary == "cat" and trainable:
+        if rotary == "cat" and keeps:
             saved.append(TRANSPOSED_OUT(T, a, d, c))
     else:
         saved.append(EAGER_QKV(T, a, d, c))
-        if trainable:
+        if keeps:
             saved.append(EAGER_OUT(T, a, d, c))
         saved.append(SOFTMAX(x.b, a, x.s, c))
         if arch.attn_logit_softcapping:
@@ -346,7 +347,7 @@ def decoder_layer(x: Setup, layer: LayerParams) -> LayerActivations:
         o_in = o_proj.local_shape(tp)[1]  # a d, or MLA's a d_v
         if _adapter_copies(x, drop):
             _adapter_input(x, saved, "attention", o_in, drop)
-        elif x.eager:  # the transposed attention output is a copy only the adapter keeps
+        elif x.eager and not keeps:  # the transposed output: a copy only the adapter keeps
             _adapter_input(x, saved, "attention", o_in, drop, c)
         # else o_proj's input is SDPA's output itself (already saved): nothing more
     # --- MLP ---------------------------------------------------------------------------------
@@ -358,19 +359,19 @@ def decoder_layer(x: Setup, layer: LayerParams) -> LayerActivations:
         f = down.in_features // tp
         # the down projection's input is kept by the projection (full training), by its
         # LoRA adapter (its own copy in pure mode), or by nobody (no adapter on it)
-        _mlp_core(x, saved, T, f, down_input=trainable)
+        _mlp_core(x, saved, T, f, down_input=keeps)
         # the gating product, down_proj's input (eager attention's widest backward moment
         # can be the softmax's instead, after the MLP's: not split in two)
         if trainable and arch.traits.mlp == "gated" and not (x.eager or x.math_attention):
             last_input = T * f * c
-        if not trainable and adapted(down, targets):
+        if not trainable and adapted(down, targets) and (_adapter_copies(x, drop) or not keeps):
             _adapter_input(x, saved, "mlp", f, drop, 0 if _adapter_copies(x, drop) else c)
     if arch.resid_pdrop:
         saved.append(RESID_DROPOUT(T, x.h))
     # --- LoRA: lora_A's output kept by lora_B (adapter dtype fp32, or autocast's cast) -------
     if targets:  # (the adapters on tokens: not those folded into the experts' weights)
         adapters = [lin for lin in layer.linears if adapted(lin, targets) and not by_parameter(lin)]
-        saved.append(LORA_A_OUT(T, x.lora_rank, len(adapters), c if n.autocast else 4))
+        saved.append(LORA_A_OUT(T, x.lora_rank, len(adapters), n.adapter_compute))
         if n.adapter_copies:  # cached low-precision copies of the trainable adapter weights
             saved.append(ADAPTER_COPIES(c, x.lora_rank, sum(sum(lin.local_shape(tp))
                                                          for lin in adapters)))
@@ -442,7 +443,7 @@ def _sac_outputs(x: Setup, layer: LayerParams) -> tuple[int, int]:
         runs = [(out, lin.bias, lin.name in _OUTPUT_SAVED or (no_rotary and lin.name in
                                                               ("q_proj", "k_proj")))]
         if adapted(lin, targets) and not by_parameter(lin):  # (a folded adapter runs no mm)
-            a_width = c if x.n.autocast else 4
+            a_width = x.n.adapter_compute
             runs += [(T * rank * a_width, False, True),  # lora_A's output, kept by lora_B
                      (T * lin.local_shape(tp)[0] * a_width, False, False)]
         for nbytes, biased, in_saved in runs:
@@ -505,8 +506,9 @@ _MLP_KEYED = {f: f.booked("activations/mlp") for f in (INPUT_CASTS, INPUT, ADAPT
 
 
 def _linear_inputs(x: Setup, saved: list[Term], key: str, consumers: tuple[Linear, ...],
-                   z_width: int, trainable: bool, dropout: float = 0.0) -> None:
-    """Inputs of the projections that read one normed tensor (booked under `key`)."""
+                   z_width: int, keeps: bool, dropout: float = 0.0) -> None:
+    """Inputs of the projections that read one normed tensor (booked under `key`); `keeps`:
+    the projections themselves keep it (their weights train, or DeepSpeed's ZeRO-3 linear)."""
     if not consumers:
         return
     n = x.n
@@ -514,14 +516,15 @@ def _linear_inputs(x: Setup, saved: list[Term], key: str, consumers: tuple[Linea
     def f(formula: Formula) -> Formula:
         return formula if key == "attention" else _MLP_KEYED[formula]
 
-    if trainable:
+    if keeps:
         if n.autocast and z_width != n.compute:
             saved.append(f(INPUT_CASTS)(len(consumers), x.T, x.H, n.linear_input))
         else:
             saved.append(f(INPUT)(x.T, x.H, n.linear_input, z_width))
     n_adapted = sum(adapted(lin, x.lora_targets) for lin in consumers)
     if n_adapted and not _adapter_copies(x, dropout):  # the adapters share x itself
-        _adapter_input(x, saved, key, x.H, dropout, z_width)
+        if not keeps:  # (kept once, by the projections)
+            _adapter_input(x, saved, key, x.H, dropout, z_width)
     else:
         for _ in range(n_adapted):
             _adapter_input(x, saved, key, x.H, dropout)
@@ -533,10 +536,12 @@ def _adapter_copies(x: Setup, dropout: float) -> bool:
     lora_A casts it back down and keeps the low-precision cast instead (traced: on o_proj
     this copy sits beside SDPA's saved output). lora_dropout makes a copy per adapter too.
     x itself is kept, once for every adapter reading it, when it already has the adapter's
-    dtype (pure fp32, or FSDP2 gathering the adapters in the compute dtype) or when peft's
+    dtype (pure fp32, FSDP2 gathering the adapters in the compute dtype, DeepSpeed's engine
+    casting them to it) or when peft's
     bitsandbytes layer (QLoRA) runs under autocast: it casts x only without autocast."""
     n = x.n
-    return bool(dropout) or not (n.fsdp_mixed or n.compute == 4 or (x.qlora and n.autocast))
+    return bool(dropout) or not (n.fsdp_mixed or n.compute == n.adapter
+                                 or (x.qlora and n.autocast))
 
 
 def _adapter_input(x: Setup, saved: list[Term], key: str, width: int, dropout: float,
@@ -544,7 +549,7 @@ def _adapter_input(x: Setup, saved: list[Term], key: str, width: int, dropout: f
     """What one LoRA adapter keeps of its input (see `_adapter_copies`); `shared`: the
     width of x itself when the adapters keep it rather than a copy."""
     formula = ADAPTER_INPUT if key == "attention" else _MLP_KEYED[ADAPTER_INPUT]
-    width_kept = shared or (x.n.compute if x.n.autocast else 4)
+    width_kept = shared or x.n.adapter_compute
     saved.append(formula(x.T, width, width_kept))
     if dropout:
         saved.append(ADAPTER_DROPOUT(x.T, width))
@@ -623,7 +628,7 @@ def head_activations(x: Setup) -> tuple[Term, ...]:
     if x.chunked_loss:
         return tuple(saved)  # the fused kernel keeps gradients instead (see logits.py)
     n = x.n
-    if not x.lora:
+    if not x.lora or x.frozen_linear_inputs:
         saved.append(HEAD_INPUT(x.T, x.H, n.linear_input if n.autocast
                              else min(z_width, n.linear_input)))
     if n.weight_copies and not x.megatron:

@@ -146,19 +146,22 @@ def _sharding_gaps(r: Resolved) -> list[str]:
         gaps.append("expert parallelism is traced as transformers' all-to-all with FSDP2 (zero "
                     "3, full training, no tp, cp or pp), not with DDP, ZeRO-1/2, DeepSpeed or "
                     "Megatron-LM")
-    if deepspeed and p.zero in (1, 2) and p.shard_group > 1 and (t.finetuning != "full" or
+    # DeepSpeed with peft's LoRA is traced on dense models (not QLoRA: bitsandbytes' 4-bit
+    # weights are not DeepSpeed parameters it partitions)
+    adapters_untraced = t.finetuning == "qlora" or (t.finetuning == "lora" and r.arch.is_moe)
+    if deepspeed and p.zero in (1, 2) and p.shard_group > 1 and (adapters_untraced or
                                                              p.ep > 1 or model_parallel):
         gaps.append(f"DeepSpeed's ZeRO-{p.zero} is traced (its engine, DeepSpeed 0.19.8) for full "
-                    "training without tp, cp, pp or ep")
+                    "training and LoRA on dense models, without tp, cp, pp or ep")
     if deepspeed and t.mixed_precision != "master" and p.zero == 0 and p.shard_group > 1:
         gaps.append("DeepSpeed's engine without ZeRO is estimated as DDP without its buckets "
                     "(the engine all-reduces through transient flat buffers), not traced")
     if deepspeed and p.zero == 3 and p.shard_group > 1 and (
-            t.finetuning != "full" or t.mixed_precision != "master" or p.ep > 1
-            or model_parallel):
+            adapters_untraced or t.mixed_precision != "master" or p.ep > 1 or model_parallel):
         gaps.append("DeepSpeed's ZeRO-3 is traced (its engine, DeepSpeed 0.19.8: the parameter "
                     "coordinator, the gradient partitions, ZeRO-Offload and -Infinity) for full "
-                    "training with master weights, without tp, cp, pp or ep")
+                    "training and LoRA on dense models with master weights, without tp, cp, pp "
+                    "or ep")
     zero_offload = deepspeed and p.zero and p.shard_group > 1 and \
         (not p.offload_params or p.zero == 3)
     if p.offload_optimizer and not (p.offload_params and p.zero == 3 and not deepspeed) \

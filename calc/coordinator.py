@@ -38,7 +38,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from .architecture import Traits
-from .params import LayerParams, ParamCounts, stacked
+from .params import LayerParams, ParamCounts, adapted, adapter_shapes, by_parameter, stacked
 from .placement import Stage
 
 # DeepSpeed's defaults, which calc's DeepSpeed export writes (calc.frameworks.deepspeed)
@@ -83,6 +83,10 @@ class Module:
     own: tuple[Hashable, ...] = ()
     children: tuple[Module, ...] = ()
     leaf: bool = False
+    # what its forward reads: its parent's input ("input": q/k/v, gate/up, a LoRA layer's
+    # base layer and dropout), the output of the sibling called before it ("previous"), or
+    # that input and every earlier sibling's output ("all": a residual stream's modules)
+    reads: str = "all"
     every: tuple[Hashable, ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -100,30 +104,59 @@ class Module:
                 yield from child.calls()
 
 
+Grads = dict[int, tuple[bool, bool]]  # id(module): (its input, its output) requires grad
+
+
+def _grads(m: Module, needed: bool, trainable: frozenset[Hashable] | None,
+           grads: Grads) -> bool:
+    """Record which of `m`'s calls take and give tensors that require grad, its input
+    requiring it when `needed`; `trainable`: the parameters that do (all when None).
+    Returns whether `m`'s output does."""
+    own = any(trainable is None or k in trainable for k in m.own)
+    if m.leaf:
+        own = any(trainable is None or k in trainable for k in m.every)
+    out = needed or own
+    before: list[bool] = []
+    for child in () if m.leaf else m.children:
+        read = {"input": needed, "previous": before[-1] if before else needed,
+                "all": needed or any(before)}[child.reads]
+        before.append(_grads(child, read, trainable, grads))
+        out = out or before[-1]
+    grads[id(m)] = (needed, out)
+    return out
+
+
 def _forward(m: Module) -> list[tuple[str, Module]]:
     if m.leaf or not m.children:
         return [("F", m), ("f", m)]
     return [("F", m), *(e for c in m.children for e in _forward(c)), ("f", m)]
 
 
-def _backward(m: Module) -> list[tuple[str, Module]]:
-    if m.leaf or not m.children:
-        return [("B", m), ("b", m)]
-    return [("B", m), *(e for c in reversed(m.children) for e in _backward(c)), ("b", m)]
+def _backward(m: Module, grads: Grads) -> list[tuple[str, Module]]:
+    """DeepSpeed's backward hooks: the fetch on the gradient of a module's output, the
+    release on that of its input; neither where the tensor needs no gradient (the frozen
+    modules ahead of LoRA's first adapter)."""
+    needed, out = grads[id(m)]
+    if not out:
+        return []
+    inner = [] if m.leaf else [e for c in reversed(m.children) for e in _backward(c, grads)]
+    return [("B", m), *inner, *([("b", m)] if needed else [])]
 
 
 def _with_params(m: Module) -> bool:
     return bool(m.fetched)
 
 
-def _layer_backward(layer: Module, checkpointed: bool) -> list[tuple[str, Module]]:
+def _layer_backward(layer: Module, checkpointed: bool, grads: Grads
+                    ) -> list[tuple[str, Module]]:
     """A layer's backward; checkpointed, its recomputation runs after the fetch of the first
     module whose backward needs a saved tensor, up to that module's own forward (early stop:
     the modules above it are not released)."""
-    events = _backward(layer)
+    events = _backward(layer, grads)
     if not checkpointed:
         return events
-    first = next(i for i, (kind, m) in enumerate(events) if kind == "B" and _with_params(m))
+    first = next(i for i, (kind, m) in enumerate(events)
+                 if kind == "B" and _with_params(m) and (m.leaf or not m.children))
     target = events[first][1]
     redo: list[tuple[str, Module]] = []
     for child in layer.children:
@@ -137,8 +170,13 @@ def _layer_backward(layer: Module, checkpointed: bool) -> list[tuple[str, Module
     return events[:first + 1] + redo + events[first + 1:]
 
 
+Lora = tuple[int, frozenset[str]]  # peft's rank and the projections it adapts
+
+
 class _Model(NamedTuple):
     root: Module
+    chain: tuple[Module, ...]  # from the root to the causal LM (peft's wrappers above it)
+    body: Module  # the decoder (its embedding, layers and final norm)
     embedding: Module
     head: Module
     layers: tuple[Module, ...]
@@ -146,6 +184,8 @@ class _Model(NamedTuple):
     numel: dict[Hashable, int]
     persistent: frozenset[Hashable]
     viewed: frozenset[Hashable]  # the routed experts' stacked tensors (see `_Replay.release`)
+    trainable: frozenset[Hashable] | None  # the parameters that require grad (all when None)
+    hidden: int  # h: the prefetch bucket's and the persistence threshold's scale
 
 
 def _tensor(key: Hashable, size: int, numel: dict[Hashable, int], keep: set[Hashable],
@@ -158,11 +198,16 @@ def _tensor(key: Hashable, size: int, numel: dict[Hashable, int], keep: set[Hash
 
 # MLA's projections whose output a norm of its own reads (q_a_layernorm, kv_a_layernorm)
 NORMED = frozenset({"q_a_proj", "kv_a_proj_with_mqa"})
+# what each projection's forward reads (see `Module.reads`; "all" otherwise)
+READS = dict.fromkeys(("q_proj", "k_proj", "v_proj", "qkv_proj", "q_a_proj",
+                       "kv_a_proj_with_mqa", "gate_proj", "up_proj", "gate_up_proj", "fc_in",
+                       "router"), "input") | dict.fromkeys(("q_b_proj", "kv_b_proj", "fc_out"),
+                                                        "previous")
 
 
 def _decoder_layer(layer: LayerParams, i: int, traits: Traits, numel: dict[Hashable, int],
-                   keep: set[Hashable], viewed: set[Hashable], threshold: int
-                   ) -> tuple[Module, Module]:
+                   keep: set[Hashable], viewed: set[Hashable], threshold: int,
+                   lora: Lora | None = None) -> tuple[Module, Module]:
     """(the layer's module tree, its widest forward module), as transformers v5 builds a
     decoder layer: norms, the attention's projections (and their norms: MLA's latents, q/k
     norms), the MLP (gate, act_fn, up, down; Gemma's sandwiched between two more norms) or the
@@ -176,7 +221,20 @@ def _decoder_layer(layer: LayerParams, i: int, traits: Traits, numel: dict[Hasha
         if lin.bias_count:
             tensors.append(_tensor((i, j, "b"), stacked(lin) * lin.bias_count, numel, keep,
                                    threshold))
-        return Module(name, tuple(k for k in tensors if numel[k]))
+        own = tuple(k for k in tensors if numel[k])
+        reads = READS.get(lin.name, "all")
+        if lora is None or not adapted(lin, lora[1]) or by_parameter(lin):
+            return Module(name, own, reads=reads)
+        # peft's lora.Linear: its base layer, then the dropout, lora_A and lora_B it calls.
+        # Its forward reads lora_A's weight (the dtype to cast x to) before lora_A runs: in the
+        # first step that partitioned weight becomes an external parameter of the lora.Linear
+        # (ZeROOrderedDict), which fetches it with its own and releases it at its own release
+        a, b = (_tensor((i, j, part), rows * cols, numel, keep, threshold)
+                for part, (rows, cols) in zip("AB", adapter_shapes(lin, lora[0]), strict=True))
+        return Module(name, (a,), children=(
+            Module("base_layer", own, reads="input"), Module("lora_dropout", reads="input"),
+            Module("lora_A", (a,), reads="previous"), Module("lora_B", (b,), reads="previous")),
+            reads=reads)
 
     norms = [Module(f"norm{n}", (_tensor((i, "norm", n), layer.norm_count // 2, numel, keep,
                                          threshold),)) for n in range(2)]
@@ -189,13 +247,13 @@ def _decoder_layer(layer: LayerParams, i: int, traits: Traits, numel: dict[Hasha
         name = layer.linears[j].name
         calls.append(linear(j, name))
         if name in NORMED or (qk_norm and name in ("q_proj", "k_proj")):
-            calls.append(Module(f"{name}_norm"))  # a norm's call: its weight persists
+            calls.append(Module(f"{name}_norm", reads="previous"))  # its weight persists
     attention = Module("self_attn", children=tuple(calls))
 
     def mlp_of(indices: list[int], name: str) -> Module:
         parts = [linear(j, layer.linears[j].name) for j in indices]
         if len(parts) >= 2:  # act_fn(gate_proj(x)) * up_proj(x), or a plain MLP's activation
-            parts.insert(1, Module("act_fn"))
+            parts.insert(1, Module("act_fn", reads="previous"))
         return Module(name, children=tuple(parts))
 
     if layer.moe:  # built in the family's order (its parameters' ds_id order), run router first
@@ -212,14 +270,14 @@ def _decoder_layer(layer: LayerParams, i: int, traits: Traits, numel: dict[Hasha
         widest = mlp if arch_leaf else experts
     else:
         mlp = mlp_of(groups.get("mlp", []), "mlp")
-        with_params = [c for c in mlp.children if c.own]
+        with_params = [c for c in mlp.children if c.every]
         widest = with_params[1] if gated and len(with_params) == 3 else with_params[0]
     around = (Module("pre_feedforward_layernorm"), mlp, Module("post_feedforward_layernorm")) \
         if sandwich else (mlp,)
     return Module(f"layers.{i}", children=(norms[0], attention, norms[1], *around)), widest
 
 
-def _model(counts: ParamCounts, stage: Stage) -> _Model:
+def _model(counts: ParamCounts, stage: Stage, lora: Lora | None = None) -> _Model:
     arch = counts.arch
     threshold = persistence_threshold(arch.hidden_size)
     numel: dict[Hashable, int] = {}
@@ -229,7 +287,7 @@ def _model(counts: ParamCounts, stage: Stage) -> _Model:
     for i in range(stage.first_layer, stage.first_layer + stage.layers):
         kind = counts.moe_layer if arch.is_moe_layer(i) and counts.moe_layer else \
             counts.dense_layer
-        layer, wide = _decoder_layer(kind, i, arch.traits, numel, keep, viewed, threshold)
+        layer, wide = _decoder_layer(kind, i, arch.traits, numel, keep, viewed, threshold, lora)
         layers.append(layer)
         widest.append(wide)
     embedding = Module("embed_tokens", (_tensor("embedding", counts.embedding, numel, keep,
@@ -239,24 +297,35 @@ def _model(counts: ParamCounts, stage: Stage) -> _Model:
     numel.setdefault("embedding", counts.embedding)
     head = Module("lm_head", (head_key,) if stage.head else ())
     norm = Module("norm", (_tensor("final_norm", counts.final_norm, numel, keep, threshold),))
-    model = Module("model", children=(embedding, Module("rotary_emb"), *layers, norm))
-    root = Module("", children=(model, head))
-    return _Model(root, embedding, head, tuple(layers), tuple(widest), numel, frozenset(keep),
-                  frozenset(viewed))
+    rotary = Module("rotary_emb", reads="input")  # of the positions: no gradient
+    body = Module("model", children=(embedding, rotary, *layers, norm))
+    chain = [Module("", children=(body, head))]
+    if lora is not None:  # PeftModelForCausalLM and its LoraModel around the causal LM
+        chain[:0] = [Module("peft", children=(Module("base_model", children=(chain[0],)),))]
+        chain.insert(1, chain[0].children[0])
+    trainable = None if lora is None else \
+        frozenset(k for k in numel if isinstance(k, tuple) and k[-1] in ("A", "B"))
+    return _Model(chain[0], tuple(chain), body, embedding, head, tuple(layers), tuple(widest),
+                  numel, frozenset(keep), frozenset(viewed), trainable, arch.hidden_size)
 
 
 def _step(m: _Model, checkpointed: tuple[bool, ...]) -> list[tuple[str, Module]]:
     """The fetches and releases of one forward and backward, as the hooks fire them: the root
     first, the loss's backward, the head's, the final norm's, the layers' from the top, the
     embedding's (whose input needs no gradient: its release comes with the leftovers)."""
-    model, head = m.root.children
+    grads: Grads = {}
+    sources = m.trainable
+    if sources is not None and any(checkpointed):  # transformers' checkpointing enables
+        sources = sources | set(m.embedding.own)  # enable_input_require_grads: the
+        # embedding's output requires grad, frozen or not
+    _grads(m.root, False, sources, grads)
     events = _forward(m.root)
-    events += [("B", m.root), ("B", head), ("b", head), ("B", model)]
-    events += _backward(model.children[-1])  # the final norm
+    events += [("B", mod) for mod in m.chain]
+    events += [*_backward(m.head, grads), ("B", m.body)]
+    events += _backward(m.body.children[-1], grads)  # the final norm
     for layer, ckpt in zip(reversed(m.layers), reversed(checkpointed), strict=True):
-        events += _layer_backward(layer, ckpt)
-    events.append(("B", m.embedding))
-    return events
+        events += _layer_backward(layer, ckpt, grads)
+    return events + _backward(m.embedding, grads)
 
 
 class _Replay:
@@ -280,6 +349,13 @@ class _Replay:
         self.group: dict[Hashable, tuple[int, tuple[Hashable, ...]]] = {}
         self.copied: set[tuple[int, tuple[Hashable, ...]]] = set()
         self.flat = 0  # elements of flat buffers whose parameters were copied out
+        # the modules whose backward has fetched and not yet released (DeepSpeed's
+        # __active_backward_submodules), and the frozen parameters a checkpoint's recompute
+        # fetched while each was the latest: released with it (ds_recompute_parameters)
+        self.active: dict[int, set[Hashable]] = {}
+        # the modules whose fetch of a tensor has not been released (ds_active_sub_modules):
+        # a tensor is partitioned again only once none holds it
+        self.users: dict[Hashable, set[int]] = {k: set() for k in m.numel}
         # where each tensor is met by a release's reuse walk, and the elements walked so far:
         # a leaf's release reads every module's parameters whole, any other its own
         self.walks = {}
@@ -299,8 +375,16 @@ class _Replay:
             self.available += self.m.numel[k]
             self.gathered += self.m.numel[k]
 
-    def fetch(self, mod: Module) -> None:
+    def fetch(self, mod: Module, hook: str = "F", backward: bool = False) -> None:
+        """`hook`: the forward's ("F") or the backward's ("B"); `backward`: during backward
+        (a forward hook's there is a checkpointed layer's recomputation)."""
         tensors = set(mod.fetched)
+        for k in tensors:
+            self.users[k].add(id(mod))
+        if hook == "B":
+            self.active[id(mod)] = set()
+        elif backward and self.m.trainable is not None and self.active:
+            self.active[next(reversed(self.active))] |= tensors - self.m.trainable
         for k in tensors:
             self._wait(k)
             self._gather(k)
@@ -356,19 +440,26 @@ class _Replay:
         experts saves a transposed view of each stacked weight for the input's gradient: the
         view keeps the gathered storage alive after DeepSpeed swaps `param.data` for an empty
         tensor, until that module's backward has run."""
+        forced: set[Hashable] = set()
         if not forward:
             self.held -= set(mod.fetched)
+            forced = self.active.pop(id(mod), set()) - self.m.persistent
         tensors = set(mod.fetched) - self.m.persistent
         seen, walked = self.walks[mod.leaf]
         # the modules walked: from the next fetch on, until the walk has passed `reuse`
         end = bisect.bisect_left(walked, walked[self.step] + self.reuse, lo=self.step)
         for k in tensors:
-            if self.recent.get(k, -1) > self.step or self.status[k] != 2:
+            self.users[k].discard(id(mod))
+        for k in tensors | forced:
+            if self.status[k] != 2 or self.users[k]:
                 continue
-            uses = seen.get(k, [])
-            i = bisect.bisect_left(uses, self.step)
-            if i < len(uses) and uses[i] < end:
-                continue
+            if k not in forced:
+                if self.recent.get(k, -1) > self.step:
+                    continue
+                uses = seen.get(k, [])
+                i = bisect.bisect_left(uses, self.step)
+                if i < len(uses) and uses[i] < end:
+                    continue
             self.status[k] = 0
             self.available -= self.m.numel[k]
             self.gathered -= self.m.numel[k]
@@ -376,20 +467,35 @@ class _Replay:
                 self.held.add(k)
 
 
+def played(m: _Model, checkpointed: tuple[bool, ...], max_live: int = MAX_LIVE_PARAMETERS
+           ) -> Iterator[tuple[str, Module, _Replay]]:
+    """The replay of a step of `m` (`_step`), after each of its events."""
+    events = _step(m, checkpointed)
+    replay = _Replay(m, events, max_live, MAX_REUSE_DISTANCE,
+                     prefetch_bucket(m.hidden))
+    recomputed = {id(mod) for layer, ck in zip(m.layers, checkpointed, strict=True) if ck
+                  for mod in layer.calls()}
+    backward = False
+    for kind, mod in events:
+        backward = backward or (kind == "B" and mod is m.root)
+        if kind in "FB":
+            replay.fetch(mod, kind, backward)
+        else:  # a checkpointed layer's first forward saves nothing; its recomputation does
+            replay.release(mod, forward=kind == "f",
+                           saving=backward or id(mod) not in recomputed)
+        yield kind, mod, replay
+
+
 @lru_cache(maxsize=256)
 def gathered(counts: ParamCounts, stage: Stage, checkpointed: tuple[bool, ...] | None = None,
-             max_live: int = MAX_LIVE_PARAMETERS) -> Live:
+             lora: Lora | None = None, max_live: int = MAX_LIVE_PARAMETERS) -> Live:
     """The coordinator's gathered elements at each moment of a micro-batch's forward and
     backward, for a stage of whole tensors (no tp, no ep). `checkpointed`: which of the
     stage's layers recompute in backward (none when None)."""
-    m = _model(counts, stage)
+    m = _model(counts, stage, lora)
     ckpt = checkpointed if checkpointed is not None else (False,) * len(m.layers)
-    events = _step(m, ckpt)
-    h = counts.arch.hidden_size
-    replay = _Replay(m, events, max_live, MAX_REUSE_DISTANCE, prefetch_bucket(h))
     top, first = m.layers[-1], m.layers[0]
-    inside = {id(mod): (layer, ck) for layer, ck in zip(m.layers, ckpt, strict=True)
-              for mod in layer.calls()}
+    inside = {id(mod): layer for layer in m.layers for mod in layer.calls()}
     block = next(c for c in top.children if c.name == "mlp")
     router = next((c for c in block.children if c.name == "gate"), None) \
         if not block.leaf and any(c.name == "experts" for c in block.children) else None
@@ -399,20 +505,16 @@ def gathered(counts: ParamCounts, stage: Stage, checkpointed: tuple[bool, ...] |
     moe = {layer: (0, 0) for layer in m.layers if experts[id(layer)] is not None}
     opened: dict[int, bool] = {}  # a layer's backward: open until its first release
     backward = False
-    for kind, mod in events:
-        layer, ck = inside.get(id(mod), (None, False))
+    for kind, mod, replay in played(m, ckpt, max_live):
+        layer = inside.get(id(mod))
         backward = backward or (kind == "B" and mod is m.root)
-        if kind in "FB":
-            replay.fetch(mod)
-        else:  # a checkpointed layer's first forward saves nothing; its recomputation does
-            replay.release(mod, forward=kind == "f", saving=backward or not ck)
         if kind == "F" and mod is m.widest[-1] and "forward_mlp" not in at:
             at["forward_mlp"] = replay.memory
         elif kind == "F" and mod is router and not backward:
             at["forward_router"] = replay.memory
         elif kind == "f" and mod is m.head:
             at["forward_head"] = replay.memory
-        elif kind == "B" and mod is m.root:
+        elif kind == "B" and mod is m.chain[-1]:  # the loss's backward runs next
             at["backward_head"] = replay.memory
         elif kind == "B" and mod is m.embedding:
             at["embedding"] = replay.memory

@@ -19,6 +19,9 @@ Every memory term asks this module for byte widths instead of branching on modes
   while the sharded parameters, gradients and states stay fp32.
 - fp8 matmuls (Transformer Engine / torchao float8) keep bf16 weights and activations and save
   fp8 copies of matmul inputs: modelled as 1-byte linear inputs, 2-byte everything else.
+- LoRA adapters: peft keeps them fp32 (`autocast_adapter_dtype`), except under DeepSpeed's
+  bf16/fp16 mode, whose engine casts every parameter to that dtype (engine.py,
+  `_cast_module_mixed_precision`) and keeps the fp32 masters of the trainable ones.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ class Numerics:
     autocast: bool  # the forward runs under torch.autocast (fp32 norms, casts per op)
     fsdp_mixed: bool  # FSDP2 gathers in low precision (MixedPrecisionPolicy)
     weight_copies: bool  # autocast caches a low-precision copy of each fp32 weight
+    adapter: int = 4  # a LoRA adapter's parameters and gradients (peft's fp32)
 
     def fsdp_grads(self, g: int) -> tuple[int, int]:
         """(g_u, g_r) for gradients of `g` bytes under FSDP: autograd's unsharded gradients come
@@ -48,16 +52,23 @@ class Numerics:
         return (self.gathered_weight, 4) if self.fsdp_mixed else (g, g)
 
     @property
+    def adapter_compute(self) -> int:
+        """Bytes of what an adapter computes: its own dtype, or autocast's."""
+        return self.compute if self.autocast else self.adapter
+
+    @property
     def adapter_copies(self) -> bool:
         """Autocast caches a copy of each fp32 LoRA adapter, unless FSDP2 gathers them low."""
         return self.autocast and not self.fsdp_mixed
 
 
 @lru_cache(maxsize=64)
-def numerics(precision: str, mixed_precision: str, fsdp: bool, clone: bool = False) -> Numerics:
+def numerics(precision: str, mixed_precision: str, fsdp: bool, clone: bool = False,
+             engine_cast: bool = False) -> Numerics:
     """Widths for `precision` x `mixed_precision`; `fsdp`: FSDP2 at ZeRO stage 2 or 3 (the
     parameters are gathered in the compute dtype); `clone`: DeepSpeed's ZeRO optimizer keeps
-    an fp32 copy of its partition beside fp32 parameters (amp or fp32)."""
+    an fp32 copy of its partition beside fp32 parameters (amp or fp32); `engine_cast`:
+    DeepSpeed's engine casts every parameter to `precision`, LoRA's adapters included."""
     low = 2 if precision in ("bf16", "fp16", "fp8") else 4
     linear_in = 1 if precision == "fp8" else low
     copy = 4 if clone else 0
@@ -66,7 +77,8 @@ def numerics(precision: str, mixed_precision: str, fsdp: bool, clone: bool = Fal
     if mixed_precision == "pure":
         return Numerics(low, linear_in, low, low, low, low, low, 0, False, False, False)
     if mixed_precision == "master":
-        return Numerics(low, linear_in, low, low, low, low, 4, 4, False, False, False)
+        return Numerics(low, linear_in, low, low, low, low, 4, 4, False, False, False,
+                        low if engine_cast else 4)
     if mixed_precision == "autocast":  # low-precision weights, the forward under autocast
         return Numerics(low, linear_in, low, low, low, low, low, 0, True, fsdp, False)
     if fsdp:  # FSDP2 with a low-precision param_dtype: compute as pure, store fp32
@@ -79,4 +91,5 @@ def numerics_for(precision: str, mixed_precision: str, zero: int, deepspeed: boo
     (stages 1-3) clones fp32 parameters' partition for its optimizer (master weights have
     theirs already)."""
     return numerics(precision, mixed_precision, zero >= 2 and not deepspeed,
-                    clone=deepspeed and zero >= 1 and mixed_precision != "master")
+                    clone=deepspeed and zero >= 1 and mixed_precision != "master",
+                    engine_cast=deepspeed)

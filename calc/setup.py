@@ -196,6 +196,15 @@ class Setup:
         self.routed = math.ceil(self.T * arch.num_experts_per_tok * load) if arch.is_moe else 0
 
     @property
+    def frozen_linear_inputs(self) -> bool:
+        """Every linear keeps its input for backward, its weight frozen or not: DeepSpeed's
+        ZeRO-3 swaps F.linear for its LinearFunctionForZeroStage3 (memory_efficient_linear,
+        on by default), whose save_for_backward keeps input, weight and bias whichever needs a
+        gradient. A frozen projection (LoRA's base) keeps an input torch's own mm would not.
+        Under torch_autocast its forward casts inside the function (not traced: left out)."""
+        return self.deepspeed and self.z == 3 and not self.n.autocast
+
+    @property
     def fsdp(self) -> bool:
         """ZeRO-3 in effect: parameters gathered per layer (FSDP2, or DeepSpeed with master)."""
         return self.z == 3

@@ -61,9 +61,10 @@ QLORA_BASE_REST = Formula(
     "parameters/base", "lambda P_f, P_q, N_3, w: ceil((P_f - P_q) / N_3) * w",
     id="states.qlora_rest", source=QLORA,
     title="The other frozen weights (embedding, norms, head) in the stored dtype (QLoRA)")
-ADAPTERS = Formula("parameters/adapters", "lambda P_t, N_3: ceil(P_t / N_3) * 4",
+ADAPTERS = Formula("parameters/adapters", "lambda P_t, N_3, w_a: ceil(P_t / N_3) * w_a",
                    id="states.adapters", source=LORA,
-                   title="LoRA adapters, fp32 (peft upcasts them), sharded under ZeRO-3")
+                   title="LoRA adapters, fp32 (peft upcasts them; DeepSpeed's bf16/fp16 mode "
+                         "casts them down), sharded under ZeRO-3")
 MAIN_GRAD = Formula(
     "gradients/main_grad", "lambda P_t: P_t * 4", id="states.main_grad", source=MEGATRON_CODE,
     title="Megatron-LM's main_grad: an fp32 gradient buffer the size of the model, alive all "
@@ -441,9 +442,10 @@ def coordinated(x: Setup, stage: Stage) -> coordinator.Live | None:
     """What DeepSpeed's ZeRO-3 coordinator holds gathered, where calc models it: DeepSpeed's
     own stage 3 over data parallelism alone, full training, nothing offloaded."""
     if not (x.deepspeed and x.z == 3 and x.N > 1 and x.dp > 1 and x.tp == x.pp == x.ep == 1
-            and not (x.lora or x.megatron)):
+            and not (x.qlora or x.megatron or (x.lora and x.counts.moe_layer))):
         return None
-    return coordinator.gathered(x.counts, stage, x.checkpointed(stage))
+    lora = (x.lora_rank, x.lora_targets) if x.lora else None
+    return coordinator.gathered(x.counts, stage, x.checkpointed(stage), lora)
 
 
 @lru_cache(maxsize=4096)
@@ -472,7 +474,7 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
     N_3 = N if z == 3 or fsdp2 else 1
     P, P_t = local.total, local.trainable
     ex: Experts = None
-    g = 4 if lora else n.grad  # adapter gradients and states are fp32
+    g = n.adapter if lora else n.grad  # adapter gradients: fp32, or DeepSpeed's cast
     g_u, g_r = n.fsdp_grads(g)
     if ep > 1 and local.experts and not lora:  # LoRA with ep: adapters sharded over N (assumed)
         X = N // ep
@@ -487,7 +489,7 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
                        QLORA_BASE_REST(frozen, local.linear_weights, N_3, n.weight)]
         else:
             params.append(LORA_BASE(frozen, N_3, n.weight))
-        params.append(ADAPTERS(P_t, N_3))
+        params.append(ADAPTERS(P_t, N_3, n.adapter))
     else:
         params.append(sharded(WEIGHTS, ex, P, N_3, n.weight))
     if offload_params and z == 3:  # FSDP2's CPUOffloadPolicy: every shard on the host
@@ -507,7 +509,7 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
     P_z = heaviest_share(local.tensors, N_1) if z == 1 and N_1 > 1 and not deepspeed \
         and ex is None and not offload_optimizer else None
     states = [_state(s.name, s.kind, local, N_1, w_s, ex, P_z) for s in opt.states]
-    if n.master and not lora:
+    if n.master and (not lora or n.adapter < 4):  # (peft's fp32 adapters need none)
         states.append(sharded(MASTER_WEIGHTS, ex, P_t, N_1, n.master))
     offloaded = offload_optimizer and z >= 1
     if offloaded:

@@ -72,6 +72,8 @@ SYMBOLS: dict[str, Symbol] = {name: Symbol(tex, meaning) for name, tex, meaning 
     ("z_q", "z_q", "bytes of a q/k norm's output: its weight as stored times the heads"),
     ("r_s", "r_s", "bytes of the hidden states between pipeline stages (the residual stream's, "
      "or FSDP's param dtype under its mixed-precision policy)"),
+    ("w_a", "w_a", "bytes of a LoRA adapter's parameter (4: peft keeps them fp32; 2 under "
+     "DeepSpeed's bf16/fp16 mode, which casts every parameter)"),
     ("q_a", "q_a", "bytes of a LoRA adapter's copy of its input (4, or c under autocast)"),
     ("w_r", "w_r", "bytes of lora_A's output (4, or c under autocast)"),
     ("c_n", "c_n", "bytes of a normalised q/k kept for its weight's gradient (0 when frozen)"),

@@ -138,7 +138,7 @@ MOE_FAMILIES = ("mixtral", "qwen3_moe", "deepseek_v3")
 SCHEDULES = ("gpipe", "interleaved_1f1b", "zero_bubble", "zbv", "dualpipev")
 FEATURES = ("tp", "tp+sp", "fsdp x tp", "cp", "pp", "fsdp + pp", "tp x pp", *SCHEDULES, "ep",
             *MOE_FAMILIES, "moe + lora", "deepspeed zero 1/2", "deepspeed zero 3",
-            "deepspeed zero-offload")
+            "deepspeed zero-offload", "deepspeed + lora")
 TARGET = 0.03  # each feature: at least 2 held-out test cases within 3%
 
 
@@ -170,6 +170,9 @@ def features(scenario: dict[str, Any], family: str) -> list[str]:
         out.append("deepspeed zero 3")  # its parameter coordinator and gradient partitions
     if deepspeed == "deepspeed" and p.get("offload_optimizer") and not p.get("offload_params"):
         out.append("deepspeed zero-offload")  # the optimizer step on the host
+    if deepspeed == "deepspeed" and int(p.get("zero", 0)) and int(p.get("dp", 1)) > 1 and \
+            scenario["training"].get("finetuning", "full") != "full":
+        out.append("deepspeed + lora")  # the engine's cast adapters, the frozen base's gathers
     if family in MOE_FAMILIES:
         out.append(family)
         if scenario["training"].get("finetuning", "full") != "full":

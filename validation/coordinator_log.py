@@ -24,6 +24,8 @@ CASES = (
     "qwen2.5-0.5b_b2_s1024_master_flash_deepspeed-zero3x4",
     "mixtral-8x7b-2L_b1_s1024_master_flash_deepspeed-zero3x4",
     "deepseek-v3-3L-e32-v32k_b1_s1024_master_flash_deepspeed-zero3x4",
+    "llama-3.2-1b_b2_s2048_master_flash_lora16_deepspeed-zero3x4",
+    "llama-3.2-1b_b2_s2048_master_flash_acfull_lora16_deepspeed-zero3x4",
 )
 
 

@@ -548,6 +548,30 @@ case("test", MIXTRAL, 1, 1024, mp="master", dp=4, offload=True, tag="mixtral-8x7
      notes="DeepSpeed's ZeRO-Infinity on a MoE model")
 case("test", L8_4, 1, 2048, mp="master", gas=2, dp=2, offload=True, tag="llama-3.1-8b-4L",
      notes="DeepSpeed's ZeRO-Infinity, accumulating")
+# DeepSpeed with peft's LoRA: the engine casts the adapters to bf16 (fp32 masters of them in
+# the optimizer); at ZeRO-3 the coordinator gathers the frozen base layers module by module.
+# The dev cases are those the mechanisms were read off; the test cases were scored before tracing.
+DL = "DeepSpeed with LoRA: "
+case("dev", "llama-3.2-1b", 2, 2048, mp="master", lora=16, dp=4,
+     notes=DL + "no backward hook fires for the frozen modules ahead of the first layer's "
+     "adapters, nor for the embedding: the tied head's release frees it")
+case("dev", "llama-3.2-1b", 2, 2048, mp="master", ac="full", lora=16, dp=4,
+     notes=DL + "checkpointing makes the embedding's output require grad; the recomputation's "
+     "frozen parameters are released with the backward module then running")
+case("dev", "llama-3.2-1b", 2, 2048, mp="master", lora=16, dp=4, zero=2,
+     notes=DL + "the adapters bf16: lora_A reads the normed input itself, no fp32 cast")
+case("test", "qwen2.5-1.5b", 2, 1024, mp="master", ac="full", lora=16, dp=4,
+     notes=DL + "ZeRO-3, checkpointed, tied embeddings")
+case("test", L8_4, 1, 2048, mp="master", lora=16, targets="attention", dp=4,
+     tag="llama-3.1-8b-4L", notes=DL + "ZeRO-3, adapters on the attention only")
+case("test", "qwen3-0.6b", 2, 2048, mp="master", lora=32, dp=2,
+     notes=DL + "ZeRO-3, q/k norms")
+case("test", "mistral-7b", 1, 2048, mp="master", ac="full", gas=2, lora=16, dp=8,
+     notes=DL + "ZeRO-3, checkpointed, accumulating")
+case("test", "llama-3.1-8b", 1, 2048, mp="master", lora=16, dp=4, zero=2,
+     notes=DL + "ZeRO-2")
+case("test", "gemma-2-2b", 1, 2048, mp="master", attn="eager", lora=16, dp=4, zero=1,
+     notes=DL + "ZeRO-1, post-norms")
 
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
