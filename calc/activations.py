@@ -201,11 +201,13 @@ HEAD_NORMS = tuple(f.booked("activations/head") for f in (
     NORM_INPUT, NORM_STATS, NORM_FP32_COPY, NORM_RSQRT, NORM_OUT_FP32, NORM_OUT))
 HEAD_INPUT = _f("head", "lambda T, H, q: T * H * q", "head_input", "The lm_head's saved input")
 HEAD_NORM_BACKWARD = Formula(
-    "temporaries/head_norm_backward", "lambda T, h: T * h * 16",
+    "temporaries/head_norm_backward", "lambda T, h, u_n: T * h * (16 + u_n)",
     id="act.head_norm_backward", source=SRC,
     title="The final RMSNorm's backward, every activation still saved: four T h fp32 "
           "tensors at the backward of variance = x.pow(2).mean(-1) (x's gradient, the mean's "
-          "expanded gradient, and pow's x and 2 x)",
+          "expanded gradient, and pow's x and 2 x); beside them, where the head and the norm "
+          "are frozen, what full training has freed by then in their place (the head's saved "
+          "input, the norm's normalised output)",
     note="traced op by op on 4-layer llama-3-8b probes, full, LoRA and QLoRA")
 HEAD_COPY = _f("weight_copies", "lambda V_t, H, c: V_t * H * c", "head_weight_copy",
                "Autocast's low-precision copy of the lm_head weight")
@@ -283,8 +285,11 @@ def layer_input(kept: Term) -> int:
     return kept.bytes
 
 
-def decoder_layer(x: Setup, layer: LayerParams) -> LayerActivations:
-    """Activations of one decoder layer as transformers' modules save them."""
+def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False) -> LayerActivations:
+    """Activations of one decoder layer as transformers' modules save them. `frozen_input`:
+    the layer's input needs no gradient (`frozen_input_layer`): its input norm and the base
+    projections reading it build no autograd node and keep nothing; their adapters keep their
+    input, lora_B its weight, lora_A not its own."""
     n, T, tp = x.n, x.T, x.tp
     trainable = not x.lora
     keeps = trainable or x.frozen_linear_inputs  # the projections keep their inputs
@@ -292,12 +297,13 @@ def decoder_layer(x: Setup, layer: LayerParams) -> LayerActivations:
     r, c = n.residual, n.compute
     saved: list[Term] = []
     # --- norms before attention and MLP (and Gemma 2's post-norms) ---------------------------
-    z_width = _norm(x, saved, trainable, 2)
+    z_width = _norm(x, saved, trainable, 1 if frozen_input else 2)
     if x.arch.traits.norms_per_layer == 4:  # post-attention / post-feedforward norms
         saved += [POST_NORM(T, x.h, 2 if trainable else 1)] * 2
     # --- inputs of the projections reading the normed hidden states --------------------------
     drop = x.lora_dropout
-    _linear_inputs(x, saved, "attention", layer.attention_inputs, z_width, keeps, drop)
+    _linear_inputs(x, saved, "attention", layer.attention_inputs, z_width,
+                   keeps and not frozen_input, drop)
     if not layer.moe:
         _linear_inputs(x, saved, "mlp", layer.mlp_inputs, z_width, keeps, drop)
     # --- attention core ----------------------------------------------------------------------
@@ -372,12 +378,15 @@ def decoder_layer(x: Setup, layer: LayerParams) -> LayerActivations:
     if targets:  # (the adapters on tokens: not those folded into the experts' weights)
         adapters = [lin for lin in layer.linears if adapted(lin, targets) and not by_parameter(lin)]
         saved.append(LORA_A_OUT(T, x.lora_rank, len(adapters), n.adapter_compute))
+        ahead = layer.attention_inputs if frozen_input else ()  # (their lora_A's, not kept)
         if n.adapter_copies:  # cached low-precision copies of the trainable adapter weights
-            saved.append(ADAPTER_COPIES(c, x.lora_rank, sum(sum(lin.local_shape(tp))
-                                                         for lin in adapters)))
+            saved.append(ADAPTER_COPIES(c, x.lora_rank, sum(
+                lin.local_shape(tp)[0] if lin in ahead else sum(lin.local_shape(tp))
+                for lin in adapters)))
     if n.weight_copies and not x.qlora:  # not the routed experts: grouped_mm is not autocast
+        unread = layer.attention_inputs if frozen_input else ()
         saved.append(WEIGHT_COPIES(c, sum(lin.local_counts(tp, x.ep)[0] for lin in layer.linears
-                                          if lin.group != "experts")))
+                                          if lin.group != "experts" and lin not in unread)))
     # --- transients --------------------------------------------------------------------------
     f_w = layer.widest_row_input // tp
     n_x = 3 if trainable else 2
@@ -684,7 +693,15 @@ def head_norm_backward(x: Setup) -> Term | None:
     Llama's RMSNorm does (the one moment a norm's fp32 temporaries meet every activation)."""
     if x.arch.traits.norm_upcast != "llama" or x.megatron:
         return None
-    return HEAD_NORM_BACKWARD(x.T, x.h)
+    # LoRA keeps neither the head's input nor the normalised output (no weight gradient): the
+    # head's input gradient and the norm's output gradient meet the fp32 ones instead
+    n = x.n
+    unsaved = 0
+    if x.lora and not x.chunked_loss and not x.frozen_linear_inputs:
+        unsaved += n.linear_input if n.autocast else min(n.compute, n.linear_input)
+    if x.lora:
+        unsaved += n.residual
+    return HEAD_NORM_BACKWARD(x.T, x.h, unsaved)
 
 
 def embedding_activations(x: Setup) -> tuple[Term, ...]:

@@ -63,11 +63,11 @@ KEPT = Formula(
     note="k = 4, log_softmax's fp32 output; with Gemma 2's soft-capping k = 4 + c (the tanh "
          "output) (traced: GPipe, validation/cases.json)")
 CHUNKED_FORWARD = Formula(
-    KEY, "lambda T, H, q, V_t, w, n_c, c, u_w, m_w: T * H * q + V_t * H * w + n_c * V_t * c + "
-    "u_w * V_t * H * c + m_w * V_t * H + 4 * T", id="logits.chunked_forward", source=LIGER,
-    title="The fused linear cross-entropy in the forward: the input and weight gradient "
-          "buffers it fills, one chunk of logits (their gradient written over them), the loss "
-          "per token",
+    KEY, "lambda T, H, q, V_t, w, n_c, c, u_w, m_w: 2 * T * H * q + V_t * H * w + n_c * V_t * c "
+    "+ u_w * V_t * H * c + m_w * V_t * H + 4 * T", id="logits.chunked_forward", source=LIGER,
+    title="The fused linear cross-entropy in the forward: its input (the final norm's "
+          "output, alive through the call), the input and weight gradient buffers it fills, "
+          "one chunk of logits (their gradient written over them), the loss per token",
     note="n_c = next_power_of_2(ceil(T / ceil(V / H))) tokens a chunk; the weight gradient is "
          "zeros_like(weight) (w = 0 for a frozen head); under autocast an fp32 weight is cast "
          "twice (u_w = 2): autocast caches its cast for chunk @ W, and casts W.t() per chunk; "

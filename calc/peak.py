@@ -562,10 +562,15 @@ def layers(x: Setup, stage: Stage, detail: bool, receives: bool = False) -> Laye
     """`receives`: a chunk of a rank of several (`_chunk_mixes`) whose input is received."""
     counts = x.counts
     build = megatron_layer if x.megatron else decoder_layer
-    kinds = [(name, build(x, layer), count) for name, layer, count in (
+    params = [(name, layer, count) for name, layer, count in (
         ("dense", counts.dense_layer, stage.dense_layers),
         ("moe", counts.moe_layer, stage.moe_layers)) if layer is not None and count]
+    kinds = [(name, build(x, layer), count) for name, layer, count in params]
     ckpt = x.checkpointed_layers(stage)
+    # the model's first layer, when its input needs no gradient: its own terms, once
+    first = "moe" if x.arch.is_moe_layer(stage.first_layer) else "dense"
+    frozen = next((decoder_layer(x, layer, frozen_input=True) for name, layer, _ in params
+                   if name == first), None) if x.frozen_input_layer(stage) else None
     cached = x.pp > 1 and x.n.weight_copies  # torch.autocast around the schedule's step
     saved: list[tuple[Term, int]] = []
     cache: list[tuple[Term, int]] = []
@@ -578,7 +583,13 @@ def layers(x: Setup, stage: Stage, detail: bool, receives: bool = False) -> Laye
         remaining -= stored
         rest = count - stored
         copies = act.weight_copies if cached else ()
-        layer_saved = [(term, rest) for term in act.saved if not any(term is c for c in copies)]
+        alone = frozen if frozen is not None and kinds[k][0] == first and rest else None
+        layer_saved = [(term, rest - (alone is not None)) for term in act.saved
+                       if not any(term is c for c in copies)]
+        if alone is not None:
+            uncached = alone.weight_copies if cached else ()
+            layer_saved += [(term, 1) for term in alone.saved
+                            if not any(term is c for c in uncached)]
         kept_input = stored
         rest_kept: tuple[Term, ...] = ()
         if k == 0 and (receives or _receives(x, stage)) and (stored or act.saves_residual):

@@ -195,6 +195,13 @@ class Setup:
         load = t.moe_capacity_factor or (t.moe_load_imbalance if p.ep > 1 else 1.0)
         self.routed = math.ceil(self.T * arch.num_experts_per_tok * load) if arch.is_moe else 0
 
+    def frozen_input_layer(self, stage: Stage) -> bool:
+        """Whether `stage`'s first layer takes an input that needs no gradient: the frozen
+        embedding's output under LoRA, unless checkpointing is on (transformers' checkpointing
+        enables `enable_input_require_grads`, for the checkpoint's sake)."""
+        return (self.lora and stage.embedding and not self.megatron
+                and not any(self.checkpointed(stage)) and not self.selective_attention)
+
     @property
     def frozen_linear_inputs(self) -> bool:
         """Every linear keeps its input for backward, its weight frozen or not: DeepSpeed's

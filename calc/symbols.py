@@ -104,6 +104,9 @@ SYMBOLS: dict[str, Symbol] = {name: Symbol(tex, meaning) for name, tex, meaning 
     ("n_x", "n_x", "MLP-wide gradients alive in a layer's backward: 3, or 2 when the MLP's "
      "weights are frozen"),
     ("n_a", "n_a", "LoRA adapters in a layer"),
+    ("u_n", "u_n", "bytes an element of the head's input and the final norm's output that a "
+     "frozen head and norm (LoRA) do not keep, whose gradients meet the norm's fp32 backward "
+     "(0 in full training)"),
     ("u_a", "u_a", "2 when Adafactor upcasts a low-precision gradient, else 0"),
     # parameter counts
     ("P", "P_\\text{local}", "parameters one GPU holds (after tp, pp and ep splits)"),

@@ -52,3 +52,78 @@ def test_flash_attention_removes_quadratic_term() -> None:
     assert per_token[0] > per_token[1]
     assert weights[0] == weights[1]
     assert per_token[0] - weights[0] / 1024 == pytest.approx(per_token[1] - weights[1] / 4096)
+
+
+LLAMA_2L = Architecture(model_type="llama", hidden_size=2048, num_hidden_layers=2,
+                        num_attention_heads=32, num_key_value_heads=8, intermediate_size=8192,
+                        vocab_size=128256, max_position_embeddings=1 << 17)
+
+
+def test_lora_s_first_layer_keeps_nothing_ahead_of_its_adapters() -> None:
+    """Under peft the frozen embedding's output needs no gradient, so the first layer's input
+    norm and its q/k/v base projections build no autograd node: they keep neither the norm's
+    fp32 input and rsqrt nor autocast's copies of the base weights, and lora_A not its weight
+    copy (lora_B does). Counted by hand from the tensors autograd saved on the traced
+    llama-3.2-1b-2L case (saved_tensors_hooks: 20,647,936 bytes fewer in layer 0 than in layer
+    1, the shared rotary cos/sin, 524,288, booked on layer 0 there)."""
+    x = _setup(LLAMA_2L, {"seq_len": 1024, "mixed_precision": "amp", "finetuning": "lora",
+                          "lora_rank": 16}, {})
+    layer = x.counts.dense_layer
+    T, h, kv, r = 1024, 2048, 512, 16
+    by_hand = T * h * 4 + T * 4 + (h * h + 2 * h * kv) * 2 + 3 * h * r * 2
+    assert by_hand == 20_647_936 + 524_288
+    assert decoder_layer(x, layer).total - decoder_layer(x, layer, True).total == by_hand
+    assert x.frozen_input_layer(x.stages[0])
+    full = _setup(LLAMA_2L, {"seq_len": 1024, "mixed_precision": "amp"}, {})
+    checkpointed = _setup(LLAMA_2L, {"seq_len": 1024, "mixed_precision": "amp",
+                                     "finetuning": "lora", "activation_checkpointing": "full"},
+                          {})
+    # full training trains the embedding; transformers' checkpointing makes its output
+    # require grad (enable_input_require_grads)
+    assert not full.frozen_input_layer(full.stages[0])
+    assert not checkpointed.frozen_input_layer(checkpointed.stages[0])
+
+
+def test_deepspeed_zero3_linear_keeps_a_frozen_projection_s_input() -> None:
+    """DeepSpeed's ZeRO-3 replaces F.linear by LinearFunctionForZeroStage3, which saves input,
+    weight and bias whatever needs a gradient: with adapters on the attention only, the frozen
+    MLP keeps its input and down_proj's (traced: the held-out llama-3.1-8b-4L case, -3.71%
+    before, these two T h and T f tensors a layer)."""
+    training = {"seq_len": 2048, "mixed_precision": "master", "finetuning": "lora",
+                "lora_targets": "attention"}
+    z3 = _setup(LLAMA_2L, training, {"dp": 4, "zero": 3})
+    z2 = _setup(LLAMA_2L, training, {"dp": 4, "zero": 2})
+    layer = z3.counts.dense_layer
+    assert z3.frozen_linear_inputs and not z2.frozen_linear_inputs
+    T, h, f = 2048, 2048, 8192
+    assert decoder_layer(z3, layer).total - decoder_layer(z2, layer).total == T * (h + f) * 2
+
+
+def test_a_frozen_head_s_norm_backward_holds_the_gradients_full_training_frees() -> None:
+    """The final norm's backward: four T h fp32 tensors over every saved activation. Full
+    training has by then freed the head's saved input and the norm's normalised output; LoRA
+    never kept them, and the head's input gradient and the norm's output gradient take their
+    place (traced op by op, QLoRA on llama-3-8b-4L-v1k: 5 T h fp32 above the saved baseline
+    at the peak, 0.06% from the estimate)."""
+    from calc.activations import head_norm_backward
+    training = {"seq_len": 4096, "mixed_precision": "autocast"}
+    full = _setup(LLAMA_2L, training, {})
+    lora = _setup(LLAMA_2L, {**training, "finetuning": "qlora"}, {})
+    T, h = 4096, 2048
+    a, b = head_norm_backward(full), head_norm_backward(lora)
+    assert a is not None and b is not None
+    assert (a.bytes, b.bytes) == (T * h * 16, T * h * (16 + 2 + 2))
+
+
+def test_the_fused_loss_input_is_alive_through_its_forward() -> None:
+    """Liger's fused linear cross-entropy takes the final norm's output and fills its gradient
+    beside it during the forward: both T H wide (traced: the five chunked cases from -0.13% to
+    -0.01% at their forward peak once the input is counted)."""
+    from calc.logits import logits_memory
+    x = _setup(LLAMA_2L, {"seq_len": 2048, "mixed_precision": "amp", "loss": "chunked"}, {})
+    forward, kept = logits_memory(x)
+    T, H, V = 2048, 2048, 128256
+    chunk = 64  # tokens: next_power_of_2(ceil(T / ceil(V / H)))
+    # beside what it keeps: its input (fp32 under amp), a chunk of bf16 logits, autocast's
+    # two casts of the fp32 head weight, the per-token loss
+    assert forward.bytes - kept.bytes == T * H * 4 + chunk * V * 2 + 2 * V * H * 2 + 4 * T
