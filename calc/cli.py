@@ -48,7 +48,7 @@ def _bare(annotation: Any) -> Any:
 
 
 def _count(text: str) -> int:
-    """A token count: 1000000, 1e12 or 2.5e9."""
+    """A whole number, as a count is written: 1000000, 1e12 or 2.5e9."""
     try:
         value = float(text)
     except ValueError:
@@ -68,8 +68,11 @@ def _typed(annotation: Any, kwargs: dict[str, Any]) -> None:
     if get_origin(bare) is Literal:
         kwargs["choices"] = list(get_args(bare))
         kwargs["type"] = type(kwargs["choices"][0])
-    elif bare in (int, float):
-        kwargs["type"] = bare
+    elif bare is int:
+        kwargs["type"] = _count  # whole numbers in scientific notation too (3e8)
+    elif bare is float:
+        kwargs["type"] = float
+
 
 
 def helps(info: FieldInfo) -> str:

@@ -40,6 +40,7 @@ from typing import NamedTuple
 from .architecture import Traits
 from .params import LayerParams, ParamCounts, adapted, adapter_shapes, by_parameter, stacked
 from .placement import Stage
+from .scenario import Parallelism
 
 # DeepSpeed's defaults, which calc's DeepSpeed export writes (calc.frameworks.deepspeed)
 MAX_LIVE_PARAMETERS = 10**9  # stage3_max_live_parameters
@@ -55,6 +56,31 @@ def persistence_threshold(h: int) -> int:
 def prefetch_bucket(h: int) -> int:
     """stage3_prefetch_bucket_size as the HF Trainer fills its "auto": 0.9 h^2."""
     return int(0.9 * h * h)
+
+
+class Sizes(NamedTuple):
+    """DeepSpeed's zero_optimization sizes, in elements."""
+
+    reduce_bucket: int  # reduce_bucket_size
+    prefetch_bucket: int  # stage3_prefetch_bucket_size
+    persistence_threshold: int  # stage3_param_persistence_threshold
+    max_live: int  # stage3_max_live_parameters
+    reuse_distance: int  # stage3_max_reuse_distance
+    sub_group: int  # sub_group_size
+
+
+def zero_sizes(h: int, p: Parallelism) -> Sizes:
+    """The sizes `p` sets, the rest as calc's export writes them: the reduce and prefetch
+    buckets and the persistence threshold as the HF Trainer fills their "auto" (h^2, 0.9 h^2,
+    10 h; transformers' HfDeepSpeedConfig), DeepSpeed's own defaults for the others."""
+    def given(value: int | None, default: int) -> int:
+        return default if value is None else value
+    return Sizes(given(p.reduce_bucket_size, h * h),
+                 given(p.stage3_prefetch_bucket_size, prefetch_bucket(h)),
+                 given(p.stage3_param_persistence_threshold, persistence_threshold(h)),
+                 given(p.stage3_max_live_parameters, MAX_LIVE_PARAMETERS),
+                 given(p.stage3_max_reuse_distance, MAX_REUSE_DISTANCE),
+                 given(p.sub_group_size, SUB_GROUP_SIZE))
 
 
 class Live(NamedTuple):
@@ -277,9 +303,12 @@ def _decoder_layer(layer: LayerParams, i: int, traits: Traits, numel: dict[Hasha
     return Module(f"layers.{i}", children=(norms[0], attention, norms[1], *around)), widest
 
 
-def _model(counts: ParamCounts, stage: Stage, lora: Lora | None = None) -> _Model:
+def _model(counts: ParamCounts, stage: Stage, lora: Lora | None = None,
+           threshold: int | None = None) -> _Model:
+    """`threshold`: stage3_param_persistence_threshold (10 h when None)."""
     arch = counts.arch
-    threshold = persistence_threshold(arch.hidden_size)
+    if threshold is None:
+        threshold = persistence_threshold(arch.hidden_size)
     numel: dict[Hashable, int] = {}
     keep: set[Hashable] = set()
     viewed: set[Hashable] = set()
@@ -467,12 +496,16 @@ class _Replay:
                 self.held.add(k)
 
 
-def played(m: _Model, checkpointed: tuple[bool, ...], max_live: int = MAX_LIVE_PARAMETERS
+def played(m: _Model, checkpointed: tuple[bool, ...], sizes: Sizes | None = None
            ) -> Iterator[tuple[str, Module, _Replay]]:
-    """The replay of a step of `m` (`_step`), after each of its events."""
+    """The replay of a step of `m` (`_step`), after each of its events; `sizes`: the
+    coordinator's (calc's export's when None)."""
     events = _step(m, checkpointed)
-    replay = _Replay(m, events, max_live, MAX_REUSE_DISTANCE,
-                     prefetch_bucket(m.hidden))
+    if sizes is None:
+        live, reuse, bucket = MAX_LIVE_PARAMETERS, MAX_REUSE_DISTANCE, prefetch_bucket(m.hidden)
+    else:
+        live, reuse, bucket = sizes.max_live, sizes.reuse_distance, sizes.prefetch_bucket
+    replay = _Replay(m, events, live, reuse, bucket)
     recomputed = {id(mod) for layer, ck in zip(m.layers, checkpointed, strict=True) if ck
                   for mod in layer.calls()}
     backward = False
@@ -488,11 +521,12 @@ def played(m: _Model, checkpointed: tuple[bool, ...], max_live: int = MAX_LIVE_P
 
 @lru_cache(maxsize=256)
 def gathered(counts: ParamCounts, stage: Stage, checkpointed: tuple[bool, ...] | None = None,
-             lora: Lora | None = None, max_live: int = MAX_LIVE_PARAMETERS) -> Live:
+             lora: Lora | None = None, sizes: Sizes | None = None) -> Live:
     """The coordinator's gathered elements at each moment of a micro-batch's forward and
     backward, for a stage of whole tensors (no tp, no ep). `checkpointed`: which of the
-    stage's layers recompute in backward (none when None)."""
-    m = _model(counts, stage, lora)
+    stage's layers recompute in backward (none when None); `sizes`: DeepSpeed's (calc's
+    export's when None)."""
+    m = _model(counts, stage, lora, sizes.persistence_threshold if sizes else None)
     ckpt = checkpointed if checkpointed is not None else (False,) * len(m.layers)
     top, first = m.layers[-1], m.layers[0]
     inside = {id(mod): layer for layer in m.layers for mod in layer.calls()}
@@ -505,7 +539,7 @@ def gathered(counts: ParamCounts, stage: Stage, checkpointed: tuple[bool, ...] |
     moe = {layer: (0, 0) for layer in m.layers if experts[id(layer)] is not None}
     opened: dict[int, bool] = {}  # a layer's backward: open until its first release
     backward = False
-    for kind, mod, replay in played(m, ckpt, max_live):
+    for kind, mod, replay in played(m, ckpt, sizes):
         layer = inside.get(id(mod))
         backward = backward or (kind == "B" and mod is m.root)
         if kind == "F" and mod is m.widest[-1] and "forward_mlp" not in at:

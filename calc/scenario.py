@@ -44,6 +44,7 @@ V_SCHEDULES = ("zbv", "dualpipev")  # two stages a rank in a V: i and 2 pp - 1 -
 Framework = Literal["torch", "deepspeed"]
 
 _BIG = 1 << 22  # a bound on counts that catches typos without limiting real runs
+_ELEMENTS = 10**15  # a bound on element counts (DeepSpeed's sizes)
 
 
 class _Strict(BaseModel):
@@ -116,6 +117,12 @@ def engine_of(framework: Framework | None, mixed_precision: str) -> Framework:
     return framework or ("deepspeed" if mixed_precision == "master" else "torch")
 
 
+# DeepSpeed's zero_optimization sizes a scenario can set (Parallelism), the first at any stage
+ZERO_SIZES = ("reduce_bucket_size", "stage3_prefetch_bucket_size",
+              "stage3_param_persistence_threshold", "stage3_max_live_parameters",
+              "stage3_max_reuse_distance", "sub_group_size")
+
+
 class Parallelism(_Strict):
     """How the job is split across GPUs. World size is dp x tp x pp x cp."""
 
@@ -139,6 +146,34 @@ class Parallelism(_Strict):
         default=None, description="whose data parallelism and ZeRO: torch (DDP, "
         "ZeroRedundancyOptimizer, FSDP2) or DeepSpeed's engine; by default DeepSpeed with "
         "mixed_precision master, else torch")
+    # DeepSpeed's zero_optimization sizes, in elements (None: what the HF Trainer's "auto"
+    # fills, or DeepSpeed's default; calc.coordinator.zero_sizes)
+    reduce_bucket_size: int | None = Field(
+        default=None, ge=1, le=_ELEMENTS, description="DeepSpeed ZeRO: elements a gradient "
+        "reduce bucket holds; by default h^2 (the HF Trainer's auto)")
+    stage3_prefetch_bucket_size: int | None = Field(
+        default=None, ge=0, le=_ELEMENTS, description="DeepSpeed ZeRO-3: elements prefetched "
+        "at a time (0: no prefetch); by default 0.9 h^2")
+    stage3_param_persistence_threshold: int | None = Field(
+        default=None, ge=0, le=_ELEMENTS, description="DeepSpeed ZeRO-3: parameters of at "
+        "most this many elements stay whole on every GPU; by default 10 h")
+    stage3_max_live_parameters: int | None = Field(
+        default=None, ge=1, le=_ELEMENTS, description="DeepSpeed ZeRO-3: the coordinator "
+        "prefetches while fewer elements than this are gathered; by default 1e9")
+    stage3_max_reuse_distance: int | None = Field(
+        default=None, ge=0, le=_ELEMENTS, description="DeepSpeed ZeRO-3: a released module's "
+        "parameters stay gathered where used again within this many elements; by default 1e9")
+    sub_group_size: int | None = Field(
+        default=None, ge=1, le=_ELEMENTS, description="DeepSpeed ZeRO-3: gradient elements "
+        "the step casts to fp32 at a time; by default 1e9")
+
+    @field_validator(*ZERO_SIZES, mode="before")
+    @classmethod
+    def _whole(cls, value: Any) -> Any:
+        """DeepSpeed's sizes as its configs write them: 1e9 is a whole number of elements."""
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        return value
 
     def engine(self, mixed_precision: str) -> Framework:
         return engine_of(self.framework, mixed_precision)
@@ -487,6 +522,14 @@ def _check(s: Scenario, arch: Architecture, gpu: GpuPreset) -> list[EstimateWarn
         warn("zero_without_dp", "parallelism.zero",
              "ZeRO shards over dp x cp, which is 1: nothing is sharded"
              + (" (offload still applies)" if p.offload_optimizer or p.offload_params else ""))
+    for name in ZERO_SIZES:
+        if getattr(p, name) is None:
+            continue
+        if p.engine(t.mixed_precision) != "deepspeed" or p.zero == 0:
+            fail(f"parallelism.{name}", "a DeepSpeed ZeRO size: needs DeepSpeed's engine "
+                 "(framework deepspeed, or mixed_precision master) and zero >= 1")
+        if name != "reduce_bucket_size" and p.zero != 3:
+            fail(f"parallelism.{name}", "a ZeRO-3 size: needs zero = 3")
     if p.offload_optimizer and p.zero == 0:
         fail("parallelism.offload_optimizer", "needs zero >= 1 (ZeRO-Offload of the sharded "
              "optimizer)")

@@ -19,6 +19,7 @@ import math
 from typing import NamedTuple
 
 from .architecture import Architecture
+from .coordinator import Sizes, zero_sizes
 from .numerics import Numerics, numerics_for
 from .optimizers import OPTIMIZERS, Optimizer, OptimizerImpl
 from .params import ParamCounts, count_params, lora_targets
@@ -79,6 +80,7 @@ class Setup:
         "vocab_grad_split",
         "z",
         "zero",
+        "zero_sizes",
     )
     arch: Architecture
     counts: ParamCounts
@@ -118,6 +120,7 @@ class Setup:
     lora_targets: frozenset[str]  # empty unless lora
     lora_dropout: float
     deepspeed: bool  # DeepSpeed's engine and ZeRO (parallelism.framework, master by default)
+    zero_sizes: Sizes  # DeepSpeed's zero_optimization sizes (the scenario's, else calc's export's)
     optimizer: Optimizer
     optimizer_impl: OptimizerImpl
     full_checkpointing: bool
@@ -138,6 +141,7 @@ class Setup:
         self.counts = count_params(arch)
         # DeepSpeed's engine (master weights, or asked for): its own ZeRO, never FSDP2
         self.deepspeed = p.engine(t.mixed_precision) == "deepspeed"
+        self.zero_sizes = zero_sizes(arch.hidden_size, p)
         self.n = numerics_for(t.precision, t.mixed_precision, p.zero, self.deepspeed)
         self.stages = stages(self.counts, p.pp, p.pipeline_schedule, p.virtual_stages)
         self.schedule, self.virtual_stages = p.pipeline_schedule, p.virtual_stages

@@ -345,8 +345,8 @@ DS_STEP = Formula(
          "not copied again",
     source=TRACED_DEEPSPEED)
 REDUCE_BUCKET = Formula(
-    "temporaries/grad_buckets", "lambda H, g_b, n_b: n_b * H**2 * g_b", id="states.reduce_bucket",
-    title="DeepSpeed's reduce buckets: reduce_bucket_size = h^2 elements under HF's 'auto', in "
+    "temporaries/grad_buckets", "lambda B_r, g_b, n_b: n_b * B_r * g_b", id="states.reduce_bucket",
+    title="DeepSpeed's reduce buckets: reduce_bucket_size elements (h^2 under HF's 'auto'), in "
           "the parameters' dtype, one per communication dtype",
     note="torch_autocast reduces nn.Linear gradients in its dtype and the rest in fp32: two "
          "buckets (stage_1_and_2.py ipg_buckets)",
@@ -433,7 +433,7 @@ def local(x: Setup, stage: Stage) -> LocalParams:
 def model_states(x: Setup, stage: Stage) -> ModelStates:
     return _model_states(local(x, stage), x.n, x.lora, x.qlora, x.deepspeed, x.optimizer,
                          x.optimizer_impl, x.N, x.z, x.dp, x.offload_optimizer, x.offload_params,
-                         x.H, x.megatron, x.ep, x.pp,
+                         x.zero_sizes, x.megatron, x.ep, x.pp,
                          x.counts.embedding if x.whole_embedding_grad(stage) else 0, x.tp,
                          coordinated(x, stage), x.micro_batches > 1)
 
@@ -445,13 +445,13 @@ def coordinated(x: Setup, stage: Stage) -> coordinator.Live | None:
             and not (x.qlora or x.megatron or (x.lora and x.counts.moe_layer))):
         return None
     lora = (x.lora_rank, x.lora_targets) if x.lora else None
-    return coordinator.gathered(x.counts, stage, x.checkpointed(stage), lora)
+    return coordinator.gathered(x.counts, stage, x.checkpointed(stage), lora, x.zero_sizes)
 
 
 @lru_cache(maxsize=4096)
 def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
                   deepspeed: bool, opt: Optimizer, impl: OptimizerImpl, N: int, z: int, dp: int,
-                  offload_optimizer: bool, offload_params: bool, H: int,
+                  offload_optimizer: bool, offload_params: bool, sizes: coordinator.Sizes,
                   megatron: bool = False, ep: int = 1, pp: int = 1, whole: int = 0,
                   tp: int = 1, live: coordinator.Live | None = None,
                   accumulating: bool = False) -> ModelStates:
@@ -564,7 +564,7 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
         if z <= 1 and not deepspeed:  # DDP, under ZeroRedundancyOptimizer too
             ddp = DDP_BUCKET(P_t, g)
         elif z:  # torch_autocast: nn.Linear's gradients travel low, the rest in fp32
-            reduce = REDUCE_BUCKET(H, g, 2 if n.autocast else 1)
+            reduce = REDUCE_BUCKET(sizes.reduce_bucket, g, 2 if n.autocast else 1)
     step_grads = sharded(STEP_GRADIENTS, ex, P_t, N_2, n.master) \
         if n.master and not lora and not offloaded else \
         NO_GRADIENTS() if offloaded else gradients  # offloaded: on the host
@@ -591,7 +591,8 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
         if z == 1:  # ZeRO-1 keeps every gradient whole to its last backward, as without offload
             gradients = GRADIENTS(P_t, 1, g)
         elif accumulating and dp > 1:
-            big = sum(t for t in partition_tensors(local.ordered, N)[1] if t > H * H)
+            big = sum(t for t in partition_tensors(local.ordered, N)[1]
+                      if t > sizes.reduce_bucket)
             gradients, per_backward = OFFLOAD_ACCUMULATING(big, g), True
     if live is not None:
         # DeepSpeed's stage3.py (traced): the gradient partitions and the reduce bucket are
@@ -600,12 +601,13 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
         params.append(DS_PERSISTENT(live.persistent, n.weight))
         reduce, gathered = None, None
         if offloaded:  # ZeRO-Offload: the partitions and the step on the host
-            resident = (REDUCE_BUCKET(H, g, 1),)
+            resident = (REDUCE_BUCKET(sizes.reduce_bucket, g, 1),)
         else:
-            resident = (GRADIENTS(P_t, N, g), REDUCE_BUCKET(H, g, 1))
+            resident = (GRADIENTS(P_t, N, g), REDUCE_BUCKET(sizes.reduce_bucket, g, 1))
             gradients = step_grads = DS_Z3_REDUCED()
             step = DS_Z3_STEP(-(-local.largest_tensor // N),
-                              coordinator.sub_group(local.ordered, N), g, 4 if g != 4 else 0)
+                              coordinator.sub_group(local.ordered, N, sizes.sub_group), g,
+                              4 if g != 4 else 0)
         gathered_grads = root = root_grads = None
     if megatron and n.compute < 4 and not lora and not offloaded:
         # Megatron-LM's DDP accumulates every gradient into one persistent fp32 buffer

@@ -72,6 +72,8 @@ SYMBOLS: dict[str, Symbol] = {name: Symbol(tex, meaning) for name, tex, meaning 
     ("z_q", "z_q", "bytes of a q/k norm's output: its weight as stored times the heads"),
     ("r_s", "r_s", "bytes of the hidden states between pipeline stages (the residual stream's, "
      "or FSDP's param dtype under its mixed-precision policy)"),
+    ("B_r", "B_r", "elements of a DeepSpeed reduce bucket (reduce_bucket_size; h^2 under the "
+     "HF Trainer's auto)"),
     ("w_a", "w_a", "bytes of a LoRA adapter's parameter (4: peft keeps them fp32; 2 under "
      "DeepSpeed's bf16/fp16 mode, which casts every parameter)"),
     ("q_a", "q_a", "bytes of a LoRA adapter's copy of its input (4, or c under autocast)"),

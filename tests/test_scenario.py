@@ -93,7 +93,11 @@ def test_defaults_are_the_documented_ones() -> None:
         "parallelism": {"dp": 1, "tp": 1, "pp": 1, "cp": 1, "ep": 1, "zero": 0,
                         "sequence_parallel": False, "offload_optimizer": False,
                         "offload_params": False, "pipeline_schedule": "1f1b",
-                        "virtual_stages": 1, "framework": None},
+                        "virtual_stages": 1, "framework": None,
+                        "reduce_bucket_size": None, "stage3_prefetch_bucket_size": None,
+                        "stage3_param_persistence_threshold": None,
+                        "stage3_max_live_parameters": None, "stage3_max_reuse_distance": None,
+                        "sub_group_size": None},
     }
 
 

@@ -59,6 +59,12 @@ LABELS = {
     "offload_optimizer": "Offload optimizer to CPU", "offload_params": "Offload parameters to CPU",
     "pipeline_schedule": "Pipeline schedule", "virtual_stages": "Virtual stages per rank",
     "framework": "Data-parallel framework",
+    "reduce_bucket_size": "DeepSpeed reduce bucket (elements)",
+    "stage3_prefetch_bucket_size": "ZeRO-3 prefetch bucket (elements)",
+    "stage3_param_persistence_threshold": "ZeRO-3 persistence threshold (elements)",
+    "stage3_max_live_parameters": "ZeRO-3 max live parameters",
+    "stage3_max_reuse_distance": "ZeRO-3 max reuse distance (elements)",
+    "sub_group_size": "ZeRO-3 optimizer sub-group (elements)",
     "moe_capacity_factor": "MoE capacity factor", "moe_load_imbalance": "MoE load imbalance",
 }
 BASIC = ("micro_batch_size", "seq_len", "precision")

@@ -18,7 +18,7 @@ from typing import Any
 
 from calc import ScenarioError, estimate
 from calc.baselines import BASELINES
-from calc.scenario import engine_of
+from calc.scenario import ZERO_SIZES, engine_of
 
 HERE = Path(__file__).resolve().parent
 GiB = 1024**3
@@ -138,7 +138,7 @@ MOE_FAMILIES = ("mixtral", "qwen3_moe", "deepseek_v3")
 SCHEDULES = ("gpipe", "interleaved_1f1b", "zero_bubble", "zbv", "dualpipev")
 FEATURES = ("tp", "tp+sp", "fsdp x tp", "cp", "pp", "fsdp + pp", "tp x pp", *SCHEDULES, "ep",
             *MOE_FAMILIES, "moe + lora", "deepspeed zero 1/2", "deepspeed zero 3",
-            "deepspeed zero-offload", "deepspeed + lora")
+            "deepspeed zero-offload", "deepspeed + lora", "deepspeed sizes")
 TARGET = 0.03  # each feature: at least 2 held-out test cases within 3%
 
 
@@ -173,6 +173,8 @@ def features(scenario: dict[str, Any], family: str) -> list[str]:
     if deepspeed == "deepspeed" and int(p.get("zero", 0)) and int(p.get("dp", 1)) > 1 and \
             scenario["training"].get("finetuning", "full") != "full":
         out.append("deepspeed + lora")  # the engine's cast adapters, the frozen base's gathers
+    if deepspeed == "deepspeed" and any(key in p for key in ZERO_SIZES):
+        out.append("deepspeed sizes")  # zero_optimization sizes set in the scenario
     if family in MOE_FAMILIES:
         out.append(family)
         if scenario["training"].get("finetuning", "full") != "full":

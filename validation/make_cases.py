@@ -24,12 +24,25 @@ CASES = []
 SCHEDULE_TAGS = {"gpipe": "gpipe", "interleaved_1f1b": "interleaved", "zero_bubble": "zb",
                  "zbv": "zbv", "dualpipev": "dualpipev"}
 
+SIZE_TAGS = {"reduce_bucket_size": "bucket", "stage3_prefetch_bucket_size": "prefetch",
+             "stage3_param_persistence_threshold": "persist",
+             "stage3_max_live_parameters": "live", "stage3_max_reuse_distance": "reuse",
+             "sub_group_size": "subgroup"}
+
+
+def _short(n: int) -> str:
+    """3e8 for 300000000; the number as it is where it is not a round power of ten."""
+    if n == 0:
+        return "0"
+    exp = len(str(n)) - len(str(n).rstrip("0"))
+    return f"{n // 10**exp}e{exp}" if exp >= 3 else str(n)
+
 
 def case(split, model, b, s, mp="amp", attn="flash", prec="bf16", opt="adamw", impl="fused",
          ac="none", gas=1, lora=None, targets="all_linear", lora_dropout=0.0, dp=1, notes="",
          tag=None, zero=None, qlora=False, loss="standard", every=None, recompute=None,
          policy=None, offload=False, ep=1, tp=1, sp=False, cp=1, pp=1, sched=None, v=1,
-         framework=None, optimizer_offload=False):
+         framework=None, optimizer_offload=False, sizes=None):
     name = model if isinstance(model, str) else tag
     parts = [name, f"b{b}", f"s{s}", mp if prec == "bf16" else f"{mp}-{prec}", attn]
     if (opt, impl) != ("adamw", "fused"):
@@ -64,6 +77,8 @@ def case(split, model, b, s, mp="amp", attn="flash", prec="bf16", opt="adamw", i
         parts.append("offload")
     if optimizer_offload:
         parts.append("offload-optimizer")
+    if sizes:  # DeepSpeed's zero_optimization sizes, in elements
+        parts.append("-".join(f"{SIZE_TAGS[k]}{_short(n)}" for k, n in sizes.items()))
     tr = {"micro_batch_size": b, "seq_len": s, "gradient_accumulation_steps": gas,
           "precision": prec, "mixed_precision": mp, "optimizer": opt, "optimizer_impl": impl,
           "activation_checkpointing": ac, "attention": attn, "loss": loss,
@@ -92,6 +107,7 @@ def case(split, model, b, s, mp="amp", attn="flash", prec="bf16", opt="adamw", i
         par["offload_optimizer"] = True
     if framework:
         par["framework"] = framework
+    par.update(sizes or {})
     sc = {"schema_version": 1, "model": model, "training": tr, "parallelism": par,
           "gpu": "h100-sxm-80gb"}
     CASES.append({"id": "_".join(parts), "split": split, "scenario": sc, "notes": notes})
@@ -572,6 +588,24 @@ case("test", "llama-3.1-8b", 1, 2048, mp="master", lora=16, dp=4, zero=2,
      notes=DL + "ZeRO-2")
 case("test", "gemma-2-2b", 1, 2048, mp="master", attn="eager", lora=16, dp=4, zero=1,
      notes=DL + "ZeRO-1, post-norms")
+# DeepSpeed's zero_optimization sizes set in the scenario (the export writes them, the engine
+# runs with them): the coordinator's limits as users lower them against an out-of-memory, a
+# larger reduce bucket. Scored before they were traced.
+ZS = "DeepSpeed's sizes: "
+case("test", "llama-2-7b", 1, 4096, mp="master", ac="full", dp=8,
+     sizes={"stage3_max_live_parameters": 3 * 10**8, "stage3_max_reuse_distance": 3 * 10**8},
+     notes=ZS + "the coordinator's limits lowered to 3e8")
+case("test", "llama-2-7b", 1, 4096, mp="master", dp=8,
+     sizes={"stage3_max_live_parameters": 3 * 10**8},
+     notes=ZS + "max live parameters alone lowered: the reuse distance still keeps the top "
+     "layers from their forward to their backward")
+case("test", L8_4, 1, 2048, mp="master", dp=4, tag="llama-3.1-8b-4L",
+     sizes={"stage3_prefetch_bucket_size": 0}, notes=ZS + "no prefetch")
+case("test", "qwen2.5-1.5b", 2, 1024, mp="master", ac="full", dp=4,
+     sizes={"stage3_param_persistence_threshold": 0, "reduce_bucket_size": 5 * 10**7},
+     notes=ZS + "nothing persistent (the biases and norms partitioned too), a 5e7 bucket")
+case("test", "mistral-7b", 1, 2048, mp="master", ac="full", dp=4, zero=2,
+     sizes={"reduce_bucket_size": 5 * 10**8}, notes=ZS + "ZeRO-2 with a 5e8 reduce bucket")
 
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]

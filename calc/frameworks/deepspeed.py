@@ -14,10 +14,10 @@ from __future__ import annotations
 import json
 from typing import Any, NamedTuple
 
-from .. import coordinator
+from ..coordinator import zero_sizes
 from ..errors import shown
 from ..optimizers import OptimizerId
-from ..scenario import Resolved
+from ..scenario import ZERO_SIZES, Resolved
 from .common import (
     AUTO,
     TORCH_DTYPE,
@@ -66,43 +66,20 @@ SIMILAR: dict[str, OptimizerId] = {
 # Export
 # ---------------------------------------------------------------------------------------------
 
-# What each ZeRO size changes, for the note an imported config gets where its value is not
-# the one the estimate counts (`size_notes`)
-SIZE_REASONS = {
-    "reduce_bucket_size": "DeepSpeed allocates this many elements per reduce bucket",
-    "stage3_prefetch_bucket_size": "it paces ZeRO-3's prefetch; 0 turns prefetching off, "
-    "which keeps only the running module's parameters gathered",
-    "stage3_param_persistence_threshold": "parameters up to this size are never partitioned",
-    "stage3_max_live_parameters": "ZeRO-3 prefetches until this many elements are gathered",
-    "stage3_max_reuse_distance": "ZeRO-3 keeps a module's parameters gathered where they are "
-    "used again within this many elements",
-    "sub_group_size": "ZeRO-3's step casts this many gradient elements to fp32 at a time",
-}
-
-
-def size_notes(sizes: dict[str, Any], h: int, stage: int) -> list[str]:
-    """Notes on the ZeRO sizes a config sets to other values than the estimate counts
-    (`zero_settings`)."""
-    counted = zero_settings(h, stage) if stage else {}
-    return [f"zero_optimization.{key} {shown(value)}: the estimate counts {counted[key]:,} "
-            f"(what calc's export writes); {SIZE_REASONS[key]}"
-            for key, value in sizes.items() if key in counted and value != counted[key]]
-
-
-def zero_settings(h: int, stage: int) -> dict[str, int]:
-    """The ZeRO sizes the estimate counts, in elements: the reduce bucket and, at stage 3, the
-    parameter coordinator's prefetch bucket and persistence threshold as the HF Trainer fills
-    their "auto" (h^2, 0.9 h^2, 10 h; transformers' HfDeepSpeedConfig), and DeepSpeed's own
-    defaults for how many gathered elements may be live or kept for reuse and for the
-    optimizer's sub-groups (calc.coordinator)."""
-    sizes = {"reduce_bucket_size": h * h}
-    if stage == 3:
-        sizes.update(stage3_prefetch_bucket_size=int(0.9 * h * h),
-                     stage3_param_persistence_threshold=coordinator.persistence_threshold(h),
-                     stage3_max_live_parameters=coordinator.MAX_LIVE_PARAMETERS,
-                     stage3_max_reuse_distance=coordinator.MAX_LIVE_PARAMETERS,
-                     sub_group_size=coordinator.SUB_GROUP_SIZE)
-    return sizes
+def zero_settings(r: Resolved) -> dict[str, int]:
+    """The ZeRO sizes the estimate counts, in elements (calc.coordinator.zero_sizes): the
+    scenario's, or the reduce and prefetch buckets and the persistence threshold as the HF
+    Trainer fills their "auto" and DeepSpeed's own defaults for the rest; those of stage 3 at
+    stage 3 only."""
+    sizes = zero_sizes(r.arch.hidden_size, r.parallelism)
+    out = {"reduce_bucket_size": sizes.reduce_bucket}
+    if r.parallelism.zero == 3:
+        out.update(stage3_prefetch_bucket_size=sizes.prefetch_bucket,
+                   stage3_param_persistence_threshold=sizes.persistence_threshold,
+                   stage3_max_live_parameters=sizes.max_live,
+                   stage3_max_reuse_distance=sizes.reuse_distance,
+                   sub_group_size=sizes.sub_group)
+    return out
 
 
 def deepspeed_config(r: Resolved) -> tuple[dict[str, Any], list[str]]:
@@ -131,7 +108,7 @@ def deepspeed_config(r: Resolved) -> tuple[dict[str, Any], list[str]]:
     _engine_note(r, notes)
     zero: dict[str, Any] = {"stage": p.zero}
     if p.zero:  # the buckets calc counts, as HF's "auto" sets them (see ZERO3_SETTINGS)
-        zero.update(zero_settings(r.arch.hidden_size, p.zero))
+        zero.update(zero_settings(r))
     if p.offload_optimizer:
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
     if p.offload_params:
@@ -224,6 +201,22 @@ def export_deepspeed(r: Resolved) -> Export:
 # Import
 # ---------------------------------------------------------------------------------------------
 
+def _size(zero: Reader, key: str) -> int | None:
+    """A ZeRO size as DeepSpeed's pydantic config reads it: an integer, an integral float (1e9)
+    or a string of digits; None where it is absent or "auto" (the HF Trainer's)."""
+    value = zero.get(key, AUTO)
+    if value == AUTO:
+        return None
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigImportError(zero.path(key), f"must be a number of elements, got "
+                                f"{shown(value)}")
+    return value
+
+
 class DeepSpeedSettings(NamedTuple):
     training: dict[str, Any]
     parallelism: dict[str, Any]
@@ -256,9 +249,14 @@ def read_deepspeed(ds: Reader, notes: list[str]) -> DeepSpeedSettings:
     stage = 0
     if zero is not None:
         stage = integer(zero, "stage", 0, (0, 1, 2, 3), digits=True)
-        sizes = {key: zero.get(key, AUTO) for key in SIZE_REASONS}
-        # compared with what the estimate counts once the model's h is known (import_config)
-        training["_zero_sizes"] = {k: v for k, v in sizes.items() if v != AUTO}
+        for key in ZERO_SIZES:
+            value = _size(zero, key)
+            if value is None:
+                continue
+            if stage == 0 or (stage < 3 and key != "reduce_bucket_size"):
+                notes.append(f"zero_optimization.{key}: DeepSpeed ignores it at stage {stage}")
+            else:
+                parallelism[key] = value
         for key, field in (("offload_optimizer", "offload_optimizer"),
                            ("offload_param", "offload_params")):
             section = zero.sub(key)

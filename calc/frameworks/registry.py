@@ -110,11 +110,6 @@ def import_config(
     data = load(text_or_dict, yaml=format == "accelerate-fsdp")
     notes: list[str] = []
     training, parallelism = IMPORTERS[format](data, dp, notes)
-    sizes = training.pop("_zero_sizes", None)
-    if sizes:  # DeepSpeed's buckets and ZeRO-3's coordinator, against the model's width
-        h = resolve(parse_scenario({"model": model, "training": {"seq_len": 1}})
-                    ).arch.hidden_size
-        notes += deepspeed.size_notes(sizes, h, parallelism.get("zero", 0))
     every = training.pop("_every_n_layers", None)
     if every:  # transformers checkpoints layers 0, n, 2n, ...: ceil(L / n) of them
         layers = resolve(parse_scenario({"model": model, "training": {"seq_len": 1}})
