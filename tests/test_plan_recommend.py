@@ -122,3 +122,24 @@ def test_larger_gpus_are_larger_and_listed_apart() -> None:
     assert {"recommendations", "larger_gpus"} <= d.keys()
     assert {"title", "scenario", "saving_bytes", "saving_percent", "cost"} <= \
         d["recommendations"][0].keys()
+
+
+def test_deepspeed_zero3_s_coordinator_limits_are_a_lever_without_a_modelled_slowdown() -> None:
+    """DeepSpeed ZeRO-3 keeps up to stage3_max_live_parameters (1e9) elements gathered; lowering
+    it with the reuse distance is the usual fix for its out-of-memory. The saving is the
+    coordinator's replay at the new limits; the step-time model does not see the all-gathers it
+    stops hiding, so no slowdown is claimed. Not offered where the limits are low already, nor
+    for torch's FSDP2."""
+    scenario = {"model": "llama-3.1-8b", "training": {"mixed_precision": "master",
+                                                      "micro_batch_size": 2, "seq_len": 8192,
+                                                      "activation_checkpointing": "full"},
+                "parallelism": {"dp": 8, "zero": 3}}
+    recs = recommend(scenario)
+    lever = next(r for r in recs.levers if r.lever == "zero3_limits")
+    assert lever.scenario.parallelism.stage3_max_live_parameters == 10**8
+    assert lever.saving_bytes == recs.base.device_bytes - estimate(lever.scenario).device_bytes
+    assert lever.saving_bytes > 0.5 * 2**30 and lever.slowdown is None
+    low = {**scenario, "parallelism": {"dp": 8, "zero": 3, "stage3_max_live_parameters": 10**8}}
+    fsdp = {**scenario, "training": {**scenario["training"], "mixed_precision": "amp"}}
+    for other in (low, fsdp):
+        assert all(r.lever != "zero3_limits" for r in recommend(other).levers)

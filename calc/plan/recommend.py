@@ -32,6 +32,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from ..coordinator import MAX_LIVE_PARAMETERS
 from ..estimate import Estimate, FitStatus, estimate
 from ..formatting import FIT_WORDS
 from ..operations import SCENARIO_HELP, Operation, Request
@@ -43,10 +44,14 @@ from .step_time import StepTime, step_time_of
 Lever = Literal[
     "zero", "activation_checkpointing", "sequence_parallel", "tp", "pp", "micro_batch",
     "seq_len", "chunked_loss", "optimizer", "offload", "lora", "precision", "gpu",
+    "zero3_limits",
 ]
 # Levers that change what is trained (the task, the method or the optimizer) rank after those
 # that only change how it runs, whatever their speed.
 CHANGES_TRAINING: frozenset[str] = frozenset({"seq_len", "lora", "optimizer"})
+# Levers whose cost the step-time model does not see (how much of ZeRO-3's all-gathers compute
+# hides): no slowdown given, ranked after the levers with one.
+UNTIMED: frozenset[str] = frozenset({"zero3_limits"})
 RANK_RULES = {
     "does_not_fit": "levers after which it fits, least slowdown first (those that change what "
                     "is trained: seq_len, LoRA, optimizer, after the others); then the rest, "
@@ -109,6 +114,9 @@ class Recommendations:
         }
 
 
+# DeepSpeed ZeRO-3's coordinator limits the lever proposes, in elements (its default is 1e9)
+ZERO3_LIMIT = 10**8
+
 # (lever, title, changes, cost): candidates before validation; `changes` are keyword arguments
 # of `changed()`.
 _Candidate = tuple[Lever, str, dict[str, Any], str]
@@ -126,6 +134,15 @@ def _candidates(s: Scenario) -> Iterator[_Candidate]:
                        "communication: " + ("none beyond data parallelism's" if stage < 3 else
                                             "parameters all-gathered in forward and backward, "
                                             "about 1.5x data parallelism's traffic"))
+    live = p.stage3_max_live_parameters or MAX_LIVE_PARAMETERS
+    if p.engine(t.mixed_precision) == "deepspeed" and p.zero == 3 and group > 1 and \
+            live > ZERO3_LIMIT:
+        yield ("zero3_limits", f"DeepSpeed ZeRO-3's stage3_max_live_parameters and "
+               f"stage3_max_reuse_distance at {ZERO3_LIMIT:,} elements (from {live:,})",
+               {"parallelism": {"stage3_max_live_parameters": ZERO3_LIMIT,
+                                "stage3_max_reuse_distance": ZERO3_LIMIT}},
+               "speed: less prefetched ahead and the top layers gathered again for their "
+               "backward: more all-gathers, less of them hidden behind compute")
     if t.activation_checkpointing == "none":
         yield ("activation_checkpointing", "selective activation checkpointing",
                {"training": {"activation_checkpointing": "selective"}},
@@ -304,7 +321,7 @@ def _apply(base: Estimate, base_time: StepTime | None, lever: Lever, title: str,
     saving = base.device_bytes - after.device_bytes
     time = step_time_of(after)
     slowdown = None
-    if time is not None and base_time is not None:
+    if time is not None and base_time is not None and lever not in UNTIMED:
         before_rate = _tokens(base) / base_time.total / base.scenario.parallelism.world_size
         after_rate = _tokens(after) / time.total / after.scenario.parallelism.world_size
         slowdown = before_rate / after_rate - 1
