@@ -100,6 +100,11 @@ def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
 
 _CHECKPOINTING = {"none": "no checkpointing", "full": "full checkpointing",
                   "selective": "selective checkpointing"}
+# DeepSpeed's sizes, where a scenario sets them (calc.scenario.ZERO_SIZES, in its order)
+_SIZE_WORDS = {"reduce_bucket_size": "reduce bucket", "stage3_prefetch_bucket_size": "prefetch",
+               "stage3_param_persistence_threshold": "persistence",
+               "stage3_max_live_parameters": "max live", "stage3_max_reuse_distance":
+               "reuse distance", "sub_group_size": "sub-group"}
 
 
 def setup_parts(e: Estimate) -> list[tuple[str, str, str]]:
@@ -116,6 +121,8 @@ def setup_parts(e: Estimate) -> list[tuple[str, str, str]]:
     if p.offload_optimizer or p.offload_params:
         layout.append(("parallelism.offload_optimizer" if p.offload_optimizer
                        else "parallelism.offload_params", "CPU offload"))
+    layout += [(f"parallelism.{name}", f"{_SIZE_WORDS[name]} {count(getattr(p, name))}")
+               for name in _SIZE_WORDS if getattr(p, name) is not None]
     parts += [(path, text, ": " if i == 0 else ", ") for i, (path, text) in enumerate(layout)]
     parts.append(("training.precision", f"{t.precision} ({t.mixed_precision})", " · "))
     if t.finetuning != "full":

@@ -101,3 +101,17 @@ def test_setup_line_states_the_layout_behind_the_number() -> None:
                                  "bf16 (amp) · full checkpointing · micro-batch 1 × 4,096 tokens")
     fields = [f for f, _, _ in fmt.setup_parts(e)]
     assert fields[:2] == ["model", "gpu"] and "training.seq_len" in fields
+
+
+def test_setup_line_names_the_deepspeed_sizes_a_scenario_sets() -> None:
+    """Each size the scenario sets, linked to its field, in the scenario's order; none where
+    the defaults apply (the line above)."""
+    from calc.scenario import ZERO_SIZES
+    e = estimate({"model": "llama-3.1-8b", "training": {"mixed_precision": "master"},
+                  "parallelism": {"dp": 8, "zero": 3, "stage3_max_reuse_distance": 10**8,
+                                  "stage3_max_live_parameters": 10**8}})
+    assert "ZeRO-3, max live 100,000,000, reuse distance 100,000,000 · " in fmt.setup_line(e)
+    fields = [f for f, _, _ in fmt.setup_parts(e)]
+    assert fields.index("parallelism.stage3_max_live_parameters") + 1 == \
+        fields.index("parallelism.stage3_max_reuse_distance")
+    assert tuple(fmt._SIZE_WORDS) == ZERO_SIZES
