@@ -568,9 +568,11 @@ def layers(x: Setup, stage: Stage, detail: bool, receives: bool = False) -> Laye
     kinds = [(name, build(x, layer), count) for name, layer, count in params]
     ckpt = x.checkpointed_layers(stage)
     # the model's first layer, when its input needs no gradient: its own terms, once
-    first = "moe" if x.arch.is_moe_layer(stage.first_layer) else "dense"
-    frozen = next((decoder_layer(x, layer, frozen_input=True) for name, layer, _ in params
-                   if name == first), None) if x.frozen_input_layer(stage) else None
+    first, frozen = "", None
+    if x.frozen_input_layer(stage):
+        first = "moe" if x.arch.is_moe_layer(stage.first_layer) else "dense"
+        frozen = next((decoder_layer(x, layer, frozen_input=True) for name, layer, _ in params
+                       if name == first), None)
     cached = x.pp > 1 and x.n.weight_copies  # torch.autocast around the schedule's step
     saved: list[tuple[Term, int]] = []
     cache: list[tuple[Term, int]] = []
