@@ -74,7 +74,6 @@ def _typed(annotation: Any, kwargs: dict[str, Any]) -> None:
         kwargs["type"] = float
 
 
-
 def helps(info: FieldInfo) -> str:
     """A request field's help: its description and its default."""
     text = info.description or ""

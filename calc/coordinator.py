@@ -35,12 +35,13 @@ from collections import deque
 from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
+from operator import attrgetter
 from typing import NamedTuple
 
 from .architecture import Traits
 from .params import LayerParams, ParamCounts, adapted, adapter_shapes, by_parameter, stacked
 from .placement import Stage
-from .scenario import Parallelism
+from .scenario import ZERO_SIZES, Parallelism
 
 # DeepSpeed's defaults, which calc's DeepSpeed export writes (calc.frameworks.deepspeed)
 MAX_LIVE_PARAMETERS = 10**9  # stage3_max_live_parameters
@@ -48,18 +49,9 @@ MAX_REUSE_DISTANCE = 10**9  # stage3_max_reuse_distance
 SUB_GROUP_SIZE = 10**9  # sub_group_size: the optimizer steps this many elements at a time
 
 
-def persistence_threshold(h: int) -> int:
-    """stage3_param_persistence_threshold as the HF Trainer fills its "auto": 10 h."""
-    return 10 * h
-
-
-def prefetch_bucket(h: int) -> int:
-    """stage3_prefetch_bucket_size as the HF Trainer fills its "auto": 0.9 h^2."""
-    return int(0.9 * h * h)
-
-
 class Sizes(NamedTuple):
-    """DeepSpeed's zero_optimization sizes, in elements."""
+    """DeepSpeed's zero_optimization sizes, in elements, in the order of their scenario fields
+    (`calc.scenario.ZERO_SIZES`)."""
 
     reduce_bucket: int  # reduce_bucket_size
     prefetch_bucket: int  # stage3_prefetch_bucket_size
@@ -69,18 +61,25 @@ class Sizes(NamedTuple):
     sub_group: int  # sub_group_size
 
 
-def zero_sizes(h: int, p: Parallelism) -> Sizes:
-    """The sizes `p` sets, the rest as calc's export writes them: the reduce and prefetch
+@lru_cache(maxsize=64)
+def default_sizes(h: int) -> Sizes:
+    """The sizes calc's export writes where a scenario sets none: the reduce and prefetch
     buckets and the persistence threshold as the HF Trainer fills their "auto" (h^2, 0.9 h^2,
     10 h; transformers' HfDeepSpeedConfig), DeepSpeed's own defaults for the others."""
-    def given(value: int | None, default: int) -> int:
-        return default if value is None else value
-    return Sizes(given(p.reduce_bucket_size, h * h),
-                 given(p.stage3_prefetch_bucket_size, prefetch_bucket(h)),
-                 given(p.stage3_param_persistence_threshold, persistence_threshold(h)),
-                 given(p.stage3_max_live_parameters, MAX_LIVE_PARAMETERS),
-                 given(p.stage3_max_reuse_distance, MAX_REUSE_DISTANCE),
-                 given(p.sub_group_size, SUB_GROUP_SIZE))
+    return Sizes(h * h, int(0.9 * h * h), 10 * h, MAX_LIVE_PARAMETERS, MAX_REUSE_DISTANCE,
+                 SUB_GROUP_SIZE)
+
+
+_GIVEN = attrgetter(*ZERO_SIZES)
+
+
+def zero_sizes(h: int, p: Parallelism) -> Sizes:
+    """The sizes `p` sets, `default_sizes` for the rest (every estimate asks: kept cheap)."""
+    given, defaults = _GIVEN(p), default_sizes(h)
+    if given.count(None) == len(given):
+        return defaults
+    return Sizes._make(default if value is None else value
+                       for value, default in zip(given, defaults, strict=True))
 
 
 class Live(NamedTuple):
@@ -138,10 +137,7 @@ def _grads(m: Module, needed: bool, trainable: frozenset[Hashable] | None,
     """Record which of `m`'s calls take and give tensors that require grad, its input
     requiring it when `needed`; `trainable`: the parameters that do (all when None).
     Returns whether `m`'s output does."""
-    own = any(trainable is None or k in trainable for k in m.own)
-    if m.leaf:
-        own = any(trainable is None or k in trainable for k in m.every)
-    out = needed or own
+    out = needed or any(trainable is None or k in trainable for k in m.fetched)
     before: list[bool] = []
     for child in () if m.leaf else m.children:
         read = {"input": needed, "previous": before[-1] if before else needed,
@@ -305,10 +301,10 @@ def _decoder_layer(layer: LayerParams, i: int, traits: Traits, numel: dict[Hasha
 
 def _model(counts: ParamCounts, stage: Stage, lora: Lora | None = None,
            threshold: int | None = None) -> _Model:
-    """`threshold`: stage3_param_persistence_threshold (10 h when None)."""
+    """`threshold`: stage3_param_persistence_threshold (`default_sizes`' when None)."""
     arch = counts.arch
     if threshold is None:
-        threshold = persistence_threshold(arch.hidden_size)
+        threshold = default_sizes(arch.hidden_size).persistence_threshold
     numel: dict[Hashable, int] = {}
     keep: set[Hashable] = set()
     viewed: set[Hashable] = set()
@@ -373,6 +369,7 @@ class _Replay:
             self.status[k] = 2
         self.recent: dict[Hashable, int] = {}
         self.available = self.gathered = self.step = 0
+        self.backward = False  # the step's backward has begun (`played`)
         self.held: set[Hashable] = set()  # released, but a saved view keeps the storage
         # prefetched in a coalesced all-gather (the fetch's step, its parameters), not waited for
         self.group: dict[Hashable, tuple[int, tuple[Hashable, ...]]] = {}
@@ -501,21 +498,17 @@ def played(m: _Model, checkpointed: tuple[bool, ...], sizes: Sizes | None = None
     """The replay of a step of `m` (`_step`), after each of its events; `sizes`: the
     coordinator's (calc's export's when None)."""
     events = _step(m, checkpointed)
-    if sizes is None:
-        live, reuse, bucket = MAX_LIVE_PARAMETERS, MAX_REUSE_DISTANCE, prefetch_bucket(m.hidden)
-    else:
-        live, reuse, bucket = sizes.max_live, sizes.reuse_distance, sizes.prefetch_bucket
-    replay = _Replay(m, events, live, reuse, bucket)
+    sizes = sizes or default_sizes(m.hidden)
+    replay = _Replay(m, events, sizes.max_live, sizes.reuse_distance, sizes.prefetch_bucket)
     recomputed = {id(mod) for layer, ck in zip(m.layers, checkpointed, strict=True) if ck
                   for mod in layer.calls()}
-    backward = False
     for kind, mod in events:
-        backward = backward or (kind == "B" and mod is m.root)
+        replay.backward = replay.backward or (kind == "B" and mod is m.root)
         if kind in "FB":
-            replay.fetch(mod, kind, backward)
+            replay.fetch(mod, kind, replay.backward)
         else:  # a checkpointed layer's first forward saves nothing; its recomputation does
             replay.release(mod, forward=kind == "f",
-                           saving=backward or id(mod) not in recomputed)
+                           saving=replay.backward or id(mod) not in recomputed)
         yield kind, mod, replay
 
 
@@ -538,13 +531,11 @@ def gathered(counts: ParamCounts, stage: Stage, checkpointed: tuple[bool, ...] |
                for layer in m.layers for block in layer.children if block.name == "mlp"}
     moe = {layer: (0, 0) for layer in m.layers if experts[id(layer)] is not None}
     opened: dict[int, bool] = {}  # a layer's backward: open until its first release
-    backward = False
     for kind, mod, replay in played(m, ckpt, sizes):
         layer = inside.get(id(mod))
-        backward = backward or (kind == "B" and mod is m.root)
         if kind == "F" and mod is m.widest[-1] and "forward_mlp" not in at:
             at["forward_mlp"] = replay.memory
-        elif kind == "F" and mod is router and not backward:
+        elif kind == "F" and mod is router and not replay.backward:
             at["forward_router"] = replay.memory
         elif kind == "f" and mod is m.head:
             at["forward_head"] = replay.memory

@@ -1507,7 +1507,7 @@ def _offload_clone(x: Setup, stage: Stage, ms: ModelStates) -> bool:
     kept whole (an untied embedding larger than the reduce bucket, the first tensor of rank
     0's share): DeepSpeed clones it into storage of its own as its hook runs."""
     return (ms.per_backward and stage.embedding and not x.arch.tie_word_embeddings
-            and x.counts.embedding > x.H ** 2)
+            and x.counts.embedding > x.zero_sizes.reduce_bucket)
 
 
 def _live(x: Setup, ms: ModelStates, moment: str) -> Part | None:

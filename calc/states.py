@@ -566,8 +566,7 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
         elif z:  # torch_autocast: nn.Linear's gradients travel low, the rest in fp32
             reduce = REDUCE_BUCKET(sizes.reduce_bucket, g, 2 if n.autocast else 1)
     step_grads = sharded(STEP_GRADIENTS, ex, P_t, N_2, n.master) \
-        if n.master and not lora and not offloaded else \
-        NO_GRADIENTS() if offloaded else gradients  # offloaded: on the host
+        if n.master and not lora and not offloaded else gradients  # (offloaded: none here)
     partition_copy = None
     if deepspeed and z in (1, 2) and N > 1 and dp > 1 and ex is None and not offloaded:
         # DeepSpeed's stage_1_and_2.py (traced): the gradients reduced in backward are copied

@@ -163,17 +163,18 @@ def features(scenario: dict[str, Any], family: str) -> list[str]:
             out.append(schedule)
     if ep > 1:
         out.append("ep")
-    deepspeed = engine_of(p.get("framework"), scenario["training"].get("mixed_precision", "amp"))
-    if deepspeed == "deepspeed" and int(p.get("zero", 0)) in (1, 2) and int(p.get("dp", 1)) > 1:
+    deepspeed = engine_of(p.get("framework"),
+                          scenario["training"].get("mixed_precision", "amp")) == "deepspeed"
+    zero = int(p.get("zero", 0)) if deepspeed and int(p.get("dp", 1)) > 1 else 0
+    if zero in (1, 2):
         out.append("deepspeed zero 1/2")  # DeepSpeed's own engine (not torch's forms)
-    if deepspeed == "deepspeed" and int(p.get("zero", 0)) == 3 and int(p.get("dp", 1)) > 1:
+    if zero == 3:
         out.append("deepspeed zero 3")  # its parameter coordinator and gradient partitions
-    if deepspeed == "deepspeed" and p.get("offload_optimizer") and not p.get("offload_params"):
+    if deepspeed and p.get("offload_optimizer") and not p.get("offload_params"):
         out.append("deepspeed zero-offload")  # the optimizer step on the host
-    if deepspeed == "deepspeed" and int(p.get("zero", 0)) and int(p.get("dp", 1)) > 1 and \
-            scenario["training"].get("finetuning", "full") != "full":
+    if zero and scenario["training"].get("finetuning", "full") != "full":
         out.append("deepspeed + lora")  # the engine's cast adapters, the frozen base's gathers
-    if deepspeed == "deepspeed" and any(key in p for key in ZERO_SIZES):
+    if deepspeed and any(key in p for key in ZERO_SIZES):
         out.append("deepspeed sizes")  # zero_optimization sizes set in the scenario
     if family in MOE_FAMILIES:
         out.append(family)

@@ -72,14 +72,8 @@ def zero_settings(r: Resolved) -> dict[str, int]:
     Trainer fills their "auto" and DeepSpeed's own defaults for the rest; those of stage 3 at
     stage 3 only."""
     sizes = zero_sizes(r.arch.hidden_size, r.parallelism)
-    out = {"reduce_bucket_size": sizes.reduce_bucket}
-    if r.parallelism.zero == 3:
-        out.update(stage3_prefetch_bucket_size=sizes.prefetch_bucket,
-                   stage3_param_persistence_threshold=sizes.persistence_threshold,
-                   stage3_max_live_parameters=sizes.max_live,
-                   stage3_max_reuse_distance=sizes.reuse_distance,
-                   sub_group_size=sizes.sub_group)
-    return out
+    names = ZERO_SIZES if r.parallelism.zero == 3 else ZERO_SIZES[:1]
+    return dict(zip(names, sizes[:len(names)], strict=True))
 
 
 def deepspeed_config(r: Resolved) -> tuple[dict[str, Any], list[str]]:
@@ -107,7 +101,7 @@ def deepspeed_config(r: Resolved) -> tuple[dict[str, Any], list[str]]:
             cfg["fp16"]["loss_scale"] = 0  # dynamic loss scaling
     _engine_note(r, notes)
     zero: dict[str, Any] = {"stage": p.zero}
-    if p.zero:  # the buckets calc counts, as HF's "auto" sets them (see ZERO3_SETTINGS)
+    if p.zero:  # the sizes calc counts (`zero_settings`)
         zero.update(zero_settings(r))
     if p.offload_optimizer:
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
