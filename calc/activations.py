@@ -232,6 +232,9 @@ EMBEDDING_DROPOUT = _f("dropout", "lambda T, h: T * h", "embedding_dropout",
                        "Embedding dropout's one-byte mask (GPT-2's embd_pdrop)")
 EAGER_MASK = _f("attention_mask", "lambda b, s, m: b * s**2 * m", "eager_mask",
                 "Eager attention's (b, 1, s, s) additive causal mask, alive through the forward")
+# what the experts' fold keeps: the MLP's, freed by its backward like its activations
+FOLDED = (EXPERT_WEIGHTS, EXPERT_ADAPTER_COPIES)
+
 
 class LayerActivations(NamedTuple):
     """Memory of one decoder layer for one micro-batch (build it with `layer_activations`)."""
@@ -263,7 +266,7 @@ def layer_activations(saved: tuple[Term, ...], forward: Term, backward: Term,
     total = mlp = 0
     for t in saved:
         total += t.bytes
-        if t.key == "activations/mlp":
+        if t.key == "activations/mlp" or t.formula in FOLDED:
             mlp += t.bytes
     return LayerActivations(saved, forward, backward, checkpoint_input, total, copies, residual,
                             shared, mlp, last_input)

@@ -25,7 +25,9 @@ expert weight, which keeps a released parameter's storage until that layer's bac
 replay equals DeepSpeed's own coordinator on every fetch of the recorded cases
 (validation/coordinator_log.py, tests/test_coordinator.py), and the estimates built on it the
 traced steps of Llama, Mistral, Qwen2.5, Qwen3, Gemma 2, Phi-3, GPT-2, Mixtral, Qwen3-MoE and
-DeepSeek-V3 (validation/cases.json).
+DeepSeek-V3 (validation/cases.json), full training, LoRA (peft's lora.Linear modules, and its
+ParamWrapper on the stacked experts and router, whose A and B are the wrapped module's own
+parameters) and QLoRA (a 4-bit weight a parameter of n / 4 elements of bf16).
 """
 
 from __future__ import annotations
@@ -39,7 +41,15 @@ from operator import attrgetter
 from typing import NamedTuple
 
 from .architecture import Traits
-from .params import LayerParams, ParamCounts, adapted, adapter_shapes, by_parameter, stacked
+from .params import (
+    LayerParams,
+    ParamCounts,
+    adapted,
+    adapter_shapes,
+    by_parameter,
+    quantised,
+    stacked,
+)
 from .placement import Stage
 from .scenario import ZERO_SIZES, Parallelism
 
@@ -229,30 +239,45 @@ READS = dict.fromkeys(("q_proj", "k_proj", "v_proj", "qkv_proj", "q_a_proj",
 
 def _decoder_layer(layer: LayerParams, i: int, traits: Traits, numel: dict[Hashable, int],
                    keep: set[Hashable], viewed: set[Hashable], threshold: int,
-                   lora: Lora | None = None) -> tuple[Module, Module]:
+                   lora: Lora | None = None, packed: int = 0) -> tuple[Module, Module]:
     """(the layer's module tree, its widest forward module), as transformers v5 builds a
     decoder layer: norms, the attention's projections (and their norms: MLA's latents, q/k
     norms), the MLP (gate, act_fn, up, down; Gemma's sandwiched between two more norms) or the
     MoE block (router, stacked experts, shared experts). Norm weights persist: their calls
-    fetch nothing, but each call prefetches."""
+    fetch nothing, but each call prefetches. `packed`: QLoRA's 4-bit weights per element of
+    the tensor bitsandbytes packs them in (0 without QLoRA)."""
     arch_leaf, gated, qk_norm = traits.moe_leaf, traits.mlp == "gated", traits.qk_norm
     sandwich = traits.norms_per_layer == 4
-    def linear(j: int, name: str) -> Module:
+    def weights(j: int) -> tuple[Hashable, ...]:
         lin = layer.linears[j]
-        tensors = [_tensor((i, j, "w"), stacked(lin) * lin.weight_count, numel, keep, threshold)]
+        size = stacked(lin) * lin.weight_count
+        if packed and quantised(lin):
+            size = -(-size // packed)
+        tensors = [_tensor((i, j, "w"), size, numel, keep, threshold)]
         if lin.bias_count:
             tensors.append(_tensor((i, j, "b"), stacked(lin) * lin.bias_count, numel, keep,
                                    threshold))
-        own = tuple(k for k in tensors if numel[k])
-        reads = READS.get(lin.name, "all")
-        if lora is None or not adapted(lin, lora[1]) or by_parameter(lin):
+        return tuple(k for k in tensors if numel[k])
+
+    def factors(j: int) -> tuple[Hashable, ...]:
+        """peft's A and B for the projection (none where it is not adapted)."""
+        lin = layer.linears[j]
+        shapes = adapter_shapes(lin, lora[0]) if lora and adapted(lin, lora[1]) else ()
+        return tuple(_tensor((i, j, part), rows * cols, numel, keep, threshold)
+                     for part, (rows, cols) in zip("AB" if shapes else "", shapes, strict=True))
+
+    def linear(j: int, name: str) -> Module:
+        own, reads = weights(j), READS.get(layer.linears[j].name, "all")
+        adapter = factors(j)
+        if not adapter:
             return Module(name, own, reads=reads)
+        if by_parameter(layer.linears[j]):  # peft's ParamWrapper: A and B are its own
+            return Module(name, own + adapter, reads=reads)
         # peft's lora.Linear: its base layer, then the dropout, lora_A and lora_B it calls.
         # Its forward reads lora_A's weight (the dtype to cast x to) before lora_A runs: in the
         # first step that partitioned weight becomes an external parameter of the lora.Linear
         # (ZeROOrderedDict), which fetches it with its own and releases it at its own release
-        a, b = (_tensor((i, j, part), rows * cols, numel, keep, threshold)
-                for part, (rows, cols) in zip("AB", adapter_shapes(lin, lora[0]), strict=True))
+        a, b = adapter
         return Module(name, (a,), children=(
             Module("base_layer", own, reads="input"), Module("lora_dropout", reads="input"),
             Module("lora_A", (a,), reads="previous"), Module("lora_B", (b,), reads="previous")),
@@ -280,12 +305,21 @@ def _decoder_layer(layer: LayerParams, i: int, traits: Traits, numel: dict[Hasha
 
     if layer.moe:  # built in the family's order (its parameters' ds_id order), run router first
         def routed() -> Module:
-            return Module("experts", tuple(k for j in groups.get("experts", [])
-                                           for k in linear(j, "").own), (Module("act_fn"),))
+            """The stacked weights, then each ParamWrapper's adapter. grouped_mm saves a view
+            of the weight it multiplies: the gathered one, unless peft folds an adapter into
+            it (then the folded copy, an activation)."""
+            js = groups.get("experts", [])
+            own: list[Hashable] = []
+            for j in js:
+                tensors = weights(j)
+                own += tensors
+                if not (lora and adapted(layer.linears[j], lora[1])):
+                    viewed.update(tensors)
+            own += [k for j in js for k in factors(j)]
+            return Module("experts", tuple(own), (Module("act_fn"),))
         experts = routed() if traits.experts_first else None
         router = [linear(j, "gate") for j in groups.get("router", [])]
         experts = experts or routed()
-        viewed.update(experts.own)
         shared = [mlp_of(groups["shared_expert"], "shared_experts")] \
             if "shared_expert" in groups else []
         mlp = Module("mlp", children=(*router, experts, *shared), leaf=arch_leaf)
@@ -300,8 +334,9 @@ def _decoder_layer(layer: LayerParams, i: int, traits: Traits, numel: dict[Hasha
 
 
 def _model(counts: ParamCounts, stage: Stage, lora: Lora | None = None,
-           threshold: int | None = None) -> _Model:
-    """`threshold`: stage3_param_persistence_threshold (`default_sizes`' when None)."""
+           threshold: int | None = None, packed: int = 0) -> _Model:
+    """`threshold`: stage3_param_persistence_threshold (`default_sizes`' when None);
+    `packed`: as `_decoder_layer`'s."""
     arch = counts.arch
     if threshold is None:
         threshold = default_sizes(arch.hidden_size).persistence_threshold
@@ -312,7 +347,8 @@ def _model(counts: ParamCounts, stage: Stage, lora: Lora | None = None,
     for i in range(stage.first_layer, stage.first_layer + stage.layers):
         kind = counts.moe_layer if arch.is_moe_layer(i) and counts.moe_layer else \
             counts.dense_layer
-        layer, wide = _decoder_layer(kind, i, arch.traits, numel, keep, viewed, threshold, lora)
+        layer, wide = _decoder_layer(kind, i, arch.traits, numel, keep, viewed, threshold, lora,
+                                     packed)
         layers.append(layer)
         widest.append(wide)
     embedding = Module("embed_tokens", (_tensor("embedding", counts.embedding, numel, keep,
@@ -514,12 +550,13 @@ def played(m: _Model, checkpointed: tuple[bool, ...], sizes: Sizes | None = None
 
 @lru_cache(maxsize=256)
 def gathered(counts: ParamCounts, stage: Stage, checkpointed: tuple[bool, ...] | None = None,
-             lora: Lora | None = None, sizes: Sizes | None = None) -> Live:
+             lora: Lora | None = None, sizes: Sizes | None = None, packed: int = 0) -> Live:
     """The coordinator's gathered elements at each moment of a micro-batch's forward and
     backward, for a stage of whole tensors (no tp, no ep). `checkpointed`: which of the
     stage's layers recompute in backward (none when None); `sizes`: DeepSpeed's (calc's
-    export's when None)."""
-    m = _model(counts, stage, lora, sizes.persistence_threshold if sizes else None)
+    export's when None); `packed`: QLoRA's 4-bit weights per element of the weights' dtype,
+    in which transformers' recipe for ZeRO-3 stores them (bnb_4bit_quant_storage)."""
+    m = _model(counts, stage, lora, sizes.persistence_threshold if sizes else None, packed)
     ckpt = checkpointed if checkpointed is not None else (False,) * len(m.layers)
     top, first = m.layers[-1], m.layers[0]
     inside = {id(mod): layer for layer in m.layers for mod in layer.calls()}
@@ -535,8 +572,11 @@ def gathered(counts: ParamCounts, stage: Stage, checkpointed: tuple[bool, ...] |
         layer = inside.get(id(mod))
         if kind == "F" and mod is m.widest[-1] and "forward_mlp" not in at:
             at["forward_mlp"] = replay.memory
-        elif kind == "F" and mod is router and not replay.backward:
-            at["forward_router"] = replay.memory
+        elif kind == "F" and layer is top and top in moe and not replay.backward \
+                and "forward_mlp" not in at and (mod is router or replay.flat):
+            # before the experts' fetch, a wait that completed a coalesced prefetch of them
+            # (the router's, or with LoRA on the attention its last adapter's): copied out
+            at["forward_router"] = max(at.get("forward_router", 0), replay.memory)
         elif kind == "f" and mod is m.head:
             at["forward_head"] = replay.memory
         elif kind == "B" and mod is m.chain[-1]:  # the loss's backward runs next

@@ -124,8 +124,9 @@ MOMENTS: dict[str, MomentKind] = {
         "expert parallelism: the last MoE layer's experts' outputs back through the all-to-all, "
         "weighted and summed", (*_FORWARD, "layer_forward")),
     "forward.experts_router": MomentKind(
-        "DeepSpeed ZeRO-3: the last MoE layer's router in forward, the experts' coalesced "
-        "prefetch copied out beside its flat buffer", _FORWARD),
+        "DeepSpeed ZeRO-3: the last MoE layer in forward before its experts (at its router, or "
+        "with LoRA on the attention its last adapter), the experts' coalesced prefetch copied "
+        "out beside its flat buffer", _FORWARD),
     "forward.fsdp_prefetch": MomentKind(
         "FSDP between layers: this layer and the next one gathered", (*_FORWARD, "all_gather")),
     "backward.last_layer": MomentKind(
@@ -275,8 +276,8 @@ OFFLOAD_CLONE = Formula(
 ROUTER_ALIVE = Formula(
     "activations/last_layer", "lambda A_d, A_l, A_m: A_d + A_l - A_m", id="peak.router_alive",
     source=TRACED_DEEPSPEED,
-    title="At an MoE layer's router in forward: the layers below it and its own activations "
-          "but the MLP's")
+    title="Before an MoE layer's experts in forward: the layers below it and its own "
+          "activations but the MLP's")
 EXPERTS_COMBINE_ALIVE = Formula(
     "activations/last_layer", "lambda A_d, A_l: A_d + A_l", id="peak.experts_combine_alive",
     source=TRACED_PEAK,
@@ -1081,7 +1082,7 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         if combine is not None:
             moments.append(_moment("backward.experts_combine", states, combine[0], others,
                                    combine[1], combine[2]))
-    if ms.live is not None and stage.moe_layers:
+    if ms.live is not None and stage.moe_layers and not x.lora:  # (LoRA: frozen experts)
         moments.append(_experts_zero3(x, stage, ms, ly, states, other_batches))
     moments.extend(_end_of_backward(x, stage, ms, states, done, accumulating))
     # (Megatron-LM runs its own schedule, not torch.distributed.pipelining's post-backward)
@@ -1308,10 +1309,12 @@ def _experts_backward(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, accum
 
 def _router_zero3(x: Setup, ms: ModelStates, ly: Layers, states: Part | None, saved: Part,
                   extra: Part | None) -> Moment:
-    """Under DeepSpeed's ZeRO-3 the last MoE layer's router in forward, where the router is a
-    module of its own (DeepSeek-V3): waiting for its weight completes the coalesced prefetch
-    that gathered the experts with it, which are copied out beside the flat buffer until the
-    experts' own fetch (traced: the forward's peak). The layer has saved all but its MLP's."""
+    """Under DeepSpeed's ZeRO-3 the last MoE layer in forward before its experts' fetch: where
+    the router is a module of its own (DeepSeek-V3), or with LoRA on the attention only at its
+    last adapter (o_proj's lora_B), waiting for a weight completes the coalesced prefetch that
+    gathered the experts with it, which are copied out beside the flat buffer until the
+    experts' own fetch (traced: the forward's peak). The layer has saved all but its MLP's
+    (the experts' folded LoRA weights among them)."""
     moe = next(act for kind, act, _ in ly.kinds if kind == "moe")
     if ly.all_checkpointed:
         A_l, A_m = moe.checkpoint_input.bytes, 0

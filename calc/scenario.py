@@ -377,6 +377,14 @@ def resolve(scenario: Scenario) -> Resolved:
     return Resolved(scenario, arch, gpu, preset, tuple(warnings))
 
 
+def lora_experts_unhooked(arch: Architecture, t: Training, p: Parallelism) -> bool:
+    """LoRA on the routed experts of a MoE block DeepSpeed's ZeRO-3 does not hook as one leaf
+    (DeepSeek-V3's), under its engine: its coordinator stops at the second step (traced)."""
+    return (t.finetuning != "full" and arch.is_moe and not arch.traits.moe_leaf
+            and "experts" in lora_targets(t.lora_targets, True) and p.zero == 3 and p.dp > 1
+            and engine_of(p.framework, t.mixed_precision) == "deepspeed")
+
+
 def selective_autocast_pipeline(t: Training, p: Parallelism) -> bool:
     """torch's per-op selective checkpointing under a pipeline schedule with autocast's weight
     copies and more than one micro-batch: torch.utils.checkpoint raises in the step (traced,
@@ -566,6 +574,14 @@ def _check(s: Scenario, arch: Architecture, gpu: GpuPreset) -> list[EstimateWarn
                  "forward: every MoE layer keeps that whole copy until its backward (see "
                  "activations/lora); lora_targets attention, or activation checkpointing, "
                  "avoids it")
+        if lora_experts_unhooked(arch, t, p):
+            warn("lora_experts_zero3", "training.lora_targets",
+                 "DeepSpeed's ZeRO-3 stops at the second step with LoRA on the routed experts of "
+                 f"a {arch.model_type} MoE block, which it does not hook as one leaf: peft's "
+                 "ParamWrapper reaches the experts' weights outside the order its coordinator "
+                 "recorded (traced, DeepSpeed 0.19.8: RuntimeError 'tracing error'). Mark the "
+                 "block a leaf (deepspeed.utils.set_z3_leaf_modules), or set lora_targets to "
+                 "attention; computed as if it ran unchanged")
         if t.lora_dropout and "experts" in targets:
             warn("lora_dropout_experts", "training.lora_dropout",
                  "peft adapts the routed experts and the router by parameter, which refuses "

@@ -440,12 +440,20 @@ def model_states(x: Setup, stage: Stage) -> ModelStates:
 
 def coordinated(x: Setup, stage: Stage) -> coordinator.Live | None:
     """What DeepSpeed's ZeRO-3 coordinator holds gathered, where calc models it: DeepSpeed's
-    own stage 3 over data parallelism alone, full training, nothing offloaded."""
+    own stage 3 over data parallelism alone."""
     if not (x.deepspeed and x.z == 3 and x.N > 1 and x.dp > 1 and x.tp == x.pp == x.ep == 1
-            and not (x.qlora or x.megatron or (x.lora and x.counts.moe_layer))):
+            and not x.megatron):
         return None
-    lora = (x.lora_rank, x.lora_targets) if x.lora else None
-    return coordinator.gathered(x.counts, stage, x.checkpointed(stage), lora, x.zero_sizes)
+    lora, packed = replayed(x)
+    return coordinator.gathered(x.counts, stage, x.checkpointed(stage), lora, x.zero_sizes,
+                                packed)
+
+
+def replayed(x: Setup) -> tuple[coordinator.Lora | None, int]:
+    """What the coordinator's replay takes of the scenario beyond the stage: the adapters
+    (rank, targets), and QLoRA's 4-bit weights per element of the dtype they are stored in
+    (the weights', as transformers' recipe for ZeRO-3 sets bnb_4bit_quant_storage)."""
+    return (x.lora_rank, x.lora_targets) if x.lora else None, 2 * x.n.weight if x.qlora else 0
 
 
 @lru_cache(maxsize=4096)

@@ -138,7 +138,7 @@ MOE_FAMILIES = ("mixtral", "qwen3_moe", "deepseek_v3")
 SCHEDULES = ("gpipe", "interleaved_1f1b", "zero_bubble", "zbv", "dualpipev")
 FEATURES = ("tp", "tp+sp", "fsdp x tp", "cp", "pp", "fsdp + pp", "tp x pp", *SCHEDULES, "ep",
             *MOE_FAMILIES, "moe + lora", "deepspeed zero 1/2", "deepspeed zero 3",
-            "deepspeed zero-offload", "deepspeed + lora", "deepspeed sizes")
+            "deepspeed zero-offload", "deepspeed + lora", "deepspeed + qlora", "deepspeed sizes")
 TARGET = 0.03  # each feature: at least 2 held-out test cases within 3%
 
 
@@ -174,6 +174,8 @@ def features(scenario: dict[str, Any], family: str) -> list[str]:
         out.append("deepspeed zero-offload")  # the optimizer step on the host
     if zero and scenario["training"].get("finetuning", "full") != "full":
         out.append("deepspeed + lora")  # the engine's cast adapters, the frozen base's gathers
+    if zero and scenario["training"].get("finetuning") == "qlora":
+        out.append("deepspeed + qlora")  # at stage 3 the packed 4-bit weights partitioned
     if deepspeed and any(key in p for key in ZERO_SIZES):
         out.append("deepspeed sizes")  # zero_optimization sizes set in the scenario
     if family in MOE_FAMILIES:

@@ -26,6 +26,10 @@ CASES = (
     "deepseek-v3-3L-e32-v32k_b1_s1024_master_flash_deepspeed-zero3x4",
     "llama-3.2-1b_b2_s2048_master_flash_lora16_deepspeed-zero3x4",
     "llama-3.2-1b_b2_s2048_master_flash_acfull_lora16_deepspeed-zero3x4",
+    "mixtral-8x7b-2L_b1_s1024_master_flash_lora16_deepspeed-zero3x4",
+    "mixtral-8x7b-2L_b1_s1024_master_flash_lora16attn_deepspeed-zero3x4",
+    "qwen3-30b-a3b-4L-v32k_b1_s1024_master_flash_lora16_deepspeed-zero3x2",
+    "llama-3.1-8b-4L_b1_s2048_master_flash_acfull_qlora16_deepspeed-zero3x4",
 )
 
 

@@ -588,6 +588,43 @@ case("test", "llama-3.1-8b", 1, 2048, mp="master", lora=16, dp=4, zero=2,
      notes=DL + "ZeRO-2")
 case("test", "gemma-2-2b", 1, 2048, mp="master", attn="eager", lora=16, dp=4, zero=1,
      notes=DL + "ZeRO-1, post-norms")
+# DeepSpeed with LoRA on MoE models and with QLoRA. Scored before tracing; the dev cases are
+# those read off: at ZeRO-3 the coordinator gathers peft's ParamWrapper adapters with the
+# experts (the folded copy, not the gathered weight, is what grouped_mm's saved view keeps),
+# a coalesced prefetch of the experts is waited for at the last attention adapter, and a
+# 4-bit weight is a partitioned parameter of n/4 bf16 elements (bnb_4bit_quant_storage).
+DM = "DeepSpeed with LoRA on a MoE model: "
+DQ = "DeepSpeed with QLoRA: "
+case("dev", MIXTRAL, 1, 1024, mp="master", lora=16, dp=4, tag="mixtral-8x7b-2L",
+     notes=DM + "ZeRO-3, the experts' adapters fetched with the leaf block")
+case("dev", MIXTRAL, 1, 1024, mp="master", lora=16, targets="attention", dp=4,
+     tag="mixtral-8x7b-2L", notes=DM + "ZeRO-3, frozen experts: o_proj's lora_B completes a "
+     "coalesced prefetch of the experts, copied out beside the flat buffer (the forward's peak)")
+case("dev", QWEN3MOE, 1, 1024, mp="master", lora=16, dp=2, tag="qwen3-30b-a3b-4L-v32k",
+     notes=DM + "ZeRO-3, 128 experts")
+case("dev", L8_4, 1, 2048, mp="master", ac="full", lora=16, qlora=True, dp=4,
+     tag="llama-3.1-8b-4L", notes=DQ + "ZeRO-3 gathers the packed 4-bit weights")
+case("test", MIXTRAL, 1, 1024, mp="master", lora=16, dp=4, zero=2, tag="mixtral-8x7b-2L",
+     notes=DM + "ZeRO-2")
+case("test", MIXTRAL, 1, 1024, mp="master", ac="full", lora=16, dp=4, tag="mixtral-8x7b-2L",
+     notes=DM + "ZeRO-3, checkpointed")
+case("test", QWEN3MOE, 1, 1024, mp="master", ac="full", lora=16, targets="attention", dp=4,
+     tag="qwen3-30b-a3b-4L-v32k", notes=DM + "ZeRO-3, frozen experts, checkpointed")
+case("test", DSV3_3L, 1, 1024, mp="master", lora=16, targets="attention", dp=4,
+     tag="deepseek-v3-3L-e32-v32k", notes=DM + "ZeRO-3 on MLA's adapters, frozen experts (with "
+     "the experts adapted DeepSpeed's coordinator stops: see the lora_experts_zero3 warning)")
+case("test", MIXTRAL, 1, 1024, mp="master", gas=2, lora=16, dp=4, zero=1, tag="mixtral-8x7b-2L",
+     notes=DM + "ZeRO-1, accumulating")
+case("test", "llama-3.2-1b", 2, 2048, mp="master", lora=16, qlora=True, dp=4, zero=2,
+     notes=DQ + "ZeRO-2: the 4-bit weights are not the engine's")
+case("test", "llama-3.2-1b", 2, 2048, mp="master", lora=16, qlora=True, dp=4,
+     notes=DQ + "ZeRO-3")
+case("test", "qwen2.5-7b", 1, 2048, mp="master", ac="full", gas=2, lora=16, qlora=True, dp=8,
+     notes=DQ + "ZeRO-3, checkpointed, accumulating")
+case("test", MIXTRAL, 1, 1024, mp="master", lora=16, qlora=True, dp=4, tag="mixtral-8x7b-2L",
+     notes=DQ + "ZeRO-3 on a MoE model: the experts stay bf16, folded")
+case("test", QWEN3MOE, 1, 1024, mp="master", lora=16, qlora=True, dp=2, zero=2,
+     tag="qwen3-30b-a3b-4L-v32k", notes=DQ + "ZeRO-2 on a MoE model")
 # DeepSpeed's zero_optimization sizes set in the scenario (the export writes them, the engine
 # runs with them): the coordinator's limits as users lower them against an out-of-memory, a
 # larger reduce bucket. Scored before they were traced.

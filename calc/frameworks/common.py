@@ -128,7 +128,8 @@ def hf_notes(r: Resolved, loss_expressed: bool = False) -> list[str]:
                      f"target_modules={_peft_targets(t.lora_targets)}, "
                      f"lora_dropout={t.lora_dropout})"
                      + (", base loaded with BitsAndBytesConfig(load_in_4bit=True, "
-                        "bnb_4bit_quant_type='nf4')" if t.finetuning == "qlora" else ""))
+                        f"bnb_4bit_quant_type='nf4'{_quant_storage(r)})"
+                        if t.finetuning == "qlora" else ""))
     if t.loss == "chunked" and not loss_expressed:
         notes.append("loss chunked: a chunked cross-entropy in the training script "
                      "(e.g. Liger's fused linear cross-entropy)")
@@ -136,6 +137,15 @@ def hf_notes(r: Resolved, loss_expressed: bool = False) -> list[str]:
         notes.append("implementation megatron: the estimate assumed Megatron kernels; "
                      "re-estimate with implementation hf for this framework")
     return notes
+
+
+def _quant_storage(r: Resolved) -> str:
+    """DeepSpeed's ZeRO-3 partitions the 4-bit weights as parameters: transformers' recipe
+    packs them in the compute dtype, as the estimate counts them."""
+    p, t = r.parallelism, r.training
+    if p.zero == 3 and p.dp > 1 and p.engine(t.mixed_precision) == "deepspeed":
+        return f", bnb_4bit_quant_storage=torch.{'float16' if t.precision == 'fp16' else 'bfloat16'}"
+    return ""
 
 
 def _peft_targets(targets: str) -> str:

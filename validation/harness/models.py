@@ -21,9 +21,10 @@ NESTED_BLOCK = 256
 
 
 def build(cfg, attn_impl: str, tr: dict, dev: torch.device, dtype: torch.dtype,
-          compute: torch.dtype) -> nn.Module:
+          compute: torch.dtype, storage: torch.dtype = torch.uint8) -> nn.Module:
     """The model in `dtype` on `dev` (random init under FakeTensorMode), LoRA applied; QLoRA's
-    4-bit layers compute in `compute` (bnb_4bit_compute_dtype)."""
+    4-bit layers compute in `compute` (bnb_4bit_compute_dtype) and pack their weight in
+    `storage` (bnb_4bit_quant_storage)."""
     prev = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
@@ -33,7 +34,7 @@ def build(cfg, attn_impl: str, tr: dict, dev: torch.device, dtype: torch.dtype,
     finally:
         torch.set_default_dtype(prev)
     if tr["finetuning"] == "qlora":
-        quantize_linears(model, compute)
+        quantize_linears(model, compute, storage)
     if tr["finetuning"] in ("lora", "qlora"):
         model = _peft(model, tr, dev)
     elif tr["finetuning"] != "full":
@@ -71,15 +72,20 @@ class Linear4bit(nn.Linear):
     input gradient needs only the packed weight.
     """
 
-    def __init__(self, linear: nn.Linear, compute: torch.dtype):
+    def __init__(self, linear: nn.Linear, compute: torch.dtype,
+                 storage: torch.dtype = torch.uint8):
         nn.Module.__init__(self)
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.compute_dtype = compute
         n = self.in_features * self.out_features
         blocks = -(-n // NF4_BLOCK)
         dev = linear.weight.device
-        self.weight = nn.Parameter(torch.empty(((n + 1) // 2, 1), dtype=torch.uint8, device=dev),
-                                   requires_grad=False)
+        # the packed nibbles, two per byte, in `storage`'s elements (bitsandbytes'
+        # quant_storage: uint8 by default; the compute dtype where FSDP or DeepSpeed's ZeRO-3
+        # partitions the weight beside the others, as transformers' recipe for them sets it)
+        per = 2 * storage.itemsize
+        self.weight = nn.Parameter(torch.empty(((n + per - 1) // per, 1), dtype=storage,
+                                               device=dev), requires_grad=False)
         # QuantState's tensors are plain attributes in bitsandbytes, not parameters or
         # buffers; buffers here, so that the tracker counts them with the model.
         self.register_buffer("absmax", torch.empty(blocks, dtype=torch.uint8, device=dev))
@@ -142,14 +148,15 @@ def _lora_linear4bit_class():
     return LoraLinear4bit
 
 
-def quantize_linears(model: nn.Module, compute: torch.dtype) -> None:
+def quantize_linears(model: nn.Module, compute: torch.dtype,
+                     storage: torch.dtype = torch.uint8) -> None:
     """Replace every nn.Linear but the output head by its 4-bit layout (what
     `BitsAndBytesConfig(load_in_4bit=True)` does: the head stays in the model's dtype)."""
     head = model.get_output_embeddings()
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
             if isinstance(child, nn.Linear) and child is not head:
-                setattr(parent, name, Linear4bit(child, compute))
+                setattr(parent, name, Linear4bit(child, compute, storage))
 
 
 # ----------------------------------------------------------------------------- checkpointing

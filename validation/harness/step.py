@@ -100,7 +100,10 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
 
     fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
     with fake_mode:
-        model = models.build(cfg, attn_impl, tr, dev, model_dtype, pdt)
+        # DeepSpeed's ZeRO-3 partitions the 4-bit weights as parameters: stored in the compute
+        # dtype (bnb_4bit_quant_storage), as transformers' recipe for it sets
+        storage = pdt if layout == "deepspeed" and int(par.get("zero", 0)) == 3 else torch.uint8
+        model = models.build(cfg, attn_impl, tr, dev, model_dtype, pdt, storage)
         param_count = sum(p.numel() for p in model.parameters())
         if tr["finetuning"] == "qlora":  # what bitsandbytes holds: 4-bit weights, not numel
             param_count = _qlora_param_count(model)
