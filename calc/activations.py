@@ -143,7 +143,8 @@ EXPERT_ADAPTER_COPIES = Formula(
     "activations/lora", "lambda S_e, c: S_e * c", id="act.lora_expert_adapter_copies",
     source=PEFT_EXPERTS,
     title="LoRA on routed experts: the fp32 adapter factors cast to the weight's dtype for "
-          "the fold, kept by it for backward (none when the weights are fp32)")
+          "the fold, kept by it for backward (none where they are in that dtype already: fp32 "
+          "weights, or DeepSpeed's engine, which casts the adapters)")
 RESID_DROPOUT = _f("dropout", "lambda T, h: 2 * T * h", "resid_dropout",
                    "Residual dropout's masks after attention and after the MLP")
 # --- LoRA and autocast copies -------------------------------------------------------------------
@@ -619,7 +620,8 @@ def _moe(x: Setup, layer: LayerParams, saved: list[Term], z_width: int, trainabl
     if experts_train and not trainable:
         saved.append(EXPERT_WEIGHTS(sum(lin.local_counts(x.tp, x.ep)[0] for lin in routed),
                                     n.weight))
-        if n.weight != 4:  # the factors are fp32 (peft's autocast_adapter_dtype)
+        if n.adapter != n.weight:  # fp32 factors (peft's autocast_adapter_dtype) cast for
+            # the fold; DeepSpeed's engine keeps them in the weights' dtype already
             saved.append(EXPERT_ADAPTER_COPIES(
                 sum(m * k for lin in routed for m, k in adapter_shapes(
                     lin, x.lora_rank, x.tp, x.ep)), n.weight))

@@ -215,7 +215,9 @@ class _Model(NamedTuple):
     widest: tuple[Module, ...]  # the module of each layer's widest forward moment
     numel: dict[Hashable, int]
     persistent: frozenset[Hashable]
-    viewed: frozenset[Hashable]  # the routed experts' stacked tensors (see `_Replay.release`)
+    # what a saved tensor keeps past its release (see `_Replay.release`): the routed experts'
+    # stacked weights, and the factors of peft's ParamWrapper folds
+    viewed: frozenset[Hashable]
     trainable: frozenset[Hashable] | None  # the parameters that require grad (all when None)
     hidden: int  # h: the prefetch bucket's and the persistence threshold's scale
 
@@ -271,7 +273,8 @@ def _decoder_layer(layer: LayerParams, i: int, traits: Traits, numel: dict[Hasha
         adapter = factors(j)
         if not adapter:
             return Module(name, own, reads=reads)
-        if by_parameter(layer.linears[j]):  # peft's ParamWrapper: A and B are its own
+        if by_parameter(layer.linears[j]):  # peft's ParamWrapper: A and B are its own, and
+            viewed.update(adapter)  # the fold's product B A saves both for their gradients
             return Module(name, own + adapter, reads=reads)
         # peft's lora.Linear: its base layer, then the dropout, lora_A and lora_B it calls.
         # Its forward reads lora_A's weight (the dtype to cast x to) before lora_A runs: in the
@@ -315,8 +318,9 @@ def _decoder_layer(layer: LayerParams, i: int, traits: Traits, numel: dict[Hasha
                 own += tensors
                 if not (lora and adapted(layer.linears[j], lora[1])):
                     viewed.update(tensors)
-            own += [k for j in js for k in factors(j)]
-            return Module("experts", tuple(own), (Module("act_fn"),))
+            adapters = [k for j in js for k in factors(j)]
+            viewed.update(adapters)  # the fold's product saves both factors for their gradients
+            return Module("experts", (*own, *adapters), (Module("act_fn"),))
         experts = routed() if traits.experts_first else None
         router = [linear(j, "gate") for j in groups.get("router", [])]
         experts = experts or routed()
@@ -499,9 +503,10 @@ class _Replay:
     def release(self, mod: Module, forward: bool = False, saving: bool = True) -> None:
         """`forward`: the release after a forward, whose autograd graph keeps what it saved
         unless the layer is checkpointed (`saving` False). The grouped GEMM of transformers'
-        experts saves a transposed view of each stacked weight for the input's gradient: the
-        view keeps the gathered storage alive after DeepSpeed swaps `param.data` for an empty
-        tensor, until that module's backward has run."""
+        experts saves a transposed view of each stacked weight for the input's gradient, and
+        peft's fold of a ParamWrapper's adapter (W + B A) both factors: what is saved keeps the
+        gathered storage alive after DeepSpeed swaps `param.data` for an empty tensor, until
+        that module's backward has run."""
         forced: set[Hashable] = set()
         if not forward:
             self.held -= set(mod.fetched)

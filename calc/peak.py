@@ -1082,7 +1082,7 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         if combine is not None:
             moments.append(_moment("backward.experts_combine", states, combine[0], others,
                                    combine[1], combine[2]))
-    if ms.live is not None and stage.moe_layers and not x.lora:  # (LoRA: frozen experts)
+    if ms.live is not None and stage.moe_layers:
         moments.append(_experts_zero3(x, stage, ms, ly, states, other_batches))
     moments.extend(_end_of_backward(x, stage, ms, states, done, accumulating))
     # (Megatron-LM runs its own schedule, not torch.distributed.pipelining's post-backward)
@@ -1331,7 +1331,10 @@ def _experts_zero3(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, states: 
     so a lower layer holds no more of them, but fewer activations; what the coordinator holds
     gathered differs from layer to layer (`coordinator`: with, for every layer below that ran
     its forward unchecked, its experts' weights). Beside the gate/up weight gradient being
-    computed, the down projections' whole gradient waits for its reduce."""
+    computed, the down projections' whole gradient waits for its reduce. With LoRA the experts
+    write no gradient of their own (frozen, or folded into their adapters'): the layer's
+    activations and its backward's transient beside what is gathered, which a coalesced
+    prefetch's flat buffer can swell below the top layer (traced: Qwen3-MoE checkpointed)."""
     assert ms.live is not None
     moe = next(act for kind, act, _ in ly.kinds if kind == "moe")
     layer = x.counts.moe_layer
@@ -1363,8 +1366,15 @@ def _experts_zero3(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, states: 
             continue
         ckpt = checkpointed[i]
         A_l = ly.recomputed(moe) if ckpt else ly.alive(moe)
-        alive = EXPERTS_ALIVE(ly.body.bytes - above, A_l, moe.mlp_bytes, x.routed, x.H, x_e)
         live = part_of(DS_GATHERED(gathered, n.weight))
+        if x.lora:
+            frozen = _moment("backward.experts_partitioned", states, live, others,
+                             EXPERTS_COMBINE_ALIVE(ly.body.bytes - above, A_l),
+                             moe.backward_transient)
+            if best is None or frozen.bytes > best.bytes:
+                best = frozen
+            continue
+        alive = EXPERTS_ALIVE(ly.body.bytes - above, A_l, moe.mlp_bytes, x.routed, x.H, x_e)
         done = part_of(DS_GATHERED(ms.live.backward_moe_done[i], n.weight))
         for moment in (_moment("backward.experts_partitioned", states, live, others, pending,
                                alive, transient),
