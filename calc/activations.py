@@ -31,7 +31,7 @@ from .architecture import ACTIVATIONS
 from .formula import Formula, Term
 from .params import LayerParams, Linear, adapted, adapter_shapes, by_parameter
 from .setup import Setup
-from .sources import PEFT_EXPERTS, TORCH_SAC, TORCH_SCHEDULES
+from .sources import PEFT_EXPERTS, TORCH_SAC, TORCH_SCHEDULES, TORCH_SDPA
 from .sources import TRACED_ACTIVATIONS as SRC
 
 
@@ -233,6 +233,25 @@ EMBEDDING_DROPOUT = _f("dropout", "lambda T, h: T * h", "embedding_dropout",
                        "Embedding dropout's one-byte mask (GPT-2's embd_pdrop)")
 EAGER_MASK = _f("attention_mask", "lambda b, s, m: b * s**2 * m", "eager_mask",
                 "Eager attention's (b, 1, s, s) additive causal mask, alive through the forward")
+SLIDING_BIAS = Formula(
+    "activations/attention_mask", "lambda b, s, c: b * s * ceil(s / 16) * 16 * c",
+    id="act.sliding_bias", source=TORCH_SDPA,
+    title="A sliding-window layer under SDPA: the window's boolean mask made an additive bias "
+          "in the compute dtype (its last dimension padded to 16), kept by the memory-efficient "
+          "kernel for backward, one per layer",
+    note="transformers passes the sliding layers a (b, 1, s, s) mask once s reaches the window "
+         "(the global layers keep is_causal and flash); SDPA converts it per call "
+         "(convert_boolean_attn_mask, preprocess_mask) and the mask rules flash out")
+SLIDING_KV = Formula(
+    "activations/attention", "lambda T, a, k, d, c, n_r: n_r * T * (a - k) * d * c",
+    id="act.sliding_kv", source=TORCH_SDPA,
+    title="A sliding-window layer under SDPA: K and V repeated to every query head "
+          "(transformers' repeat_kv: the masked kernel takes no grouped heads), kept beyond the "
+          "grouped heads")
+SLIDING_MASK = Formula(
+    "activations/attention_mask", "lambda s: s**2", id="act.sliding_mask", source=TORCH_SDPA,
+    title="The sliding window's boolean (1, 1, s, s) mask, expanded over the batch, alive "
+          "through the forward")
 # what the experts' fold keeps: the MLP's, freed by its backward like its activations
 FOLDED = (EXPERT_WEIGHTS, EXPERT_ADAPTER_COPIES)
 
@@ -289,11 +308,13 @@ def layer_input(kept: Term) -> int:
     return kept.bytes
 
 
-def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False) -> LayerActivations:
+def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
+                  sliding: bool = False) -> LayerActivations:
     """Activations of one decoder layer as transformers' modules save them. `frozen_input`:
     the layer's input needs no gradient (`frozen_input_layer`): its input norm and the base
     projections reading it build no autograd node and keep nothing; their adapters keep their
-    input, lora_B its weight, lora_A not its own."""
+    input, lora_B its weight, lora_A not its own. `sliding`: a sliding-window layer masked
+    under SDPA (`Setup.sliding_sdpa`)."""
     n, T, tp = x.n, x.T, x.tp
     trainable = not x.lora
     keeps = trainable or x.frozen_linear_inputs  # the projections keep their inputs
@@ -325,9 +346,10 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False) -> L
         saved.append(MLA_WIDTHS(T, a, arch.qk_nope_head_dim + arch.qk_rope_head_dim,
                                 arch.qk_nope_head_dim + (arch.v_head_dim or arch.qk_nope_head_dim),
                                 d, c))
-    elif arch.traits.qk_norm:
+    elif arch.traits.qk_norm:  # Gemma's norm scales in fp32: its normalised tensor is fp32
+        c_n = 4 if arch.traits.norm_upcast == "gemma" else c
         for heads in (a, k):
-            saved.append(QK_NORM(T, heads, d, c if trainable else 0))
+            saved.append(QK_NORM(T, heads, d, c_n if trainable else 0))
     rotary = arch.traits.rotary
     if x.math_attention:
         saved.append(MATH_QKV(T, a, d, c))
@@ -341,6 +363,11 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False) -> L
         saved.append(ATTN_OUT(T, a, arch.v_head_dim if arch.is_mla and arch.v_head_dim else d,
                               c))  # (MLA: the values' width)
         saved.append(LSE(T, a))
+        if sliding:  # the memory-efficient kernel: the mask as a bias, K and V repeated
+            saved.append(SLIDING_BIAS(x.b, x.s, c))
+            copies = 2 if k > 1 else 1 if n.autocast and r == 4 else 0
+            if copies and k < a:
+                saved.append(SLIDING_KV(T, a, k, d, c, copies))
         if rotary == "cat" and keeps:
             saved.append(TRANSPOSED_OUT(T, a, d, c))
     else:
@@ -481,7 +508,10 @@ def mask_width(x: Setup) -> int:
 
 
 def eager_mask(x: Setup) -> Term | None:
-    """The (b, 1, s, s) additive causal mask of the eager path, alive for the whole forward."""
+    """The (b, 1, s, s) additive causal mask of the eager path, or the sliding window's
+    boolean one under SDPA, alive for the whole forward."""
+    if x.sliding_sdpa:
+        return SLIDING_MASK(x.s)
     if not x.eager or x.megatron:
         return None
     return EAGER_MASK(x.b, x.s, mask_width(x))

@@ -74,6 +74,9 @@ class Architecture(BaseModel):
     first_k_dense_replace: int = Field(default=0, ge=0)
     decoder_sparse_step: int = Field(default=1, ge=1)
     mlp_only_layers: tuple[StrictInt, ...] = Field(default=(), strict=False)  # a JSON list
+    # Sliding-window attention (Gemma 3's layer_types): the window, and the layers with it.
+    sliding_window: int | None = Field(default=None, gt=0, le=1 << 24)
+    sliding_layers: tuple[StrictInt, ...] = Field(default=(), strict=False)  # a JSON list
     # Multi-head latent attention (DeepSeek-V2/V3).
     q_lora_rank: int | None = Field(default=None, gt=0, le=_MAX_DIM)
     kv_lora_rank: int | None = Field(default=None, gt=0, le=_MAX_DIM)
@@ -116,7 +119,7 @@ class Architecture(BaseModel):
             raise ValueError(f"cannot exceed num_hidden_layers ({layers})")
         return n
 
-    @field_validator("mlp_only_layers")
+    @field_validator("mlp_only_layers", "sliding_layers")
     @classmethod
     def _layers_in_range(cls, ids: tuple[int, ...], info: ValidationInfo) -> tuple[int, ...]:
         layers = info.data.get("num_hidden_layers")
@@ -176,6 +179,10 @@ class Architecture(BaseModel):
         if not self.is_moe or i < self.first_k_dense_replace or i in self.mlp_only_layers:
             return False
         return (i + 1) % self.decoder_sparse_step == 0
+
+    def is_sliding_layer(self, i: int) -> bool:
+        """Whether decoder layer `i` attends within `sliding_window` (layer_types)."""
+        return self.sliding_window is not None and i in self.sliding_layers
 
     @property
     def moe_layer_count(self) -> int:
@@ -478,10 +485,34 @@ def _read_deepseek_v3(cfg: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _read_gemma3(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Gemma 3's layer_types (transformers' default: every sliding_window_pattern-th layer
+    global, the others sliding), and the window."""
+    out = _read_gemma(cfg)
+    layers = out["num_hidden_layers"]
+    types = cfg.get("layer_types")
+    if types is None:
+        pattern = _int(cfg, "sliding_window_pattern", default=6)
+        if pattern is None or pattern < 1:
+            raise ConfigError("hf_config.sliding_window_pattern", f"must be at least 1, got "
+                              f"{pattern}")
+        types = ["sliding_attention" if (i + 1) % pattern else "full_attention"
+                 for i in range(layers)]
+    kinds = ("sliding_attention", "full_attention")
+    if not isinstance(types, list) or len(types) != layers or any(t not in kinds for t in types):
+        raise ConfigError("hf_config.layer_types", f"must list {layers} of {', '.join(kinds)} "
+                          f"(one per layer), got {shown(types)}")
+    window = _int(cfg, "sliding_window", default=4096)  # Gemma3TextConfig's default
+    if "sliding_attention" in types:
+        out["sliding_window"] = window
+        out["sliding_layers"] = [i for i, t in enumerate(types) if t == "sliding_attention"]
+    return out
+
+
 _READERS = {
     "gemma": _read_gemma,
     "gemma2": _read_gemma,
-    "gemma3_text": _read_gemma,
+    "gemma3_text": _read_gemma3,
     "phi3": _read_phi3,
     "gpt2": _read_gpt2,
     "mixtral": _read_mixtral,

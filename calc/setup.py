@@ -73,6 +73,7 @@ class Setup:
         "selective_ops",
         "seq_len",
         "sequence_parallel",
+        "sliding_sdpa",
         "stages",
         "tp",
         "virtual_stages",
@@ -130,6 +131,7 @@ class Setup:
     checkpoint_every: int | None
     eager: bool  # eager attention (the score matrix is materialised)
     math_attention: bool  # SDPA falls back to its math kernel (fp32 with grouped K/V heads)
+    sliding_sdpa: bool  # sliding-window layers run SDPA with a mask (Gemma 3, s >= window)
     chunked_loss: bool
     megatron: bool  # implementation megatron (Korthikanti's per-layer formula)
     vocab_grad_split: int  # tp, or 1 where the embedding's gradient is whole on each tp rank
@@ -186,6 +188,12 @@ class Setup:
                                and not arch.is_mla)
         self.chunked_loss = t.loss == "chunked"
         self.megatron = t.implementation == "megatron"
+        # transformers masks the sliding layers once the sequence reaches the window (below it
+        # every layer keeps is_causal); the mask rules flash out for them
+        window = arch.sliding_window
+        self.sliding_sdpa = (window is not None and bool(arch.sliding_layers) and not self.eager
+                             and not self.math_attention and not self.megatron
+                             and self.s >= window)
         # The rows the embedding's gradient is split into on one GPU before any ZeRO/FSDP
         # reduction. torch's vocabulary-parallel embedding (a DTensor RowwiseParallel weight,
         # as torchtitan and the traces shard it) computes its gradient whole: DTensor's

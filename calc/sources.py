@@ -99,6 +99,14 @@ MEGATRON_CODE = Source(
     "main_grad buffer) and optimizer/distrib_optimizer.py (fp32 master weights and Adam states "
     "sharded over dp): 18 bytes a parameter, 6 + 12/dp with the distributed optimizer", "code",
     "https://github.com/NVIDIA/Megatron-LM", short="Megatron-LM buffers")
+TORCH_SDPA = Source(
+    "torch_sdpa", "transformers 5 with SDPA on Gemma 3's sliding-window layers: masking_utils "
+    "builds a (b, 1, s, s) boolean mask once s reaches the window (sdpa_mask, "
+    "_ignore_causal_mask_sdpa), integrations/sdpa_attention.py repeats K and V without "
+    "grouped heads under a mask (use_gqa_in_sdpa), and torch's scaled_dot_product_attention "
+    "takes the memory-efficient kernel, converting the mask to an additive bias per call; "
+    "traced: validation/cases.json (Gemma 3)", "traced",
+    "https://github.com/huggingface/transformers", short="transformers SDPA masks")
 TORCH_SAC = Source(
     "torch_sac", "torch.utils.checkpoint.create_selective_checkpoint_contexts with torchtitan's "
     "SelectiveAC policy (torchtitan/distributed/activation_checkpoint.py): save the outputs of "

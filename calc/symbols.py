@@ -202,6 +202,9 @@ SYMBOLS: dict[str, Symbol] = {name: Symbol(tex, meaning) for name, tex, meaning 
      "width, where it differs from w_c; else 0"),
     ("n_d", "n_d", "1 where an MLP's down projection trains and keeps its input, else 0"),
     ("n_e", "n_e", "routed-expert tensors kept per row: outputs, and inputs when they train"),
+    ("n_r", "n_r", "a sliding layer's K and V repeated to every query head as copies: both "
+     "with grouped heads; with one K/V head the repeat is a view, copied only where autocast "
+     "casts it (an fp32 residual stream: K after the fp32 rotation)"),
     ("d_i", "d_\\text{in}", "input features of the adapted projection on one GPU"),
     ("F", "F", "Adafactor's factors: rows + cols of each trainable matrix, vectors whole"),
     ("n_max", "n_\\text{max}", "elements of the largest trainable tensor"),

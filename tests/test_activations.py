@@ -127,3 +127,38 @@ def test_the_fused_loss_input_is_alive_through_its_forward() -> None:
     # beside what it keeps: its input (fp32 under amp), a chunk of bf16 logits, autocast's
     # two casts of the fp32 head weight, the per-token loss
     assert forward.bytes - kept.bytes == T * H * 4 + chunk * V * 2 + 2 * V * H * 2 + 4 * T
+
+
+def _gemma3(**training: Any) -> Setup:
+    return setup(resolve(parse_scenario({"model": "gemma-3-4b", "training": training})))
+
+
+def test_gemma3_s_layer_types_follow_its_pattern_or_the_config() -> None:
+    """transformers' Gemma3TextConfig: every sliding_window_pattern-th layer global (6 by
+    default), the others within sliding_window; an explicit layer_types list wins, and a list
+    of the wrong length names the field."""
+    from calc.architecture import ConfigError, from_hf_config
+    from calc.presets import models
+    arch = models()["gemma-3-4b"].architecture()
+    assert arch.sliding_window == 1024
+    assert [i for i in range(34) if not arch.is_sliding_layer(i)] == [5, 11, 17, 23, 29]
+    cfg = dict(models()["gemma-3-1b"].hf_config, num_hidden_layers=3)
+    types = ["full_attention", "sliding_attention", "full_attention"]
+    explicit = from_hf_config({**cfg, "layer_types": types})
+    explicit = explicit[0] if isinstance(explicit, tuple) else explicit
+    assert explicit.sliding_layers == (1,)
+    with pytest.raises(ConfigError) as err:
+        from_hf_config({**cfg, "layer_types": types[:2]})
+    assert err.value.field == "hf_config.layer_types"
+
+
+def test_a_sliding_layer_under_sdpa_keeps_the_mask_as_a_bias_and_k_v_repeated() -> None:
+    """Once the sequence reaches the window transformers masks the sliding layers: SDPA's
+    memory-efficient kernel keeps the mask as a bias in the compute dtype (b s s c) and K and
+    V repeated to every query head (traced: Gemma 3 4B on 6 layers, 4K tokens, +48 MiB a
+    sliding layer). Below the window no layer is masked."""
+    x = _gemma3(seq_len=4096, finetuning="lora", mixed_precision="autocast")
+    full, sliding = (decoder_layer(x, x.counts.dense_layer, sliding=s) for s in (False, True))
+    T, a, k, d = 4096, 8, 4, 256
+    assert sliding.total - full.total == T * T * 2 + 2 * T * (a - k) * d * 2 == 48 * 2**20
+    assert x.sliding_sdpa and not _gemma3(seq_len=1000).sliding_sdpa

@@ -579,3 +579,35 @@ def test_megatron_pipelines_keep_neither_the_sent_output_nor_a_receive_buffer() 
         for m in stage_peak(x, stage, True).moments:
             assert "activations/stage_output" not in m.breakdown
             assert "activations/recv_buffers" not in m.breakdown
+
+
+def test_fsdp_sums_tied_gradients_before_the_root_s_reduce() -> None:
+    """FSDP2 with tied embeddings: at the embedding's backward the head's unsharded gradient
+    waits, the embedding's arrives and their sum is made (three V x h in the gathered dtype),
+    the root still gathered and the first layer's reduce-scatter input not yet waited for;
+    only then the root's post-backward reduces (traced: Gemma 3 12B on 6 layers, FSDP4, 262K
+    vocabulary; +29.7% when both were taken as one moment)."""
+    case = "gemma-3-12b-6L_b1_s2048_amp_flash_acfull_fsdp4"
+    scenario, traced = traced_case(case)
+    x = _setup(scenario)
+    peak = stage_peak(x, x.stages[0], detail=True)
+    summed = next(m for m in peak.moments if m.name == "backward.embedding")
+    E = 262208 * 3840
+    assert summed.breakdown["temporaries/embedding_grad"] >= 3 * E * 2
+    reduce = next(m for m in peak.moments if m.name == "backward.fsdp_root")
+    assert "temporaries/embedding_grad" not in reduce.breakdown or \
+        reduce.breakdown["temporaries/embedding_grad"] < E
+    assert estimate(scenario).peak_bytes == pytest.approx(traced["peak_bytes"], rel=0.005)
+
+
+@pytest.mark.parametrize("case", [
+    "llama-3.2-1b_b1_s2048_amp_flash_acfull_fsdp4",
+    "qwen3-0.6b_b1_s4096_pure_flash_acfull_fsdp2",
+    "gpt2-xl_b2_s1024_amp_flash_acfull_zero2-fsdp8",
+])
+def test_tied_models_under_fsdp_match_the_trace(case: str) -> None:
+    """Scored before they were traced (-0.10 .. -0.01%); Llama 3.2 1B was +9.0% before. Under
+    ZeRO-2 the layers are resharded by their post-backward: at the sum only the root is
+    gathered (GPT-2 XL was +8.1% with every layer counted there)."""
+    scenario, traced = traced_case(case)
+    assert estimate(scenario).peak_bytes == pytest.approx(traced["peak_bytes"], rel=0.005)

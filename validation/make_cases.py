@@ -636,6 +636,41 @@ case("test", MIXTRAL, 1, 2048, mp="master", gas=2, lora=16, qlora=True, dp=2, ze
      tag="mixtral-8x7b-2L", notes=DQ + "ZeRO-2 on a MoE model, accumulating")
 case("test", QWEN3MOE, 1, 2048, mp="master", lora=32, dp=4, zero=1,
      tag="qwen3-30b-a3b-4L-v32k", notes=DM + "ZeRO-1, rank 32")
+# Gemma 3 (transformers' Gemma3ForCausalLM, SDPA by default): every sixth layer global, the
+# others attend within a window, masked once the sequence reaches it (the memory-efficient
+# kernel keeps the mask as a bias and K/V repeated to every head); Gemma's q/k norms keep their
+# normalised tensors in fp32; a tied 262K vocabulary makes FSDP's tied-gradient sum the peak.
+# The dev cases are those read off (first scoring -1.97, -1.30, -0.73, +29.74, -1.00%).
+G3 = "Gemma 3: "
+case("dev", "gemma-3-1b", 2, 2048, notes=G3 + "sliding layers masked: bias and repeated K")
+case("dev", inline("gemma-3-4b", num_hidden_layers=6), 1, 4096, mp="autocast", lora=16,
+     tag="gemma-3-4b-6L", notes=G3 + "grouped K/V heads repeated as copies under the mask")
+case("dev", "gemma-3-1b", 1, 1024, mp="autocast", lora=16, qlora=True, notes=G3 + "QLoRA")
+case("dev", inline("gemma-3-12b", num_hidden_layers=6), 1, 2048, ac="full", dp=4,
+     tag="gemma-3-12b-6L", notes=G3 + "FSDP: the tied embedding's gradient summed with the "
+     "head's before the root's post-backward, the step's peak")
+case("test", inline("gemma-3-27b", num_hidden_layers=6), 1, 4096, mp="autocast", ac="full",
+     lora=16, tag="gemma-3-27b-6L", notes=G3 + "checkpointed LoRA")
+case("dev", "gemma-3-1b", 4, 512, mp="pure", notes=G3 + "at the window: still masked")
+case("test", inline("gemma-3-4b", num_hidden_layers=6), 1, 8192, dp=2, tag="gemma-3-4b-6L",
+     notes=G3 + "8K tokens under FSDP2: a 128 MiB bias per sliding layer")
+case("test", inline("gemma-3-12b", num_hidden_layers=6), 2, 2048, mp="autocast", lora=16,
+     tag="gemma-3-12b-6L", notes=G3 + "LoRA, two sequences")
+case("test", "gemma-3-1b", 8, 256, notes=G3 + "below the window: no mask, flash everywhere")
+case("test", inline("gemma-3-27b", num_hidden_layers=6), 1, 4096, mp="autocast", lora=16,
+     qlora=True, dp=2, tag="gemma-3-27b-6L", notes=G3 + "QLoRA under FSDP2")
+case("test", "gemma-3-1b", 2, 2048, attn="eager", mp="autocast", lora=16,
+     notes=G3 + "eager attention")
+# FSDP with tied embeddings (the sum of the head's and the embedding's gradients before the
+# root's post-backward, read off Gemma 3 above), scored before tracing
+case("test", "llama-3.2-1b", 1, 2048, ac="full", dp=4, notes="tied embeddings under FSDP2")
+case("test", "qwen2.5-1.5b", 2, 1024, ac="full", dp=8, notes="tied embeddings under FSDP2")
+case("test", "qwen3-0.6b", 1, 4096, ac="full", dp=2, mp="pure",
+     notes="tied embeddings under FSDP2, bf16 throughout")
+case("test", "gemma-3-1b", 1, 2048, ac="full", dp=4, zero=2,
+     notes="tied embeddings under ZeRO-2 (FSDP2 without resharding after forward)")
+case("test", "gpt2-xl", 2, 1024, ac="full", dp=8, zero=2,
+     notes="tied embeddings under ZeRO-2 (FSDP2 without resharding after forward)")
 # DeepSpeed's zero_optimization sizes set in the scenario (the export writes them, the engine
 # runs with them): the coordinator's limits as users lower them against an out-of-memory, a
 # larger reduce bucket. Scored before they were traced.
