@@ -110,6 +110,9 @@ MLP_GELU = _f("mlp", "lambda t_m, f, c, n_d: t_m * f * (4 + n_d) * c", "mlp_gelu
               "GPT-2's gelu_new in Python ops; its output kept where the down projection "
               "trains (n_d = 1)")
 ROUTER_INPUT = _f("mlp", "lambda T, H, q: T * H * q", "router_input", "The router's input")
+SHARED_GATE = _f("mlp", "lambda T, H, c: T * H * c + 2 * T * c", "shared_expert_gate",
+                 "Qwen2-MoE's gated shared expert, sigmoid(g(x)) times its output: that output "
+                 "and the sigmoid, kept by the product")
 ROUTER_SOFTMAX = _f("mlp", "lambda T, e: T * e * 4", "router_softmax",
                     "The softmax of the router logits, fp32")
 EXPERT_IO = _f("mlp", "lambda t_m, H, c, n_e: t_m * H * c * n_e", "expert_io",
@@ -655,14 +658,16 @@ def _moe(x: Setup, layer: LayerParams, saved: list[Term], z_width: int, trainabl
             saved.append(EXPERT_ADAPTER_COPIES(
                 sum(m * k for lin in routed for m, k in adapter_shapes(
                     lin, x.lora_rank, x.tp, x.ep)), n.weight))
-    if arch.shared_expert_intermediate_size:
-        shared = tuple(lin for lin in layer.linears
-                       if lin.group == "shared_expert" and lin.tp != "row")
+    if arch.shared_expert_intermediate_size:  # (Qwen2-MoE's gate reads x like them)
+        shared = tuple(lin for lin in layer.linears if lin.name == "shared_expert_gate" or
+                       (lin.group == "shared_expert" and lin.tp != "row"))
         _linear_inputs(x, saved, "mlp", shared, z_width, trainable)
         down = next(lin for lin in layer.linears
                     if lin.group == "shared_expert" and lin.tp == "row")
         _mlp_core(x, saved, T, arch.shared_expert_intermediate_size // x.tp,
                   trainable or adapted(down, x.lora_targets))
+    if arch.traits.shared_expert_gate:
+        saved.append(SHARED_GATE(T, x.H, n.compute))
 
 
 def head_activations(x: Setup) -> tuple[Term, ...]:

@@ -218,6 +218,8 @@ class Traits:
     # (its DEFAULT_LEAF_MODULE_CLASSES: Mixtral, Qwen2-MoE, Qwen3-MoE), not its experts apart
     experts_first: bool = False  # the MoE block builds its experts before its router (the
     # order of their parameters, in which ZeRO-3 queues a leaf block's for prefetch)
+    peft_moe: bool = False  # peft converts `all-linear` for the v5 stacked experts (its
+    # _MODEL_TO_CONVERSION_PATTERN: Mixtral, Qwen3-MoE, DeepSeek-V3; not Qwen2-MoE itself)
 
 
 _LLAMA = Traits(
@@ -234,13 +236,15 @@ def _with(base: Traits, **changes: Any) -> Traits:
 TRAITS: dict[str, Traits] = {
     "llama": _LLAMA,
     "mistral": _LLAMA,
-    "mixtral": _with(_LLAMA, routing_fp32=True, moe_leaf=True),
-    "deepseek_v3": _with(_LLAMA, router_fp32=True, routing_fp32=True, experts_first=True),
+    "mixtral": _with(_LLAMA, routing_fp32=True, moe_leaf=True, peft_moe=True),
+    "deepseek_v3": _with(_LLAMA, router_fp32=True, routing_fp32=True, experts_first=True,
+                         peft_moe=True),
     "qwen2": _with(_LLAMA, qkv_bias=True, o_bias=False, mlp_bias=False),
     "qwen2_moe": _with(_LLAMA, qkv_bias=True, o_bias=False, mlp_bias=False, shared_expert_gate=True,
                        moe_leaf=True),
     "qwen3": _with(_LLAMA, qk_norm=True, mlp_bias=False),
-    "qwen3_moe": _with(_LLAMA, qk_norm=True, mlp_bias=False, moe_leaf=True, experts_first=True),
+    "qwen3_moe": _with(_LLAMA, qk_norm=True, mlp_bias=False, moe_leaf=True, experts_first=True,
+                       peft_moe=True),
     "gemma": _with(_LLAMA, norm_upcast="gemma", embed_scale=True, mlp_bias=False),
     "gemma2": _with(_LLAMA, norm_upcast="gemma", norms_per_layer=4, embed_scale=True, mlp_bias=False),
     "gemma3_text": _with(

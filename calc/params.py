@@ -150,10 +150,12 @@ class ParamCounts:
 def lora_targets(targets: str, moe: bool = False) -> frozenset[str]:
     """The projections a LoRA adapter attaches to, by `training.lora_targets` (the names of
     `layer_params`'s linears, tested with `adapted`; `query_value` is peft's default for
-    Llama-family models, the fused qkv projection where there is one). On a MoE model peft's
-    `all-linear` adapts the routed experts and the router by parameter, and the MLP names it
-    maps onto the experts no longer reach the dense layers' or the shared experts' linears
-    (PEFT_EXPERTS, `_convert_peft_config_moe`)."""
+    Llama-family models, the fused qkv projection where there is one). `moe`: a MoE model
+    whose targets peft converts for transformers v5 (`Traits.peft_moe`): its `all-linear`
+    adapts the routed experts and the router by parameter, and the MLP names it maps onto the
+    experts no longer reach the dense layers' or the shared experts' linears (PEFT_EXPERTS,
+    `_convert_peft_config_moe`). Elsewhere `all-linear` is every nn.Linear: on Qwen2-MoE the
+    attention, the shared expert and its gate, not the stacked experts nor the router."""
     if targets == "query_value":
         return frozenset({"q_proj", "v_proj", "qkv_proj"})
     attention = {"q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj", "q_a_proj", "q_b_proj",
@@ -163,7 +165,7 @@ def lora_targets(targets: str, moe: bool = False) -> frozenset[str]:
     if moe:
         return frozenset(attention | {"experts", "router", "shared_expert_gate"})
     return frozenset(attention | {"gate_proj", "up_proj", "down_proj", "gate_up_proj", "fc_in",
-                                  "fc_out"})
+                                  "fc_out", "shared_expert_gate"})
 
 
 def adapted(lin: Linear, targets: frozenset[str]) -> bool:

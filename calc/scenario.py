@@ -381,7 +381,8 @@ def lora_experts_unhooked(arch: Architecture, t: Training, p: Parallelism) -> bo
     """LoRA on the routed experts of a MoE block DeepSpeed's ZeRO-3 does not hook as one leaf
     (DeepSeek-V3's), under its engine: its coordinator stops at the second step (traced)."""
     return (t.finetuning != "full" and arch.is_moe and not arch.traits.moe_leaf
-            and "experts" in lora_targets(t.lora_targets, True) and p.zero == 3 and p.dp > 1
+            and "experts" in lora_targets(t.lora_targets, arch.traits.peft_moe)
+            and p.zero == 3 and p.dp > 1
             and engine_of(p.framework, t.mixed_precision) == "deepspeed")
 
 
@@ -556,7 +557,7 @@ def _check(s: Scenario, arch: Architecture, gpu: GpuPreset) -> list[EstimateWarn
              "with precision fp32 there is nothing to mix: computed as pure fp32")
     if t.finetuning != "full":
         counts = count_params(arch)
-        targets = lora_targets(t.lora_targets, arch.is_moe)
+        targets = lora_targets(t.lora_targets, arch.is_moe and arch.traits.peft_moe)
         # (not the routers: peft adapts them as a side effect of `all-linear`, at any rank)
         sizes = [min(lin.in_features, lin.out_features)
                  for layer in (counts.dense_layer, counts.moe_layer) if layer is not None

@@ -171,7 +171,8 @@ class Setup:
         self.lora = lora = t.finetuning != "full"
         self.qlora = t.finetuning == "qlora"
         self.lora_rank = t.lora_rank
-        self.lora_targets = lora_targets(t.lora_targets, arch.is_moe) if lora else frozenset()
+        self.lora_targets = lora_targets(t.lora_targets, arch.is_moe and arch.traits.peft_moe) \
+            if lora else frozenset()
         self.lora_dropout = t.lora_dropout if lora else 0.0
         self.optimizer = OPTIMIZERS[t.optimizer]
         self.optimizer_impl = t.optimizer_impl

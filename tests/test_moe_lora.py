@@ -113,3 +113,14 @@ def test_a_rank_above_the_experts_count_is_accepted() -> None:
 def test_traced_moe_lora_cases_within_one_and_a_half_percent(case: str) -> None:
     sc, result = traced_case(case)
     assert abs(estimate(sc).peak_bytes / result["peak_bytes"] - 1) < 0.015
+
+
+def test_qwen2_moe_s_all_linear_adapts_no_stacked_expert() -> None:
+    """peft converts `all-linear` for the v5 stacked experts of Mixtral, Qwen3-MoE and
+    DeepSeek-V3, not of qwen2_moe: there it adapts the attention, the shared expert and its
+    gate (traced: 2,654,272 trainable parameters on four layers at rank 16)."""
+    scenario, traced = traced_case("qwen1.5-moe-a2.7b-4L_b1_s4096_autocast_flash_lora16")
+    report = estimate(scenario)
+    assert report.as_dict()["trainable_param_count"] == traced["trainable_param_count"] \
+        == 2_654_272
+    assert report.peak_bytes == pytest.approx(traced["peak_bytes"], rel=0.005)
