@@ -14,9 +14,9 @@ from .optimizers import OPTIMIZERS
 from .params import count_params
 from .scenario import Parallelism, Resolved, lora_experts_unhooked, selective_autocast_pipeline
 
-VALIDATED_FAMILIES = frozenset({"llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text",
-                                "phi3", "gpt2", "mixtral", "qwen2_moe", "qwen3_moe",
-                                "deepseek_v3"})
+VALIDATED_FAMILIES = frozenset({"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2",
+                                "gemma3_text", "phi3", "gpt2", "mixtral", "qwen2_moe",
+                                "qwen3_moe", "deepseek_v3"})
 VALIDATED_FEATURES: dict[str, frozenset[Any]] = {
     "training.precision": frozenset({"bf16", "fp32"}),
     "training.mixed_precision": frozenset({"pure", "amp", "master", "autocast"}),

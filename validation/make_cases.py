@@ -691,6 +691,12 @@ case("test", Q15, 1, 2048, mp="master", lora=16, dp=4, tag="qwen1.5-moe-a2.7b-4L
      notes=QM + "DeepSpeed ZeRO-3 with LoRA (a leaf MoE block)")
 case("test", inline("qwen2-57b-a14b", num_hidden_layers=2), 1, 2048, mp="autocast", ac="full",
      lora=16, dp=2, tag="qwen2-57b-a14b-2L", notes=QM + "64 experts top-8, LoRA under FSDP2")
+# Gemma (1): GeGLU, a 256K tied vocabulary, multi-query attention on 2B; scored before tracing
+case("test", "gemma-2b", 2, 2048, notes="Gemma 2B, multi-query attention")
+case("test", inline("gemma-7b", num_hidden_layers=4), 1, 4096, mp="autocast", lora=16,
+     tag="gemma-7b-4L", notes="Gemma 7B, LoRA")
+case("test", inline("gemma-7b", num_hidden_layers=4), 1, 2048, ac="full", dp=4, tag="gemma-7b-4L",
+     notes="Gemma 7B, FSDP2, checkpointed")
 # DeepSpeed's zero_optimization sizes set in the scenario (the export writes them, the engine
 # runs with them): the coordinator's limits as users lower them against an out-of-memory, a
 # larger reduce bucket. Scored before they were traced.
