@@ -302,7 +302,8 @@ def from_hf_config(config: dict[str, Any]) -> tuple[Architecture, list[str]]:
         model_type = cfg.get("model_type", model_type)
     if model_type == "gemma3":
         model_type = "gemma3_text"
-    if model_type not in SUPPORTED_MODEL_TYPES:
+    unknown = model_type not in SUPPORTED_MODEL_TYPES
+    if unknown:
         notes.append(
             f"model_type {model_type!r} is not one the estimator knows; read as llama-like "
             "(RMSNorm, gated MLP, no biases unless attention_bias/mlp_bias say so)"
@@ -310,6 +311,12 @@ def from_hf_config(config: dict[str, Any]) -> tuple[Architecture, list[str]]:
         model_type = "llama"
     reader = _READERS.get(model_type, _read_llama)
     fields = reader(cfg)
+    if unknown and (routed := _routed_experts(cfg)):  # dropping them would count a tenth
+        fields.update(routed)
+        notes.append(
+            f"its {routed['num_local_experts']} routed experts (top "
+            f"{routed['num_experts_per_tok']}) are read as Mixtral's, every layer sparse, "
+            "none shared: their parameters counted, their activations as Mixtral's")
     fields["model_type"] = model_type
     heads = config.get("architectures")
     if isinstance(heads, list) and any(isinstance(a, str) and a.endswith(_CLASSIFIERS)
@@ -449,6 +456,18 @@ def _read_gpt2(cfg: dict[str, Any]) -> dict[str, Any]:
 
 def _default(value: float | None, default: float) -> float:
     return default if value is None else value
+
+
+def _routed_experts(cfg: dict[str, Any]) -> dict[str, Any]:
+    """An unknown model's routed experts, under the names HF configs give them (Mixtral's,
+    Qwen-MoE's, DeepSeek's, GPT-OSS's): empty where it has none."""
+    experts = _int(cfg, "num_local_experts", "num_experts", "n_routed_experts")
+    if not experts:
+        return {}
+    top_k = _require(cfg, "num_experts_per_tok", "experts_per_token")
+    out: dict[str, Any] = {"num_local_experts": experts, "num_experts_per_tok": top_k}
+    _set(out, "moe_intermediate_size", _int(cfg, "moe_intermediate_size"))
+    return out
 
 
 def _read_mixtral(cfg: dict[str, Any]) -> dict[str, Any]:

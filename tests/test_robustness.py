@@ -226,3 +226,21 @@ def test_output_into_a_closed_pipe_is_quiet() -> None:
     run = subprocess.run(f"{sys.executable} -c \"{code}\" | head -c 1", shell=True,
                          capture_output=True, text=True, check=False)
     assert run.stderr == "" and run.returncode == 0
+
+
+def test_an_unknown_moe_model_counts_its_routed_experts() -> None:
+    """A model_type calc does not know is read as llama-like; its routed experts, under the
+    names HF configs give them, are read too (as Mixtral's) rather than dropped, which would
+    count a tenth of GPT-OSS 20B (20.9B parameters). Experts without a top-k name the field."""
+    from calc.params import count_params
+    oss = {"model_type": "gpt_oss", "hidden_size": 2880, "num_hidden_layers": 24,
+           "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64,
+           "intermediate_size": 2880, "num_local_experts": 32, "experts_per_token": 4,
+           "vocab_size": 201088, "attention_bias": True}
+    arch, notes = from_hf_config(oss)
+    assert arch.num_local_experts == 32 and arch.num_experts_per_tok == 4
+    assert 20.8e9 < count_params(arch).total < 21.0e9
+    assert any("routed experts" in n for n in notes)
+    with pytest.raises(ConfigError) as err:
+        from_hf_config({**LLAMA, "model_type": "olmoe", "num_experts": 8})
+    assert err.value.field == "hf_config.num_experts_per_tok"
