@@ -303,7 +303,7 @@ def from_hf_config(config: dict[str, Any]) -> tuple[Architecture, list[str]]:
     if model_type == "gemma3":
         model_type = "gemma3_text"
     unknown = model_type not in SUPPORTED_MODEL_TYPES
-    if unknown:
+    if model_type not in SUPPORTED_MODEL_TYPES:
         notes.append(
             f"model_type {model_type!r} is not one the estimator knows; read as llama-like "
             "(RMSNorm, gated MLP, no biases unless attention_bias/mlp_bias say so)"
