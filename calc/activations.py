@@ -563,7 +563,9 @@ def _linear_inputs(x: Setup, saved: list[Term], key: str, consumers: tuple[Linea
         return formula if key == "attention" else _MLP_KEYED[formula]
 
     if keeps:
-        if n.autocast and z_width != n.compute:
+        if x.frozen_linear_inputs:  # DeepSpeed's ZeRO-3 linear casts inside: x as given
+            saved.append(f(INPUT)(x.T, x.H, z_width, z_width))
+        elif n.autocast and z_width != n.compute:
             saved.append(f(INPUT_CASTS)(len(consumers), x.T, x.H, n.linear_input))
         else:
             saved.append(f(INPUT)(x.T, x.H, n.linear_input, z_width))
@@ -677,7 +679,9 @@ def head_activations(x: Setup) -> tuple[Term, ...]:
     if x.chunked_loss:
         return tuple(saved)  # the fused kernel keeps gradients instead (see logits.py)
     n = x.n
-    if not x.lora or x.frozen_linear_inputs:
+    if x.frozen_linear_inputs:  # DeepSpeed's ZeRO-3 linear keeps its input as given
+        saved.append(HEAD_INPUT(x.T, x.H, z_width))
+    elif not x.lora:
         saved.append(HEAD_INPUT(x.T, x.H, n.linear_input if n.autocast
                              else min(z_width, n.linear_input)))
     if n.weight_copies and not x.megatron:

@@ -120,8 +120,8 @@ def _sharding_gaps(r: Resolved) -> list[str]:
     """What of the parallel setup the traced cases do not cover. Traced: DDP (zero 0),
     DDP + ZeroRedundancyOptimizer (1), FSDP2 with reshard_after_forward False (2) and True
     (3), FSDP2's CPUOffloadPolicy; DeepSpeed's own engine at stages 1 and 2 (master weights,
-    torch_autocast) and 3 (master weights), full training, LoRA and QLoRA; tp (torchtitan's
-    plan, loss parallel), sequence parallel, cp (torch's ring attention) and pp (torch's 1F1B,
+    torch_autocast) and 3 (master weights, torch_autocast), full training, LoRA and QLoRA; tp
+    (torchtitan's plan, loss parallel), sequence parallel, cp (torch's ring attention) and pp (torch's 1F1B,
     GPipe, interleaved 1F1B, zero bubble, ZBV and DualPipeV, each stage its own FSDP2 root),
     alone or with FSDP2; tp with pp (1F1B, interleaved 1F1B, zero bubble; FSDP2 x tp x pp);
     ep (transformers' all-to-all, balanced routing) with FSDP2 over the experts as their own
@@ -154,10 +154,11 @@ def _sharding_gaps(r: Resolved) -> list[str]:
         gaps.append("DeepSpeed's engine without ZeRO is estimated as DDP without its buckets "
                     "(the engine all-reduces through transient flat buffers), not traced")
     if deepspeed and p.zero == 3 and p.shard_group > 1 and (
-            t.mixed_precision != "master" or p.ep > 1 or model_parallel):
+            t.mixed_precision not in ("master", "amp") or p.ep > 1 or model_parallel):
         gaps.append("DeepSpeed's ZeRO-3 is traced (its engine, DeepSpeed 0.19.8: the parameter "
                     "coordinator, the gradient partitions, ZeRO-Offload and -Infinity) for full "
-                    "training, LoRA and QLoRA with master weights, without tp, cp, pp or ep")
+                    "training, LoRA and QLoRA with master weights or torch_autocast, without tp, "
+                    "cp, pp or ep")
     if lora_experts_unhooked(r.arch, t, p):
         gaps.append("DeepSpeed's ZeRO-3 stops at the second step with LoRA on the routed experts "
                     "of a MoE block it does not hook as one leaf (traced): no step checks this "

@@ -64,7 +64,7 @@ class Numerics:
 
 @lru_cache(maxsize=64)
 def numerics(precision: str, mixed_precision: str, fsdp: bool, clone: bool = False,
-             engine_cast: bool = False) -> Numerics:
+             engine_cast: bool = False, zero3_linear: bool = False) -> Numerics:
     """Widths for `precision` x `mixed_precision`; `fsdp`: FSDP2 at ZeRO stage 2 or 3 (the
     parameters are gathered in the compute dtype); `clone`: DeepSpeed's ZeRO optimizer keeps
     an fp32 copy of its partition beside fp32 parameters (amp or fp32); `engine_cast`:
@@ -83,6 +83,9 @@ def numerics(precision: str, mixed_precision: str, fsdp: bool, clone: bool = Fal
         return Numerics(low, linear_in, low, low, low, low, low, 0, True, fsdp, False)
     if fsdp:  # FSDP2 with a low-precision param_dtype: compute as pure, store fp32
         return Numerics(low, linear_in, low, 4, low, 4, 4, 0, False, True, False)
+    if zero3_linear:  # DeepSpeed's ZeRO-3 linear casts inside: it keeps the fp32 input as
+        # given, and autocast caches no copy of the weight it casts there
+        return Numerics(low, linear_in, 4, 4, 4, 4, 4, copy, True, False, False)
     return Numerics(low, linear_in, 4, 4, low, 4, 4, copy, True, False, True)
 
 
@@ -92,4 +95,4 @@ def numerics_for(precision: str, mixed_precision: str, zero: int, deepspeed: boo
     theirs already)."""
     return numerics(precision, mixed_precision, zero >= 2 and not deepspeed,
                     clone=deepspeed and zero >= 1 and mixed_precision != "master",
-                    engine_cast=deepspeed)
+                    engine_cast=deepspeed, zero3_linear=deepspeed and zero == 3)

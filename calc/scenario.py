@@ -178,12 +178,6 @@ class Parallelism(_Strict):
     def engine(self, mixed_precision: str) -> Framework:
         return engine_of(self.framework, mixed_precision)
 
-    def zero3_modelled(self, precision: str, mixed_precision: str) -> bool:
-        """Whether ZeRO-3 is modelled for this engine and precision: not DeepSpeed's stage 3
-        under torch_autocast (fp32 partitions gathered, then cast per op under autocast)."""
-        return (self.engine(mixed_precision) == "torch" or mixed_precision == "master"
-                or precision == "fp32")
-
     @property
     def world_size(self) -> int:
         return self.dp * self.tp * self.pp * self.cp
@@ -410,9 +404,6 @@ def framework_problem(precision: str, mixed_precision: str, implementation: str,
     if mixed_precision not in ("master", "amp") and precision != "fp32":
         return (f"DeepSpeed is modelled with mixed_precision master (its bf16/fp16 mode) or "
                 f"amp (its torch_autocast), not {mixed_precision}")
-    if p.zero == 3 and not p.zero3_modelled(precision, mixed_precision):
-        return ("DeepSpeed's ZeRO-3 under torch_autocast (fp32 partitions gathered, then cast "
-                "per op) is not modelled: use mixed_precision master or zero 0, 1 or 2")
     return None
 
 

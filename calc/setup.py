@@ -222,7 +222,7 @@ class Setup:
         on by default), whose save_for_backward keeps input, weight and bias whichever needs a
         gradient. A frozen projection (LoRA's base) keeps an input torch's own mm would not.
         Under torch_autocast its forward casts inside the function (not traced: left out)."""
-        return self.deepspeed and self.z == 3 and not self.n.autocast
+        return self.deepspeed and self.z == 3
 
     @property
     def fsdp(self) -> bool:

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from calc import estimate
-from calc.plan import FORMATS, ConfigImportError, ExportError, export, import_config
+from calc.plan import FORMATS, ExportError, export, import_config
 
 DEEPSPEED = {"model": "llama-3.1-8b",
              "training": {"micro_batch_size": 2, "gradient_accumulation_steps": 4,
@@ -73,11 +73,17 @@ def test_deepspeed_amp_fp16_round_trips() -> None:
     assert (s.parallelism.dp, s.parallelism.zero, s.parallelism.framework) == (4, 2, "deepspeed")
 
 
-def test_deepspeed_amp_zero3_is_refused_naming_the_field() -> None:
-    with pytest.raises(ExportError) as exc:
-        export({"model": "llama-3-8b", "parallelism": {"dp": 8, "zero": 3}}, "deepspeed")
-    assert exc.value.field == "training.mixed_precision"
-    assert "zero 3" in exc.value.message and "\n" not in exc.value.message
+def test_deepspeed_amp_zero3_round_trips() -> None:
+    """DeepSpeed's ZeRO-3 under torch_autocast is modelled (traced with its engine): the export
+    writes the torch_autocast section beside stage 3, and the import reads it back."""
+    scenario = {"model": "llama-3-8b", "parallelism": {"dp": 8, "zero": 3,
+                                                       "framework": "deepspeed"}}
+    e = export(scenario, "deepspeed")
+    assert isinstance(e.data, dict) and e.data["zero_optimization"]["stage"] == 3
+    assert e.data["torch_autocast"] == {"enabled": True, "dtype": "bfloat16"}
+    s, _ = import_config(e.text, "deepspeed", model="llama-3-8b")
+    assert (s.training.mixed_precision, s.parallelism.zero, s.parallelism.framework) == \
+        ("amp", 3, "deepspeed")
 
 
 def test_accelerate_fsdp2_golden() -> None:
@@ -248,8 +254,6 @@ def test_hf_trainer_fsdp_checkpoints_through_fsdp_config() -> None:
 
 @pytest.mark.parametrize(("fmt", "change", "field"), [
     ("deepspeed", {"parallelism": {"tp": 2}}, "parallelism.tp"),
-    ("deepspeed", {"training": {"mixed_precision": "amp"}, "parallelism": {"dp": 8, "zero": 3}},
-     "training.mixed_precision"),
     ("deepspeed", {"training": {"mixed_precision": "pure"}}, "training.mixed_precision"),
     ("deepspeed", {"training": {"optimizer": "adamw_8bit", "mixed_precision": "master"}},
      "training.optimizer"),
@@ -313,8 +317,10 @@ def test_hf_trainer_nests_deepspeed_autocast_with_its_flags_off() -> None:
     assert (e.data["bf16"], e.data["fp16"]) == (False, False) and "fsdp" not in e.data
 
 
-def test_deepspeed_autocast_at_zero3_is_refused_on_import_naming_the_key() -> None:
-    with pytest.raises(ConfigImportError) as exc:
-        import_config('{"torch_autocast": {"enabled": true}, "zero_optimization": {"stage": 3}}',
-                      "deepspeed", model="llama-3-8b", dp=8)
-    assert exc.value.field == "torch_autocast"
+def test_deepspeed_autocast_at_zero3_imports_as_amp() -> None:
+    """torch_autocast beside stage 3 is DeepSpeed's ZeRO-3 under autocast: mixed_precision amp
+    on DeepSpeed's engine (modelled since it was traced)."""
+    s, _ = import_config('{"torch_autocast": {"enabled": true}, "zero_optimization": '
+                         '{"stage": 3}}', "deepspeed", model="llama-3-8b", dp=8)
+    assert (s.training.mixed_precision, s.parallelism.zero) == ("amp", 3)
+    assert s.parallelism.engine(s.training.mixed_precision) == "deepspeed"

@@ -157,7 +157,6 @@ def test_moe_load_fields_are_checked() -> None:
 
 @pytest.mark.parametrize(("training", "parallelism", "rule"), [
     ({"mixed_precision": "master"}, {"framework": "torch"}, "no separate fp32 master copy"),
-    ({}, {"framework": "deepspeed", "zero": 3}, "ZeRO-3 under torch_autocast"),
     ({"mixed_precision": "pure"}, {"framework": "deepspeed"}, "not pure"),
     ({"finetuning": "lora"}, {"framework": "deepspeed"}, "not autocast"),
     ({"implementation": "megatron", "mixed_precision": "master"}, {"framework": "deepspeed"},

@@ -697,6 +697,23 @@ case("test", inline("gemma-7b", num_hidden_layers=4), 1, 4096, mp="autocast", lo
      tag="gemma-7b-4L", notes="Gemma 7B, LoRA")
 case("test", inline("gemma-7b", num_hidden_layers=4), 1, 2048, ac="full", dp=4, tag="gemma-7b-4L",
      notes="Gemma 7B, FSDP2, checkpointed")
+# DeepSpeed's ZeRO-3 under its torch_autocast (fp32 parameters): the engine gathers nn.Linear
+# weights in bf16 into their fp32 parameters, and its linear casts inside, keeping its input
+# as given (fp32 from the norms) and no weight copy. The dev case is the one read off (+15%
+# with the estimate's torch_autocast terms of stages 1-2); the test cases scored before tracing.
+DA = "DeepSpeed ZeRO-3 under torch_autocast: "
+case("dev", L8_4, 1, 2048, dp=4, framework="deepspeed", tag="llama-3.1-8b-4L",
+     notes=DA + "fp32 gathered weights, fp32 linear inputs")
+case("test", "qwen2.5-1.5b", 2, 1024, ac="full", dp=4, framework="deepspeed",
+     notes=DA + "checkpointed, tied embeddings")
+case("test", "llama-3.2-1b", 2, 2048, gas=2, dp=2, framework="deepspeed",
+     notes=DA + "accumulating")
+case("test", "llama-3.2-1b", 2, 2048, lora=16, dp=4, framework="deepspeed",
+     notes=DA + "LoRA")
+case("test", MIXTRAL, 1, 1024, dp=4, framework="deepspeed", tag="mixtral-8x7b-2L",
+     notes=DA + "a MoE model")
+case("test", "gemma-2-2b", 1, 2048, attn="eager", dp=4, framework="deepspeed",
+     notes=DA + "eager attention, post-norms")
 # DeepSpeed's zero_optimization sizes set in the scenario (the export writes them, the engine
 # runs with them): the coordinator's limits as users lower them against an out-of-memory, a
 # larger reduce bucket. Scored before they were traced.

@@ -131,13 +131,9 @@ def _torch_autocast(r: Resolved, notes: list[str]) -> dict[str, Any]:
     """mixed_precision amp as DeepSpeed's `torch_autocast` section (DeepSpeed >= 0.17.2,
     deepspeed/runtime/torch_autocast.py): fp32 parameters, gradients and optimizer states, the
     forward under torch.autocast in `dtype`, the gradients of nn.Linear reduced in `dtype`. It
-    excludes the bf16/fp16 sections. ZeRO-3 is refused: DeepSpeed's stage-3 path (fp32
-    partitions gathered per module under autocast) is not modelled."""
-    t, p = r.training, r.parallelism
-    if p.zero == 3:
-        raise ExportError("training.mixed_precision", "DeepSpeed's torch_autocast with zero 3 "
-                          "is not modelled (its own ZeRO-3 memory path); use mixed_precision "
-                          "master (DeepSpeed's bf16 mode) or zero 0, 1 or 2")
+    excludes the bf16/fp16 sections. At ZeRO-3 the nn.Linear weights are gathered in `dtype`
+    into their fp32 parameters, and its linear casts inside, keeping its fp32 input."""
+    t = r.training
     notes.append("torch_autocast: needs DeepSpeed >= 0.17.2, the release that added it; load "
                  "the model in fp32 and let the engine apply autocast (no torch.autocast "
                  "around its forward)")
@@ -275,10 +271,6 @@ def read_deepspeed(ds: Reader, notes: list[str]) -> DeepSpeedSettings:
         if parallelism.get("offload_optimizer") and stage == 0:
             raise ConfigImportError("zero_optimization.offload_optimizer",
                                     "ZeRO-Offload needs stage 1, 2 or 3")
-    if stage == 3 and training.get("mixed_precision") == "amp":
-        raise ConfigImportError("torch_autocast", "with zero_optimization.stage 3 is not "
-                                "modelled (DeepSpeed's fp32 partitions gathered per module "
-                                "under autocast); bf16.enabled is, as mixed_precision master")
     parallelism["zero"] = stage
     optimizer = ds.sub("optimizer")
     if optimizer is None:

@@ -190,11 +190,8 @@ def _options_on(
     p = base.parallelism
     model_parallel = p.tp * p.pp * p.cp
     out: list[Option] = []
-    t = base.training
-    zero3 = p.zero != 3 and p.zero3_modelled(t.precision, t.mixed_precision)  # the fallback
-    reason = f"does not fit {target:.0%} of the GPU at up to {counts[-1]} GPUs" + (
-        ", even with ZeRO-3" if zero3 or p.zero == 3 else
-        " (ZeRO-3 is not tried: DeepSpeed under torch_autocast is modelled at stages 0-2)")
+    zero3 = p.zero != 3  # the fallback
+    reason = f"does not fit {target:.0%} of the GPU at up to {counts[-1]} GPUs, even with ZeRO-3"
     fastest: float | None = None
     for count in counts:
         dp = count // model_parallel
