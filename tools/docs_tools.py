@@ -289,13 +289,19 @@ def export_page(src: str) -> dict[str, str]:
     e = export(ZERO3, "accelerate-fsdp")
     master = {**ZERO3, "training": {**ZERO3["training"], "mixed_precision": "master"}}
     ds = export(master, "deepspeed")
+    tensor = {**ZERO3, "parallelism": {"dp": 4, "tp": 2, "zero": 3}}
     try:
-        export(ZERO3, "deepspeed")
+        export(tensor, "deepspeed")
     except ExportError as exc:
         refused = f"{exc.field}: {exc.message}"
     else:  # pragma: no cover - the page's point
-        raise AssertionError(f"{src}: DeepSpeed no longer refuses amp at ZeRO-3; revise")
+        raise AssertionError(f"{src}: DeepSpeed no longer refuses tensor parallelism; revise")
     claim(src, ds.data["zero_optimization"]["stage"] == 3, "DeepSpeed gets ZeRO stage 3")
+    autocast3 = export(ZERO3, "deepspeed")
+    claim(src, isinstance(autocast3.data, dict)
+          and autocast3.data["zero_optimization"]["stage"] == 3
+          and autocast3.data.get("torch_autocast", {}).get("enabled") is True,
+          "amp at ZeRO-3 is DeepSpeed's torch_autocast at stage 3")
     zero2 = {**ZERO3, "parallelism": {"dp": 8, "zero": 2}}
     amp = export(zero2, "deepspeed")
     claim(src, isinstance(amp.data, dict) and amp.data.get("torch_autocast", {}).get("enabled")
@@ -306,7 +312,7 @@ def export_page(src: str) -> dict[str, str]:
     ctx.update(
         link=calc_link(ZERO3, src), master_link=calc_link(master, src),
         fsdp=e.text.rstrip("\n"), fsdp_notes="\n".join(f"- {n}" for n in e.notes) or "- none",
-        deepspeed=ds.text.rstrip("\n"), refused=refused,
+        deepspeed=ds.text.rstrip("\n"), refused=refused, tensor_link=calc_link(tensor, src),
         cli=cli(["export", "--format", "accelerate-fsdp", *ZERO3_FLAGS]),
     )
     return ctx
