@@ -528,7 +528,8 @@ def _moment(name: str, *parts: Part | Term | None) -> Moment:
 class Layers:
     """The decoder layers one GPU of a stage holds, as activations see them."""
 
-    kinds: tuple[tuple[str, LayerActivations, int], ...]  # "dense" or "moe", and how many
+    kinds: tuple[tuple[str, LayerActivations, int], ...]  # "dense", "sliding" or "moe", and
+    # how many
     checkpointed: int
     in_flight: int
     ends: tuple[Term, ...]  # what the embedding and the head save
@@ -544,6 +545,7 @@ class Layers:
     # A pipeline stage's input is its receive buffer (`RECV_BUFFERS`): the bytes of it the
     # first layer keeps, not counted again in `saved`; 0 elsewhere.
     received: int = 0
+    stored: tuple[int, ...] = ()  # of each kind, the layers checkpointing keeps to their input
 
     def alive(self, act: LayerActivations) -> int:
         """One layer's saved bytes for one micro-batch (its weight copies in the cache)."""
@@ -573,36 +575,36 @@ class Layers:
 
 def layers(x: Setup, stage: Stage, detail: bool, receives: bool = False) -> Layers:
     """`receives`: a chunk of a rank of several (`_chunk_mixes`) whose input is received."""
-    counts = x.counts
+    counts, arch = x.counts, x.arch
     build = megatron_layer if x.megatron else decoder_layer
-    # Gemma 3's sliding-window layers masked under SDPA keep more than its global ones
-    sliding = sum(x.arch.is_sliding_layer(i) and not x.arch.is_moe_layer(i)
-                  for i in range(stage.first_layer, stage.first_layer + stage.layers)) \
-        if x.sliding_sdpa else 0
-    params = [(name, layer, count) for name, layer, count in (
-        ("dense", counts.dense_layer, stage.dense_layers - sliding),
-        ("sliding", counts.dense_layer, sliding),
-        ("moe", counts.moe_layer, stage.moe_layers)) if layer is not None and count]
+    # each layer's kind, in order (Gemma 3's sliding-window layers masked under SDPA keep more
+    # than its global ones), and which of them checkpointing keeps to their input
+    kind_of = [("moe" if arch.is_moe_layer(i) else
+                "sliding" if x.sliding_sdpa and arch.is_sliding_layer(i) else "dense")
+               for i in range(stage.first_layer, stage.first_layer + stage.layers)]
+    flags = x.checkpointed(stage)
+    params = [(name, layer, kind_of.count(name)) for name, layer in (
+        ("dense", counts.dense_layer), ("sliding", counts.dense_layer),
+        ("moe", counts.moe_layer)) if layer is not None and name in kind_of]
     kinds = [(name, decoder_layer(x, layer, sliding=True) if name == "sliding"
               else build(x, layer), count) for name, layer, count in params]
-    ckpt = x.checkpointed_layers(stage)
+    ckpt = sum(flags)
     # the model's first layer, when its input needs no gradient: its own terms, once
     first, frozen = "", None
     if x.frozen_input_layer(stage):
-        first = "moe" if x.arch.is_moe_layer(stage.first_layer) else \
-            "sliding" if sliding and x.arch.is_sliding_layer(stage.first_layer) else "dense"
+        first = kind_of[0]
         frozen = next((decoder_layer(x, layer, frozen_input=True, sliding=name == "sliding")
                        for name, layer, _ in params if name == first), None)
     cached = x.pp > 1 and x.n.weight_copies  # torch.autocast around the schedule's step
     saved: list[tuple[Term, int]] = []
     cache: list[tuple[Term, int]] = []
     kept: list[tuple[Term, int]] = []
-    remaining = ckpt
     widest = kinds[0][1]
     received = 0
-    for k, (_, act, count) in enumerate(kinds):  # checkpointed layers keep only their inputs
-        stored = min(remaining, count)
-        remaining -= stored
+    stored_by = tuple(sum(f for f, kind in zip(flags, kind_of, strict=True) if kind == name)
+                      for name, _, _ in kinds)
+    for k, ((_, act, count), stored) in enumerate(zip(kinds, stored_by, strict=True)):
+        # checkpointed layers keep only their inputs
         rest = count - stored
         copies = act.weight_copies if cached else ()
         alone = frozen if frozen is not None and kinds[k][0] == first and rest else None
@@ -641,7 +643,7 @@ def layers(x: Setup, stage: Stage, detail: bool, receives: bool = False) -> Laye
     body = part(tuple(saved), detail)
     whole = extended(body, tuple((term, 1) for term in head), detail) if head else body
     return Layers(tuple(kinds), ckpt, x.in_flight(stage), (*embedding, *head), whole, body,
-                  widest, tuple(cache), tuple(kept), received)
+                  widest, tuple(cache), tuple(kept), received, stored_by)
 
 
 def _before_last(ly: Layers, saved: Part, detail: bool) -> Part:
@@ -942,10 +944,7 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     mask = eager_mask(x) if stage.embedding or x.pp == 1 else None
     extra: list[tuple[Term, int]] = []
     if ckpt and n.autocast and not ly.cache:  # autocast's weight cache lives for the forward
-        remaining = ckpt
-        for _, act, count in ly.kinds:
-            stored = min(remaining, count)
-            remaining -= stored
+        for (_, act, _), stored in zip(ly.kinds, ly.stored, strict=True):
             extra += [(t, stored) for t in act.weight_copies]
     if mask:
         extra.append((mask, 1))

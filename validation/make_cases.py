@@ -661,6 +661,11 @@ case("test", inline("gemma-3-27b", num_hidden_layers=6), 1, 4096, mp="autocast",
      qlora=True, dp=2, tag="gemma-3-27b-6L", notes=G3 + "QLoRA under FSDP2")
 case("test", "gemma-3-1b", 2, 2048, attn="eager", mp="autocast", lora=16,
      notes=G3 + "eager attention")
+# partial checkpointing: which layers recompute, counted layer by layer (sliding or global)
+case("test", "gemma-3-1b", 1, 4096, ac="full", recompute=6,
+     notes=G3 + "the first six layers recompute: five sliding, one global")
+case("test", inline("gemma-3-4b", num_hidden_layers=12), 1, 4096, ac="full", every=2,
+     tag="gemma-3-4b-12L", notes=G3 + "every second layer recomputes")
 # FSDP with tied embeddings (the sum of the head's and the embedding's gradients before the
 # root's post-backward, read off Gemma 3 above), scored before tracing
 case("test", "llama-3.2-1b", 1, 2048, ac="full", dp=4, notes="tied embeddings under FSDP2")
