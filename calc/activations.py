@@ -110,9 +110,10 @@ MLP_GELU = _f("mlp", "lambda t_m, f, c, n_d: t_m * f * (4 + n_d) * c", "mlp_gelu
               "GPT-2's gelu_new in Python ops; its output kept where the down projection "
               "trains (n_d = 1)")
 ROUTER_INPUT = _f("mlp", "lambda T, H, q: T * H * q", "router_input", "The router's input")
-SHARED_GATE = _f("mlp", "lambda T, H, c: T * H * c + 2 * T * c", "shared_expert_gate",
+SHARED_GATE = _f("mlp", "lambda T, H, c: T * H * c + T * c", "shared_expert_gate",
                  "Qwen2-MoE's gated shared expert, sigmoid(g(x)) times its output: that output "
-                 "and the sigmoid, kept by the product")
+                 "and the sigmoid, kept by the product (the sigmoid's own backward reads the "
+                 "same tensor)")
 ROUTER_SOFTMAX = _f("mlp", "lambda T, e: T * e * 4", "router_softmax",
                     "The softmax of the router logits, fp32")
 EXPERT_IO = _f("mlp", "lambda t_m, H, c, n_e: t_m * H * c * n_e", "expert_io",
@@ -246,7 +247,7 @@ SLIDING_BIAS = Formula(
          "(the global layers keep is_causal and flash); SDPA converts it per call "
          "(convert_boolean_attn_mask, preprocess_mask) and the mask rules flash out")
 SLIDING_KV = Formula(
-    "activations/attention", "lambda T, a, k, d, c, n_r: n_r * T * (a - k) * d * c",
+    "activations/attention", "lambda T, a, k, d, c, n_kv: n_kv * T * (a - k) * d * c",
     id="act.sliding_kv", source=TORCH_SDPA,
     title="A sliding-window layer under SDPA: K and V repeated to every query head "
           "(transformers' repeat_kv: the masked kernel takes no grouped heads), kept beyond the "
@@ -289,7 +290,7 @@ def layer_activations(saved: tuple[Term, ...], forward: Term, backward: Term,
     total = mlp = 0
     for t in saved:
         total += t.bytes
-        if t.key == "activations/mlp" or t.formula in FOLDED:
+        if t.key == "activations/mlp" or (t.key == "activations/lora" and t.formula in FOLDED):
             mlp += t.bytes
     return LayerActivations(saved, forward, backward, checkpoint_input, total, copies, residual,
                             shared, mlp, last_input)
@@ -510,7 +511,7 @@ def mask_width(x: Setup) -> int:
     return x.n.residual
 
 
-def eager_mask(x: Setup) -> Term | None:
+def forward_mask(x: Setup) -> Term | None:
     """The (b, 1, s, s) additive causal mask of the eager path, or the sliding window's
     boolean one under SDPA, alive for the whole forward."""
     if x.sliding_sdpa:

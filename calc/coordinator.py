@@ -104,8 +104,9 @@ class Live(NamedTuple):
     backward_moe: tuple[int, ...]  # each MoE layer's backward (its experts'), the stage's
     # layers in order (0 for a dense one)
     backward_moe_done: tuple[int, ...]  # and once both its grouped GEMMs' backwards have run
-    forward_router: int  # the last layer's router in forward, where it is a module of its own
-    # (not a leaf block's): a coalesced prefetch of the experts copied out beside its buffer
+    forward_router: int  # the last layer in forward before its experts, where a wait copied a
+    # coalesced prefetch of them out beside its buffer (at the router, where it is a module of
+    # its own, or with LoRA on the attention at the last adapter); 0 where none did
     persistent: int  # never partitioned: whole on every GPU, all step
 
 
@@ -494,6 +495,13 @@ class _Replay:
         if not any(self.group.get(other) == group for other in members):
             self.flat -= sum(self.m.numel[other] for other in members)
 
+    def flat_holds(self, tensors: frozenset[Hashable]) -> bool:
+        """Whether a coalesced all-gather's flat buffer still alive (copied out, not waited out)
+        holds any of `tensors`."""
+        return bool(self.flat) and any(
+            tensors.intersection(members) for step, members in self.copied
+            if any(self.group.get(other) == (step, members) for other in members))
+
     @property
     def memory(self) -> int:
         """Elements of partitioned parameters on the GPU: gathered, released but held, and
@@ -572,13 +580,15 @@ def gathered(counts: ParamCounts, stage: Stage, checkpointed: tuple[bool, ...] |
     experts = {id(layer): next((c for c in block.children if c.name == "experts"), None)
                for layer in m.layers for block in layer.children if block.name == "mlp"}
     moe = {layer: (0, 0) for layer in m.layers if experts[id(layer)] is not None}
+    top_routed = experts[id(top)]
+    top_experts = frozenset(top_routed.own) if top_routed is not None else frozenset()
     opened: dict[int, bool] = {}  # a layer's backward: open until its first release
     for kind, mod, replay in played(m, ckpt, sizes):
         layer = inside.get(id(mod))
         if kind == "F" and mod is m.widest[-1] and "forward_mlp" not in at:
             at["forward_mlp"] = replay.memory
         elif kind == "F" and layer is top and top in moe and not replay.backward \
-                and "forward_mlp" not in at and (mod is router or replay.flat):
+                and "forward_mlp" not in at and (mod is router or replay.flat_holds(top_experts)):
             # before the experts' fetch, a wait that completed a coalesced prefetch of them
             # (the router's, or with LoRA on the attention its last adapter's): copied out
             at["forward_router"] = max(at.get("forward_router", 0), replay.memory)
@@ -603,7 +613,9 @@ def gathered(counts: ParamCounts, stage: Stage, checkpointed: tuple[bool, ...] |
                 routed = experts[id(layer)]
                 assert routed is not None
                 freed = [m.numel[k] for k in routed.own if k in replay.held]
-                down = m.numel[routed.own[-1]] if routed.own[-1] in replay.held else 0
+                # the down projections' stacked weight: the last weight (their adapters follow)
+                down_key = [k for k in routed.own if k not in (m.trainable or ())][-1]
+                down = m.numel[down_key] if down_key in replay.held else 0
                 moe[layer] = (replay.memory - down, replay.memory - sum(freed))
         elif kind == "b" and _with_params(mod):
             opened[id(layer)] = False

@@ -68,7 +68,9 @@ def numerics(precision: str, mixed_precision: str, fsdp: bool, clone: bool = Fal
     """Widths for `precision` x `mixed_precision`; `fsdp`: FSDP2 at ZeRO stage 2 or 3 (the
     parameters are gathered in the compute dtype); `clone`: DeepSpeed's ZeRO optimizer keeps
     an fp32 copy of its partition beside fp32 parameters (amp or fp32); `engine_cast`:
-    DeepSpeed's engine casts every parameter to `precision`, LoRA's adapters included."""
+    DeepSpeed's engine casts every parameter to `precision`, LoRA's adapters included;
+    `zero3_linear`: DeepSpeed's stage 3, whose linear casts inside autocast, so no weight copy
+    is cached and the fp32 parameters are what is gathered (communicated in `precision`)."""
     low = 2 if precision in ("bf16", "fp16", "fp8") else 4
     linear_in = 1 if precision == "fp8" else low
     copy = 4 if clone else 0
@@ -83,8 +85,8 @@ def numerics(precision: str, mixed_precision: str, fsdp: bool, clone: bool = Fal
         return Numerics(low, linear_in, low, low, low, low, low, 0, True, fsdp, False)
     if fsdp:  # FSDP2 with a low-precision param_dtype: compute as pure, store fp32
         return Numerics(low, linear_in, low, 4, low, 4, 4, 0, False, True, False)
-    if zero3_linear:  # DeepSpeed's ZeRO-3 linear casts inside: it keeps the fp32 input as
-        # given, and autocast caches no copy of the weight it casts there
+    if zero3_linear:  # DeepSpeed's ZeRO-3 linear casts inside: autocast caches no copy of
+        # the weight it casts there (its input kept as given: `Setup.frozen_linear_inputs`)
         return Numerics(low, linear_in, 4, 4, 4, 4, 4, copy, True, False, False)
     return Numerics(low, linear_in, 4, 4, low, 4, 4, copy, True, False, True)
 

@@ -24,10 +24,10 @@ from .activations import (
     HEAD_COPY,
     LayerActivations,
     decoder_layer,
-    eager_mask,
     embedding_activations,
     expert_width,
     experts_combine,
+    forward_mask,
     head_activations,
     head_norm_backward,
     head_output_grads,
@@ -546,6 +546,8 @@ class Layers:
     # first layer keeps, not counted again in `saved`; 0 elsewhere.
     received: int = 0
     stored: tuple[int, ...] = ()  # of each kind, the layers checkpointing keeps to their input
+    kind_of: tuple[str, ...] = ()  # each layer's kind, in order
+    flags: tuple[bool, ...] = ()  # each layer: checkpointed
 
     def alive(self, act: LayerActivations) -> int:
         """One layer's saved bytes for one micro-batch (its weight copies in the cache)."""
@@ -643,7 +645,7 @@ def layers(x: Setup, stage: Stage, detail: bool, receives: bool = False) -> Laye
     body = part(tuple(saved), detail)
     whole = extended(body, tuple((term, 1) for term in head), detail) if head else body
     return Layers(tuple(kinds), ckpt, x.in_flight(stage), (*embedding, *head), whole, body,
-                  widest, tuple(cache), tuple(kept), received, stored_by)
+                  widest, tuple(cache), tuple(kept), received, stored_by, tuple(kind_of), flags)
 
 
 def _before_last(ly: Layers, saved: Part, detail: bool) -> Part:
@@ -941,7 +943,7 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         saved = extended(saved_after, holds, detail)
     if holds_after:
         saved_after = extended(saved_after, holds_after, detail)
-    mask = eager_mask(x) if stage.embedding or x.pp == 1 else None
+    mask = forward_mask(x) if stage.embedding or x.pp == 1 else None
     extra: list[tuple[Term, int]] = []
     if ckpt and n.autocast and not ly.cache:  # autocast's weight cache lives for the forward
         for (_, act, _), stored in zip(ly.kinds, ly.stored, strict=True):
@@ -1372,9 +1374,8 @@ def _experts_zero3(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, states: 
         if ms.host else None
     # each layer's activations, as kept, in the stage's order (its MoE layers where they are)
     kinds = {kind: act for kind, act, _ in ly.kinds}
-    checkpointed = x.checkpointed(stage)
-    kept = [kinds["moe" if x.arch.is_moe_layer(stage.first_layer + i) else "dense"]
-            for i in range(stage.layers)]
+    checkpointed = ly.flags
+    kept = [kinds[kind] for kind in ly.kind_of]
     above = 0
     best: Moment | None = None
     for i in reversed(range(stage.layers)):
@@ -1436,11 +1437,9 @@ def _below_first_moe(x: Setup, stage: Stage, ly: Layers) -> tuple[int, int]:
     while stage.first_layer + below < arch.num_hidden_layers and \
             not arch.is_moe_layer(stage.first_layer + below):
         below += 1
-    dense = next((act for kind, act, _ in ly.kinds if kind == "dense"), None)
-    if dense is None or not below:
-        return below, 0
-    kept = min(ly.checkpointed, below)
-    return below, kept * dense.checkpoint_input.bytes + (below - kept) * ly.alive(dense)
+    kinds = {kind: act for kind, act, _ in ly.kinds}
+    acts = [(kinds[kind], ckpt) for kind, ckpt in zip(ly.kind_of[:below], ly.flags, strict=False)]
+    return below, sum(act.checkpoint_input.bytes if ckpt else ly.alive(act) for act, ckpt in acts)
 
 
 def _experts_reduce(x: Setup, stage: Stage, ms: ModelStates, states: Part | None, ly: Layers,
@@ -1513,7 +1512,9 @@ def _end_of_backward(x: Setup, stage: Stage, ms: ModelStates, states: Part | Non
         rest = ROOT_GRADIENTS(ms.gradients.bytes, root, x.N, n.grad) \
             if accumulated(ms.gradients) else ms.gradients  # offloaded: not on the GPU
         scatter = ROOT_REDUCE_SCATTER(root, n.gathered_weight, n.grad)
-        if tied:  # the sum of the head's and the embedding's gradients comes first, apart
+        if tied and (not x.whole_embedding_grad(stage) or ms.expert_units is not None):
+            # the sum of the head's and the embedding's gradients comes first, apart (under
+            # torch TP the whole gradient's redistribution below: not traced tied)
             g_u, g_r = n.fsdp_grads(n.grad)
             # (every other unit resharded by its post-backward, ZeRO-2's too; the root not)
             summed = _moment("backward.embedding", states, rest,
@@ -1521,10 +1522,8 @@ def _end_of_backward(x: Setup, stage: Stage, ms: ModelStates, states: Part | Non
                              others, EMBEDDING_GRAD_TIED_FSDP(
                                  x.counts.embedding, x.tp, g_u, x.T, x.h, n.residual,
                                  n.compute, ms.local.per_layer_trainable, g_r))
-            reduce = _moment("backward.fsdp_root", states, rest, others,
-                             EMBEDDING_GRAD(x.T, x.h, n.residual, n.compute), scatter)
-            if not x.whole_embedding_grad(stage) or ms.expert_units is not None:
-                return summed, reduce
+            return summed, _moment("backward.fsdp_root", states, rest, others,
+                                   EMBEDDING_GRAD(x.T, x.h, n.residual, n.compute), scatter)
         reduce = _moment("backward.fsdp_root", states, rest, others, incoming, scatter)
         if not x.whole_embedding_grad(stage) or ms.expert_units is not None:
             return (reduce,)

@@ -221,12 +221,13 @@ class Setup:
         ZeRO-3 swaps F.linear for its LinearFunctionForZeroStage3 (memory_efficient_linear,
         on by default), whose save_for_backward keeps input, weight and bias whichever needs a
         gradient. A frozen projection (LoRA's base) keeps an input torch's own mm would not.
-        Under torch_autocast its forward casts inside the function (not traced: left out)."""
+        Under torch_autocast it casts inside the function: the input is kept as given (fp32
+        from the norms), not autocast's cast of it (traced)."""
         return self.deepspeed and self.z == 3
 
     @property
     def fsdp(self) -> bool:
-        """ZeRO-3 in effect: parameters gathered per layer (FSDP2, or DeepSpeed with master)."""
+        """ZeRO-3 in effect: parameters gathered per layer (FSDP2, or DeepSpeed's stage 3)."""
         return self.z == 3
 
     def whole_embedding_grad(self, stage: Stage) -> bool:

@@ -352,7 +352,7 @@ REDUCE_BUCKET = Formula(
          "buckets (stage_1_and_2.py ipg_buckets)",
     source=DDP_BUCKETS)
 DS_PERSISTENT = Formula(
-    "parameters/persistent", "lambda P_q, w: P_q * w", id="states.deepspeed_persistent",
+    "parameters/persistent", "lambda P_p, w: P_p * w", id="states.deepspeed_persistent",
     title="DeepSpeed ZeRO-3's persistent parameters: those of at most "
           "stage3_param_persistence_threshold elements (10 h under HF's 'auto'), never "
           "partitioned", source=ZERO3_COORDINATOR)

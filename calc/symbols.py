@@ -14,7 +14,7 @@ class Symbol(NamedTuple):
     meaning: str
 
 
-SYMBOLS: dict[str, Symbol] = {name: Symbol(tex, meaning) for name, tex, meaning in (
+_LEGEND: tuple[tuple[str, str, str], ...] = (
     # sizes
     ("T", "T", "tokens of one micro-batch on one GPU, b s"),
     ("b", "b", "micro-batch size (sequences)"),
@@ -184,8 +184,8 @@ SYMBOLS: dict[str, Symbol] = {name: Symbol(tex, meaning) for name, tex, meaning 
      "that are larger than the reduce bucket"),
     ("G_z", "G_z", "DeepSpeed ZeRO-3: the parameters its coordinator holds gathered at the "
      "moment (calc.coordinator)"),
-    ("P_q", "P_q", "DeepSpeed ZeRO-3: the persistent parameters, of at most 10 h elements each "
-     "(norms, biases)"),
+    ("P_p", "P_p", "DeepSpeed ZeRO-3: the persistent parameters, of at most "
+     "stage3_param_persistence_threshold elements each (norms, biases)"),
     ("S_g", "S_g", "DeepSpeed ZeRO-3: the largest optimizer sub-group, in partition elements"),
     ("w_f", "w_f", "DeepSpeed's step: bytes per element of the partition's gradients flattened "
      "(where the share spans several tensors) and cast to fp32"),
@@ -202,7 +202,7 @@ SYMBOLS: dict[str, Symbol] = {name: Symbol(tex, meaning) for name, tex, meaning 
      "width, where it differs from w_c; else 0"),
     ("n_d", "n_d", "1 where an MLP's down projection trains and keeps its input, else 0"),
     ("n_e", "n_e", "routed-expert tensors kept per row: outputs, and inputs when they train"),
-    ("n_r", "n_r", "a sliding layer's K and V repeated to every query head as copies: both "
+    ("n_kv", "n_{kv}", "a sliding layer's K and V repeated to every query head as copies: both "
      "with grouped heads; with one K/V head the repeat is a view, copied only where autocast "
      "casts it (an fp32 residual stream: K after the fp32 rotation)"),
     ("d_i", "d_\\text{in}", "input features of the adapted projection on one GPU"),
@@ -238,4 +238,8 @@ SYMBOLS: dict[str, Symbol] = {name: Symbol(tex, meaning) for name, tex, meaning 
     # the baselines
     ("w_p", "w_p", "bytes per weight and per gradient (2 in 16-bit training, else 4)"),
     ("o_p", "o_p", "optimizer bytes per parameter as Transformer Math 101 counts them"),
-)}
+)
+SYMBOLS: dict[str, Symbol] = {name: Symbol(tex, meaning) for name, tex, meaning in _LEGEND}
+if len(SYMBOLS) != len(_LEGEND):  # a name written twice would keep only its last meaning
+    twice = sorted({n for n, *_ in _LEGEND if sum(m == n for m, *_ in _LEGEND) > 1})
+    raise ValueError(f"symbols written twice: {twice}")

@@ -244,3 +244,16 @@ def test_an_unknown_moe_model_counts_its_routed_experts() -> None:
     with pytest.raises(ConfigError) as err:
         from_hf_config({**LLAMA, "model_type": "olmoe", "num_experts": 8})
     assert err.value.field == "hf_config.num_experts_per_tok"
+
+
+def test_sliding_layers_on_a_moe_model_estimate() -> None:
+    """An architecture given field by field may set sliding layers on a MoE model: the layer
+    kinds (sliding, dense, MoE) are read per layer, never looked up by a kind absent from the
+    stage (found by review: a KeyError under DeepSpeed's ZeRO-3)."""
+    from calc.presets import models
+    arch = models()["deepseek-v3"].architecture().model_dump()
+    arch.update(num_hidden_layers=3, first_k_dense_replace=1, sliding_window=512,
+                sliding_layers=[0])
+    report = estimate({"model": arch, "training": {"seq_len": 1024, "mixed_precision": "master"},
+                       "parallelism": {"dp": 4, "zero": 3}})
+    assert report.peak_bytes > 0

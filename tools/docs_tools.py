@@ -294,6 +294,7 @@ def export_page(src: str) -> dict[str, str]:
         export(tensor, "deepspeed")
     except ExportError as exc:
         refused = f"{exc.field}: {exc.message}"
+        claim(src, exc.field == "parallelism.tp", "DeepSpeed refuses tensor parallelism")
     else:  # pragma: no cover - the page's point
         raise AssertionError(f"{src}: DeepSpeed no longer refuses tensor parallelism; revise")
     claim(src, ds.data["zero_optimization"]["stage"] == 3, "DeepSpeed gets ZeRO stage 3")

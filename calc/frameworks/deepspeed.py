@@ -131,8 +131,9 @@ def _torch_autocast(r: Resolved, notes: list[str]) -> dict[str, Any]:
     """mixed_precision amp as DeepSpeed's `torch_autocast` section (DeepSpeed >= 0.17.2,
     deepspeed/runtime/torch_autocast.py): fp32 parameters, gradients and optimizer states, the
     forward under torch.autocast in `dtype`, the gradients of nn.Linear reduced in `dtype`. It
-    excludes the bf16/fp16 sections. At ZeRO-3 the nn.Linear weights are gathered in `dtype`
-    into their fp32 parameters, and its linear casts inside, keeping its fp32 input."""
+    excludes the bf16/fp16 sections. At ZeRO-3 the nn.Linear weights are all-gathered in
+    `dtype` (their communication dtype) and held as their fp32 parameters, and its linear
+    casts inside autocast, keeping its fp32 input."""
     t = r.training
     notes.append("torch_autocast: needs DeepSpeed >= 0.17.2, the release that added it; load "
                  "the model in fp32 and let the engine apply autocast (no torch.autocast "
