@@ -168,6 +168,12 @@ def lora_targets(targets: str, moe: bool = False) -> frozenset[str]:
                                   "fc_out", "shared_expert_gate"})
 
 
+def lora_targets_of(targets: str, arch: Architecture) -> frozenset[str]:
+    """`lora_targets` on `arch`: its experts by parameter where peft converts `all-linear`
+    for its stacked experts (`Traits.peft_moe`)."""
+    return lora_targets(targets, arch.is_moe and arch.traits.peft_moe)
+
+
 def adapted(lin: Linear, targets: frozenset[str]) -> bool:
     """Whether LoRA adapts `lin` (`targets` from `lora_targets`)."""
     return "experts" in targets if lin.group == "experts" else lin.name in targets

@@ -22,7 +22,7 @@ from .architecture import Architecture, ConfigError, from_hf_config
 from .errors import FieldError, rule
 from .numerics import numerics_for
 from .optimizers import OPTIMIZERS, OptimizerId, OptimizerImpl
-from .params import adapted, count_params, lora_targets
+from .params import adapted, count_params, lora_targets_of
 from .presets import GpuPreset, ModelPreset, UnknownPreset, resolve_gpu, resolve_model
 from .reading import InputError, check_depth, decode, read_json
 
@@ -375,7 +375,7 @@ def lora_experts_unhooked(arch: Architecture, t: Training, p: Parallelism) -> bo
     """LoRA on the routed experts of a MoE block DeepSpeed's ZeRO-3 does not hook as one leaf
     (DeepSeek-V3's), under its engine: its coordinator stops at the second step (traced)."""
     return (t.finetuning != "full" and arch.is_moe and not arch.traits.moe_leaf
-            and "experts" in lora_targets(t.lora_targets, arch.traits.peft_moe)
+            and "experts" in lora_targets_of(t.lora_targets, arch)
             and p.zero == 3 and p.dp > 1
             and engine_of(p.framework, t.mixed_precision) == "deepspeed")
 
@@ -548,7 +548,7 @@ def _check(s: Scenario, arch: Architecture, gpu: GpuPreset) -> list[EstimateWarn
              "with precision fp32 there is nothing to mix: computed as pure fp32")
     if t.finetuning != "full":
         counts = count_params(arch)
-        targets = lora_targets(t.lora_targets, arch.is_moe and arch.traits.peft_moe)
+        targets = lora_targets_of(t.lora_targets, arch)
         # (not the routers: peft adapts them as a side effect of `all-linear`, at any rank)
         sizes = [min(lin.in_features, lin.out_features)
                  for layer in (counts.dense_layer, counts.moe_layer) if layer is not None

@@ -22,7 +22,7 @@ from .architecture import Architecture
 from .coordinator import Sizes, zero_sizes
 from .numerics import Numerics, numerics_for
 from .optimizers import OPTIMIZERS, Optimizer, OptimizerImpl
-from .params import ParamCounts, count_params, lora_targets
+from .params import ParamCounts, count_params, lora_targets_of
 from .placement import Stage, stages
 from .scenario import Parallelism, Resolved
 from .schedule_order import Held, zbv_held, zero_bubble_held
@@ -171,8 +171,7 @@ class Setup:
         self.lora = lora = t.finetuning != "full"
         self.qlora = t.finetuning == "qlora"
         self.lora_rank = t.lora_rank
-        self.lora_targets = lora_targets(t.lora_targets, arch.is_moe and arch.traits.peft_moe) \
-            if lora else frozenset()
+        self.lora_targets = lora_targets_of(t.lora_targets, arch) if lora else frozenset()
         self.lora_dropout = t.lora_dropout if lora else 0.0
         self.optimizer = OPTIMIZERS[t.optimizer]
         self.optimizer_impl = t.optimizer_impl
