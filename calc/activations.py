@@ -350,8 +350,8 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
         saved.append(MLA_WIDTHS(T, a, arch.qk_nope_head_dim + arch.qk_rope_head_dim,
                                 arch.qk_nope_head_dim + (arch.v_head_dim or arch.qk_nope_head_dim),
                                 d, c))
-    elif arch.traits.qk_norm:  # Gemma's norm scales in fp32: its normalised tensor is fp32
-        c_n = 4 if arch.traits.norm_upcast == "gemma" else c
+    elif arch.traits.qk_norm:
+        c_n = 4 if _normalised_fp32(x, c) else c
         for heads in (a, k):
             saved.append(QK_NORM(T, heads, d, c_n if trainable else 0))
     rotary = arch.traits.rotary
@@ -541,12 +541,19 @@ def _norm(x: Setup, saved: list[Term], trainable: bool, times: int,
     terms = [f_input(T, h, 4) if res == 4 else f_copy(T, h), f_rsqrt(T)]
     if not trainable:
         pass
-    elif kind == "gemma" or res == 4:
+    elif _normalised_fp32(x, res):
         terms.append(f_out_fp32(T, h))
     else:
         terms.append(f_out(T, h, res))
     saved += terms * times
     return res if kind == "gemma" else (4 if res == 4 else n.compute)
+
+
+def _normalised_fp32(x: Setup, width: int) -> bool:
+    """Whether an RMSNorm of an input `width` bytes wide keeps its normalised tensor in fp32
+    for its weight's gradient: Gemma's scales in fp32 (`(1 + w.float())`), Llama's casts back
+    to the input's dtype first."""
+    return x.arch.traits.norm_upcast == "gemma" or width == 4
 
 
 _MLP_KEYED = {f: f.booked("activations/mlp") for f in (INPUT_CASTS, INPUT, ADAPTER_INPUT)}

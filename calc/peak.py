@@ -17,6 +17,7 @@ and zero bubble's output gradients (`_schedule_holds`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
@@ -530,7 +531,8 @@ class Layers:
 
     kinds: tuple[tuple[str, LayerActivations, int], ...]  # "dense", "sliding" or "moe", and
     # how many
-    checkpointed: int
+    kind_of: tuple[str, ...]  # each layer's kind, in order
+    flags: tuple[bool, ...]  # each layer: checkpointed (keeps only its input)
     in_flight: int
     ends: tuple[Term, ...]  # what the embedding and the head save
     saved: Part  # one micro-batch's saved activations, the ends of the model included
@@ -545,9 +547,16 @@ class Layers:
     # A pipeline stage's input is its receive buffer (`RECV_BUFFERS`): the bytes of it the
     # first layer keeps, not counted again in `saved`; 0 elsewhere.
     received: int = 0
-    stored: tuple[int, ...] = ()  # of each kind, the layers checkpointing keeps to their input
-    kind_of: tuple[str, ...] = ()  # each layer's kind, in order
-    flags: tuple[bool, ...] = ()  # each layer: checkpointed
+
+    @property
+    def checkpointed(self) -> int:
+        """Layers that keep only their input."""
+        return sum(self.flags)
+
+    @property
+    def stored(self) -> tuple[int, ...]:
+        """Of each kind (`kinds`' order), the layers checkpointing keeps to their input."""
+        return _stored(self.kinds, self.kind_of, self.flags)
 
     def alive(self, act: LayerActivations) -> int:
         """One layer's saved bytes for one micro-batch (its weight copies in the cache)."""
@@ -575,22 +584,31 @@ class Layers:
         return act.total if self.cleared else self.alive(act)
 
 
+def _stored(kinds: Sequence[tuple[str, LayerActivations, int]], kind_of: tuple[str, ...],
+            flags: tuple[bool, ...]) -> tuple[int, ...]:
+    """Of each kind, the checkpointed layers."""
+    if len(kinds) == 1:
+        return (sum(flags),)
+    return tuple(sum(f for f, kind in zip(flags, kind_of, strict=True) if kind == name)
+                 for name, _, _ in kinds)
+
+
 def layers(x: Setup, stage: Stage, detail: bool, receives: bool = False) -> Layers:
     """`receives`: a chunk of a rank of several (`_chunk_mixes`) whose input is received."""
     counts, arch = x.counts, x.arch
     build = megatron_layer if x.megatron else decoder_layer
     # each layer's kind, in order (Gemma 3's sliding-window layers masked under SDPA keep more
     # than its global ones), and which of them checkpointing keeps to their input
-    kind_of = [("moe" if arch.is_moe_layer(i) else
-                "sliding" if x.sliding_sdpa and arch.is_sliding_layer(i) else "dense")
-               for i in range(stage.first_layer, stage.first_layer + stage.layers)]
+    kind_of = tuple("moe" if arch.is_moe_layer(i) else
+                    "sliding" if x.sliding_sdpa and arch.is_sliding_layer(i) else "dense"
+                    for i in range(stage.first_layer, stage.first_layer + stage.layers)) \
+        if arch.is_moe or x.sliding_sdpa else ("dense",) * stage.layers
     flags = x.checkpointed(stage)
     params = [(name, layer, kind_of.count(name)) for name, layer in (
         ("dense", counts.dense_layer), ("sliding", counts.dense_layer),
         ("moe", counts.moe_layer)) if layer is not None and name in kind_of]
     kinds = [(name, decoder_layer(x, layer, sliding=True) if name == "sliding"
               else build(x, layer), count) for name, layer, count in params]
-    ckpt = sum(flags)
     # the model's first layer, when its input needs no gradient: its own terms, once
     first, frozen = "", None
     if x.frozen_input_layer(stage):
@@ -603,9 +621,8 @@ def layers(x: Setup, stage: Stage, detail: bool, receives: bool = False) -> Laye
     kept: list[tuple[Term, int]] = []
     widest = kinds[0][1]
     received = 0
-    stored_by = tuple(sum(f for f, kind in zip(flags, kind_of, strict=True) if kind == name)
-                      for name, _, _ in kinds)
-    for k, ((_, act, count), stored) in enumerate(zip(kinds, stored_by, strict=True)):
+    for k, ((_, act, count), stored) in enumerate(zip(kinds, _stored(kinds, kind_of, flags),
+                                                       strict=True)):
         # checkpointed layers keep only their inputs
         rest = count - stored
         copies = act.weight_copies if cached else ()
@@ -644,8 +661,8 @@ def layers(x: Setup, stage: Stage, detail: bool, receives: bool = False) -> Laye
     saved += [(term, 1) for term in embedding]
     body = part(tuple(saved), detail)
     whole = extended(body, tuple((term, 1) for term in head), detail) if head else body
-    return Layers(tuple(kinds), ckpt, x.in_flight(stage), (*embedding, *head), whole, body,
-                  widest, tuple(cache), tuple(kept), received, stored_by, tuple(kind_of), flags)
+    return Layers(tuple(kinds), kind_of, flags, x.in_flight(stage), (*embedding, *head), whole,
+                  body, widest, tuple(cache), tuple(kept), received)
 
 
 def _before_last(ly: Layers, saved: Part, detail: bool) -> Part:
