@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 GiB = 1024**3
 _SCALES = ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K"))
+_ROUNDS_UP = 0.9995  # from here a unit's count shows as 1.00 at three significant figures
 
 
 def fixed(x: float, digits: int) -> str:
@@ -56,10 +57,11 @@ def percent(x: float) -> str:
 
 
 def params(n: float) -> str:
-    """A parameter count to three significant figures: ``7.62 B``, ``494 M``."""
+    """A parameter count to three significant figures: ``7.62 B``, ``494 M``; a count that
+    rounds to 1,000 of a unit is one of the next (999,885,952: ``1.00 B``, not ``1,000 M``)."""
     for scale, unit in _SCALES:
-        if abs(n) >= scale:
-            return f"{significant(n / scale)} {unit}"
+        if abs(n) >= scale * _ROUNDS_UP:  # (0.9995 .. 1 of a unit: 1.00 of it)
+            return f"{significant(math.copysign(max(abs(n) / scale, 1.0), n))} {unit}"
     return fixed(n, 0)
 
 

@@ -115,3 +115,11 @@ def test_setup_line_names_the_deepspeed_sizes_a_scenario_sets() -> None:
     assert fields.index("parallelism.stage3_max_live_parameters") + 1 == \
         fields.index("parallelism.stage3_max_reuse_distance")
     assert tuple(fmt._SIZE_WORDS) == ZERO_SIZES
+
+
+def test_a_count_that_rounds_to_a_thousand_is_one_of_the_next_unit() -> None:
+    """Three significant figures of 999,885,952 are 1,000 M: shown as 1.00 B (Gemma 3 1B on
+    the presets page read "1,000 M"); just below the rounding it stays in millions."""
+    assert fmt.params(999_885_952) == "1.00 B"
+    assert fmt.params(999_400_000) == "999 M"
+    assert fmt.params(999_500) == "1.00 M"

@@ -16,6 +16,7 @@ from docs_common import md_table, num_gib, pct
 from calc.baselines import BASELINES
 from calc.charts import Point, scatter
 from calc.confidence import VALIDATED_FAMILIES, VALIDATED_FEATURES
+from calc.formatting import natural_key
 
 ROOT = Path(__file__).resolve().parent.parent
 KEYS = (("error", "calc"), ("korthikanti", "Korthikanti et al. + 16 B/param"),
@@ -107,7 +108,7 @@ def context(src: str) -> dict[str, str]:
     phase_match = sum(r["traced_phase"] == r["predicted_phase"] for r in rows)
     ctx["phase_match"] = str(phase_match)
     table = []
-    for r in sorted(rows, key=lambda r: (r["split"], r["id"])):
+    for r in sorted(rows, key=lambda r: (r["split"], natural_key(r["id"]))):
         phase = r["traced_phase"] if r["traced_phase"] == r["predicted_phase"] else \
             f"{r['traced_phase']} / **{r['predicted_phase']}**"
         table.append([*_case_cells(r["id"]), r["split"], num_gib(r["traced"]), num_gib(r["predicted"]),

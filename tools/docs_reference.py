@@ -29,7 +29,7 @@ import calc.plan
 from calc import Scenario, estimate, gpus, models
 from calc.cli import GROUPS, build_parser
 from calc.explain import explain
-from calc.formatting import count, tflops
+from calc.formatting import count, natural_key, tflops
 from calc.formula import FORMULAS, Formula
 from calc.operations import DECLARED_IN, get
 from calc.optimizers import OPTIMIZERS
@@ -62,7 +62,7 @@ def _price_note(price: GpuPrice | None) -> str:
 
 def presets(src: str) -> dict[str, str]:
     mrows = []
-    for m in sorted(models().values(), key=lambda m: (m.family, m.id)):
+    for m in sorted(models().values(), key=lambda m: (m.family, natural_key(m.id))):
         e = estimate({"model": m.id, "training": {"seq_len": 128}})
         pub = count(m.published_param_count) if m.published_param_count else "-"
         mrows.append([f"`{m.id}`", m.name, m.family, billions(e.param_count), pub,
@@ -77,7 +77,7 @@ def presets(src: str) -> dict[str, str]:
                       count(g.memory_bandwidth_gbps),
                       f"{g.interconnect.name} {count(g.interconnect.bandwidth_gbps)}", price,
                       "yes" if g.verified else "**no**", srcs])
-    notes = "\n".join(f"`{m.id}`\n: {_cell(m.verification_note)}\n" for m in sorted(models().values(), key=lambda m: m.id)
+    notes = "\n".join(f"`{m.id}`\n: {_cell(m.verification_note)}\n" for m in sorted(models().values(), key=lambda m: natural_key(m.id))
         if m.verification_note)
     gnotes = "\n".join(f"`{g.id}`\n: usable memory: {_cell(g.usable_bytes_source)}\n"
                        f": list price: {_price_note(g.price)}\n"

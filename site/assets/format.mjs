@@ -4,6 +4,7 @@
 
 const GiB = 1024 ** 3;
 const SCALES = [[1e12, "T"], [1e9, "B"], [1e6, "M"], [1e3, "K"]];
+const ROUNDS_UP = 0.9995; // from here a unit's count shows as 1.00 at three significant figures
 
 const group = (digits) => digits.replace(/\B(?=(\d{3})+(?!\d))/g, ",");
 
@@ -28,7 +29,10 @@ export const count = (n) => fixed(n, 0);
 export const tflops = (x) => (Math.abs(x) >= 100 ? fixed(x, 0) : significant(x));
 
 export function params(n) {
-  for (const [scale, unit] of SCALES) if (Math.abs(n) >= scale) return `${significant(n / scale)} ${unit}`;
+  // a count that rounds to 1,000 of a unit is one of the next: 999,885,952 is "1.00 B"
+  for (const [scale, unit] of SCALES) {
+    if (Math.abs(n) >= scale * ROUNDS_UP) return `${significant(Math.sign(n) * Math.max(Math.abs(n) / scale, 1))} ${unit}`;
+  }
   return fixed(n, 0);
 }
 
