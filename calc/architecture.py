@@ -30,7 +30,7 @@ from .errors import FieldError, rule, shown
 
 ModelType = Literal[
     "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3", "gpt2",
-    "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3",
+    "mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v3", "gpt_oss",
 ]
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = ModelType.__args__  # type: ignore[attr-defined]
 
@@ -198,7 +198,8 @@ class Traits:
     """Module structure of a family, as its Hugging Face modeling file builds it."""
 
     norm: Literal["rms", "layer"]  # LayerNorm carries a bias
-    norm_upcast: Literal["llama", "gemma", "native"]  # how the norm handles dtypes (see activations)
+    norm_upcast: Literal["llama", "gemma", "fp32_weight", "native"]  # how the norm handles
+    # dtypes (see activations); fp32_weight: Llama's, the weight multiplied in fp32 (GPT-OSS)
     norms_per_layer: int  # 2, or 4 for Gemma 2/3's sandwich norms
     qk_norm: bool  # per-head RMSNorm on q and k (Qwen3, Gemma 3)
     mlp: Literal["gated", "plain"]
@@ -220,6 +221,12 @@ class Traits:
     # order of their parameters, in which ZeRO-3 queues a leaf block's for prefetch)
     peft_moe: bool = False  # peft converts `all-linear` for the v5 stacked experts (its
     # _MODEL_TO_CONVERSION_PATTERN: Mixtral, Qwen3-MoE, DeepSeek-V3; not Qwen2-MoE itself)
+    router_bias: bool = False  # the router's linear has a bias (GPT-OSS)
+    router_top_k: bool = False  # the router softmaxes its top-k logits, not all (GPT-OSS)
+    sinks: bool = False  # a learned attention-sink logit per head (GPT-OSS): one more column
+    # in the eager softmax, which SDPA cannot take (transformers refuses it)
+    clamped_glu: bool = False  # the experts' SwiGLU clamps gate and up and scales up + 1
+    # (GPT-OSS's _apply_gate), keeping three more intermediate-wide tensors
 
 
 _LLAMA = Traits(
@@ -251,6 +258,8 @@ TRAITS: dict[str, Traits] = {
         _LLAMA, norm_upcast="gemma", norms_per_layer=4, qk_norm=True, embed_scale=True,
         mlp_bias=False,
     ),
+    "gpt_oss": _with(_LLAMA, norm_upcast="fp32_weight", mlp_bias=True, router_bias=True,
+                     router_top_k=True, sinks=True, clamped_glu=True),
     "phi3": _with(_LLAMA, fused_qkv=True, fused_gate_up=True, qkv_bias=False, o_bias=False,
                   mlp_bias=False, rotary="cat"),
     "gpt2": Traits(
@@ -512,24 +521,42 @@ def _read_gemma3(cfg: dict[str, Any]) -> dict[str, Any]:
     """Gemma 3's layer_types (transformers' default: every sliding_window_pattern-th layer
     global, the others sliding), and the window."""
     out = _read_gemma(cfg)
+    pattern = 6
+    if cfg.get("layer_types") is None:
+        pattern = _int(cfg, "sliding_window_pattern", default=6) or 0
+        if pattern < 1:
+            raise ConfigError("hf_config.sliding_window_pattern", f"must be at least 1, got "
+                              f"{pattern}")
+    _sliding(cfg, out, pattern, 4096)  # Gemma3TextConfig's default window
+    return out
+
+
+def _read_gpt_oss(cfg: dict[str, Any]) -> dict[str, Any]:
+    """GPT-OSS: routed experts in every layer (none shared), every other layer sliding
+    (GptOssConfig's default layer_types) over a window of 128."""
+    out = _common(cfg)
+    out["num_local_experts"] = _require(cfg, "num_local_experts", "num_experts")
+    out["num_experts_per_tok"] = _require(cfg, "num_experts_per_tok", "experts_per_token")
+    out.setdefault("attention_bias", True)  # GptOssConfig's default
+    _sliding(cfg, out, 2, 128)
+    return out
+
+
+def _sliding(cfg: dict[str, Any], out: dict[str, Any], pattern: int, window: int) -> None:
+    """The sliding layers of `cfg`'s layer_types (by default every `pattern`-th layer global,
+    the others sliding) and their window (`window` by default) into `out`."""
     layers = out["num_hidden_layers"]
     types = cfg.get("layer_types")
     if types is None:
-        pattern = _int(cfg, "sliding_window_pattern", default=6)
-        if pattern is None or pattern < 1:
-            raise ConfigError("hf_config.sliding_window_pattern", f"must be at least 1, got "
-                              f"{pattern}")
         types = ["sliding_attention" if (i + 1) % pattern else "full_attention"
                  for i in range(layers)]
     kinds = ("sliding_attention", "full_attention")
     if not isinstance(types, list) or len(types) != layers or any(t not in kinds for t in types):
         raise ConfigError("hf_config.layer_types", f"must list {layers} of {', '.join(kinds)} "
                           f"(one per layer), got {shown(types)}")
-    window = _int(cfg, "sliding_window", default=4096)  # Gemma3TextConfig's default
     if "sliding_attention" in types:
-        out["sliding_window"] = window
+        out["sliding_window"] = _int(cfg, "sliding_window", default=window)
         out["sliding_layers"] = [i for i, t in enumerate(types) if t == "sliding_attention"]
-    return out
 
 
 _READERS = {
@@ -542,4 +569,5 @@ _READERS = {
     "qwen2_moe": _read_qwen_moe,
     "qwen3_moe": _read_qwen_moe,
     "deepseek_v3": _read_deepseek_v3,
+    "gpt_oss": _read_gpt_oss,
 }

@@ -102,7 +102,8 @@ class LayerParams:
 LAYER_PARAMETERS = Formula(
     "parameters/layer", "lambda W, B_b, n_n: W + B_b + n_n", id="params.layer", unit="parameters",
     title="Parameters of one decoder layer", source=HF_PARAMS,
-    note="each nn.Linear's d_in x d_out (times the routed experts), its bias, the norms")
+    note="each nn.Linear's d_in x d_out (times the routed experts), its bias, the norms (and "
+    "GPT-OSS's attention sinks, one per head)")
 MODEL_PARAMETERS = Formula(
     "parameters/model", "lambda E, H_v, n_f, L_d, P_d, L_m, P_m: E + H_v + n_f + L_d * P_d + "
     "L_m * P_m", id="params.model", unit="parameters", title="Parameters of the model",
@@ -258,7 +259,7 @@ def _attention(arch: Architecture) -> tuple[list[Linear], int]:
             Linear("v_proj", h, k * d, qkv_bias, "attention", "column"),
         ]
     linears.append(Linear("o_proj", a * d, h, o_bias, "attention", "row"))
-    return linears, (2 * d if t.qk_norm else 0)
+    return linears, (2 * d if t.qk_norm else 0) + (a if t.sinks else 0)
 
 
 def _mlp(arch: Architecture, f: int, group: Group, copies: int = 1) -> list[Linear]:
@@ -288,7 +289,8 @@ def layer_params(arch: Architecture, moe: bool) -> LayerParams:
     linears = list(attention)
     if moe:
         e = arch.num_local_experts
-        linears.append(Linear("router", arch.hidden_size, e, False, "router", "none"))
+        linears.append(Linear("router", arch.hidden_size, e, arch.traits.router_bias, "router",
+                              "none"))
         linears += _mlp(arch, arch.expert_intermediate_size, "experts", copies=e)
         if arch.shared_expert_intermediate_size:
             linears += _mlp(arch, arch.shared_expert_intermediate_size, "shared_expert")

@@ -231,19 +231,39 @@ def test_output_into_a_closed_pipe_is_quiet() -> None:
 def test_an_unknown_moe_model_counts_its_routed_experts() -> None:
     """A model_type calc does not know is read as llama-like; its routed experts, under the
     names HF configs give them, are read too (as Mixtral's) rather than dropped, which would
-    count a tenth of GPT-OSS 20B (20.9B parameters). Experts without a top-k name the field."""
+    count a seventh of OLMoE 1B-7B (6.92B parameters; 6,919,161,856 in transformers with its
+    q/k norms, which the llama-like reading lacks). Experts without a top-k name the field."""
     from calc.params import count_params
-    oss = {"model_type": "gpt_oss", "hidden_size": 2880, "num_hidden_layers": 24,
-           "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64,
-           "intermediate_size": 2880, "num_local_experts": 32, "experts_per_token": 4,
-           "vocab_size": 201088, "attention_bias": True}
-    arch, notes = from_hf_config(oss)
-    assert arch.num_local_experts == 32 and arch.num_experts_per_tok == 4
-    assert 20.8e9 < count_params(arch).total < 21.0e9
+    olmoe = {"model_type": "olmoe", "hidden_size": 2048, "num_hidden_layers": 16,
+             "num_attention_heads": 16, "intermediate_size": 1024, "num_experts": 64,
+             "num_experts_per_tok": 8, "vocab_size": 50304}
+    arch, notes = from_hf_config(olmoe)
+    assert arch.num_local_experts == 64 and arch.num_experts_per_tok == 8
+    assert count_params(arch).total == 6_919_161_856 - 16 * 2 * 2048  # less the q/k norms
     assert any("routed experts" in n for n in notes)
     with pytest.raises(ConfigError) as err:
         from_hf_config({**LLAMA, "model_type": "olmoe", "num_experts": 8})
     assert err.value.field == "hf_config.num_experts_per_tok"
+
+
+def test_gpt_oss_config_is_read_as_itself() -> None:
+    """GPT-OSS's config.json (as openai/gpt-oss-20b ships it: `experts_per_token` beside
+    `num_experts_per_tok`, layer_types, the MXFP4 quantization_config) reads as gpt_oss: its
+    sinks, router and expert biases counted (transformers: 20,914,757,184), every other layer
+    sliding over 128 tokens, no note."""
+    from calc.params import count_params
+    oss = {"model_type": "gpt_oss", "hidden_size": 2880, "num_hidden_layers": 24,
+           "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64,
+           "intermediate_size": 2880, "num_local_experts": 32, "experts_per_token": 4,
+           "vocab_size": 201088, "sliding_window": 128,
+           "quantization_config": {"quant_method": "mxfp4"}}
+    arch, notes = from_hf_config(oss)
+    assert (arch.model_type, notes) == ("gpt_oss", [])
+    assert count_params(arch).total == 20_914_757_184
+    assert arch.sliding_layers == tuple(range(0, 24, 2)) and arch.sliding_window == 128
+    with pytest.raises(ConfigError) as err:
+        from_hf_config({**oss, "layer_types": ["full_attention"] * 3})
+    assert err.value.field == "hf_config.layer_types"
 
 
 def test_sliding_layers_on_a_moe_model_estimate() -> None:

@@ -66,6 +66,7 @@ DECODER_LAYER = {
     "qwen3_moe": "Qwen3MoeDecoderLayer", "gemma": "GemmaDecoderLayer",
     "gemma2": "Gemma2DecoderLayer", "gemma3_text": "Gemma3DecoderLayer",
     "phi3": "Phi3DecoderLayer", "gpt2": "GPT2Block", "deepseek_v3": "DeepseekV3DecoderLayer",
+    "gpt_oss": "GptOssDecoderLayer",
 }
 
 
@@ -120,9 +121,11 @@ def fsdp_reshard(r: Resolved, framework: str) -> bool:
 def hf_notes(r: Resolved, loss_expressed: bool = False) -> list[str]:
     """Settings of a Hugging Face training script that live outside the config."""
     t = r.training
+    flash = ("kernels-community/vllm-flash-attn3" if r.arch.traits.sinks  # (its sinks)
+             else "flash_attention_2")
     notes = [f"seq_len {t.seq_len}: tokenize or pack to this length in the data pipeline",
              f"attention {t.attention}: from_pretrained(attn_implementation="
-             f"{'flash_attention_2' if t.attention == 'flash' else 'eager'!r})"]
+             f"{flash if t.attention == 'flash' else 'eager'!r})"]
     if t.finetuning != "full":
         notes.append(f"finetuning {t.finetuning}: peft LoraConfig(r={t.lora_rank}, "
                      f"target_modules={_peft_targets(t.lora_targets)}, "
