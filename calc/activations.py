@@ -92,6 +92,10 @@ MATH_QKV = _f("attention", "lambda T, a, d, c: 3 * T * a * d * c", "math_qkv",
               "SDPA's math kernel: q scaled, and k (scaled) and v repeated to every query head")
 MATH_PROBS = _f("attention_scores", "lambda b, a, s, c: b * a * s**2 * c", "math_probabilities",
                 "SDPA's math kernel: the softmax output, kept by softmax and by the matmul with v")
+SINK_SOFTMAX = _f("attention_scores", "lambda b, a, s, m, c_p: b * a * s * ((s + 1) * m + s * c_p + 8)",
+                  "sink_softmax", "Eager attention with sinks (GPT-OSS): the softmax over the "
+                  "scores and the sink column, in the mask's dtype; its cast to the values' "
+                  "dtype where that differs; max's indices (int64)")
 SOFTCAP = _f("attention_scores", "lambda b, a, s, c: b * a * s**2 * c", "softcap",
              "Gemma 2: tanh(scores / cap) keeps its output")
 SCORES_DROPOUT = _f("dropout", "lambda b, a, s: b * a * s**2", "attention_dropout",
@@ -116,6 +120,14 @@ SHARED_GATE = _f("mlp", "lambda T, H, c: T * H * c + T * c", "shared_expert_gate
                  "same tensor)")
 ROUTER_SOFTMAX = _f("mlp", "lambda T, e: T * e * 4", "router_softmax",
                     "The softmax of the router logits, fp32")
+ROUTER_TOP_K = _f("mlp", "lambda T, K, c: T * K * (8 + c)", "router_top_k",
+                  "A router that softmaxes its top-k logits (GPT-OSS): topk's indices (int64) "
+                  "and the softmax output")
+CLAMPED_GLU = _f("mlp", "lambda n_z, t_m, f, c: n_z * t_m * f * c", "clamped_glu",
+                 "GPT-OSS's clamped SwiGLU experts, (up + 1) * gate * sigmoid(alpha gate) with "
+                 "gate and up clamped: the fused gate-up output (two wide, kept by the clamps), "
+                 "the clamped gate, the sigmoid, their product, up + 1, and the product "
+                 "down_proj reads where its weight trains")
 EXPERT_IO = _f("mlp", "lambda t_m, H, c, n_e: t_m * H * c * n_e", "expert_io",
                "Routed experts: the outputs of K experts per token, and their gathered inputs "
                "when the experts' weights train (n_e = 2, else 1)")
@@ -183,6 +195,12 @@ LORA_FORWARD_TRANSIENT = Formula(
           "temporary and the residual",
     note="q_c = 4 under autocast (the copy is cast down again for lora_A), 0 without "
          "(the copy is what lora_A saves); traced on 4-layer llama-3-8b probes")
+FORWARD_TRANSIENT_SINKS = Formula(
+    "temporaries/layer_forward",
+    "lambda T, H, h, r, b, a, s, m, c_p: max(T * H * 4 + T * h * r, b * a * s**2 * (m - c_p))",
+    id="act.forward_transient_sinks", source=SRC,
+    title="A layer's widest forward moment; eager with sinks: the softmax's input beside its "
+          "output, less the cast not yet made")
 FORWARD_TRANSIENT_EAGER = Formula(
     "temporaries/layer_forward",
     "lambda T, H, h, r, b, a, s, m, c: max(T * H * 4 + T * h * r, b * a * s**2 * max(0, m - c))",
@@ -195,6 +213,17 @@ BACKWARD_TRANSIENT = Formula(
     title="A layer's widest backward moment: MLP-wide gradients and the incoming gradient",
     note="n_x = 3 MLP-wide gradients when the MLP's weights train, 2 when they are frozen "
          "(LoRA, QLoRA); traced layer by layer on 4-layer llama-3-8b probes")
+ATTENTION_BACKWARD_SINKS = Formula(
+    "temporaries/layer_backward", "lambda b, a, s, m, c_p: b * a * s**2 * (2 * m - c_p)",
+    id="act.attention_backward_sinks", source=SRC,
+    title="Eager attention with sinks, backward: the probabilities' gradient and the "
+          "softmax's input gradient in the mask's dtype beside the saved probabilities (then "
+          "the max's scattered gradient in their place)",
+    note="traced op by op: gpt-oss-20b-4L, amp and bf16")
+ATTENTION_BACKWARD_EAGER = Formula(
+    "temporaries/layer_backward", "lambda b, a, s, c: b * a * s**2 * (8 - c)",
+    id="act.attention_backward_eager", source=SRC,
+    title="Eager attention, backward: the softmax's fp32 gradients")
 BACKWARD_TRANSIENT_EAGER = Formula(
     "temporaries/layer_backward",
     "lambda n_x, T, f_w, c, h, r, b, a, s: max(n_x * T * f_w * c + T * h * max(r, c), "
@@ -235,8 +264,9 @@ HEAD_OUTPUT_GRADS = Formula(
           "final norm's (z wide)")
 EMBEDDING_DROPOUT = _f("dropout", "lambda T, h: T * h", "embedding_dropout",
                        "Embedding dropout's one-byte mask (GPT-2's embd_pdrop)")
-EAGER_MASK = _f("attention_mask", "lambda b, s, m: b * s**2 * m", "eager_mask",
-                "Eager attention's (b, 1, s, s) additive causal mask, alive through the forward")
+EAGER_MASK = _f("attention_mask", "lambda b, s, m, n_m: n_m * b * s**2 * m", "eager_mask",
+                "Eager attention's (b, 1, s, s) additive causal mask (and the sliding window's, "
+                "where layers slide), alive through the forward")
 SLIDING_BIAS = Formula(
     "activations/attention_mask", "lambda b, s, c: b * s * ceil(s / 16) * 16 * c",
     id="act.sliding_bias", source=TORCH_SDPA,
@@ -378,7 +408,10 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
         saved.append(EAGER_QKV(T, a, d, c))
         if keeps:
             saved.append(EAGER_OUT(T, a, d, c))
-        saved.append(SOFTMAX(x.b, a, x.s, c))
+        if arch.traits.sinks:
+            saved.append(SINK_SOFTMAX(x.b, a, x.s, mask_width(x), sink_cast(x)))
+        else:
+            saved.append(SOFTMAX(x.b, a, x.s, c))
         if arch.attn_logit_softcapping:
             saved.append(SOFTCAP(x.b, a, x.s, c))
         if arch.attention_dropout:
@@ -428,6 +461,12 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
     if x.math_attention:
         fwd = FORWARD_TRANSIENT_EAGER(T, x.H, x.h, r, x.b, a, x.s, 2 * c, c)
         bwd = BACKWARD_TRANSIENT_EAGER(n_x, T, f_w, c, x.h, r, x.b, a, x.s)
+    elif x.eager and not x.selective_attention and arch.traits.sinks:
+        fwd = FORWARD_TRANSIENT_SINKS(T, x.H, x.h, r, x.b, a, x.s, mask_width(x), sink_cast(x))
+        bwd = BACKWARD_TRANSIENT(n_x, T, f_w, c, x.h, r)
+        sinks = attention_backward(x)
+        if sinks is not None and sinks.bytes > bwd.bytes:
+            bwd = sinks
     elif x.eager and not x.selective_attention:
         fwd = FORWARD_TRANSIENT_EAGER(T, x.H, x.h, r, x.b, a, x.s, mask_width(x), c)
         bwd = BACKWARD_TRANSIENT_EAGER(n_x, T, f_w, c, x.h, r, x.b, a, x.s)
@@ -511,6 +550,23 @@ def mask_width(x: Setup) -> int:
     return x.n.residual
 
 
+def sink_cast(x: Setup) -> int:
+    """Bytes of eager attention's cast of the probabilities to the values' dtype with sinks:
+    GPT-OSS softmaxes in the scores' dtype, the mask's once it is added, and casts back."""
+    m = mask_width(x)
+    return x.n.compute if m != x.n.compute else 0
+
+
+def attention_backward(x: Setup) -> Term | None:
+    """Eager attention's backward transient through its softmax (the late moment of a layer's
+    backward, its MLP done), where the attention is eager."""
+    if not x.eager or x.selective_attention or x.megatron:
+        return None
+    if x.arch.traits.sinks:
+        return ATTENTION_BACKWARD_SINKS(x.b, x.a, x.s, mask_width(x), sink_cast(x))
+    return ATTENTION_BACKWARD_EAGER(x.b, x.a, x.s, x.n.compute)
+
+
 def forward_mask(x: Setup) -> Term | None:
     """The (b, 1, s, s) additive causal mask of the eager path, or the sliding window's
     boolean one under SDPA, alive for the whole forward."""
@@ -518,7 +574,7 @@ def forward_mask(x: Setup) -> Term | None:
         return SLIDING_MASK(x.s)
     if not x.eager or x.megatron:
         return None
-    return EAGER_MASK(x.b, x.s, mask_width(x))
+    return EAGER_MASK(x.b, x.s, mask_width(x), 2 if x.arch.sliding_layers else 1)
 
 
 _NORMS = (NORM_INPUT, NORM_STATS, NORM_FP32_COPY, NORM_RSQRT, NORM_OUT_FP32, NORM_OUT)
@@ -553,7 +609,7 @@ def _normalised_fp32(x: Setup, width: int) -> bool:
     """Whether an RMSNorm of an input `width` bytes wide keeps its normalised tensor in fp32
     for its weight's gradient: Gemma's scales in fp32 (`(1 + w.float())`), Llama's casts back
     to the input's dtype first."""
-    return x.arch.traits.norm_upcast == "gemma" or width == 4
+    return x.arch.traits.norm_upcast in ("gemma", "fp32_weight") or width == 4
 
 
 _MLP_KEYED = {f: f.booked("activations/mlp") for f in (INPUT_CASTS, INPUT, ADAPTER_INPUT)}
@@ -656,10 +712,16 @@ def _moe(x: Setup, layer: LayerParams, saved: list[Term], z_width: int, trainabl
     if trainable or "router" in x.lora_targets:  # (autocast casts an fp32 router input down)
         saved.append(ROUTER_INPUT(T, x.H, n.linear_input if n.autocast else
                                   4 if arch.traits.router_fp32 else z_width))
-    saved.append(ROUTER_SOFTMAX(T, arch.num_local_experts))
+    if arch.traits.router_top_k:
+        saved.append(ROUTER_TOP_K(T, arch.num_experts_per_tok, n.compute))
+    else:
+        saved.append(ROUTER_SOFTMAX(T, arch.num_local_experts))
     saved.append(EXPERT_IO(x.routed, x.H, expert_width(x), 2 if experts_train else 1))
-    _mlp_core(x, saved, x.routed, arch.expert_intermediate_size // x.tp, experts_train,
-              expert_width(x))
+    f = arch.expert_intermediate_size // x.tp
+    if arch.traits.clamped_glu:
+        saved.append(CLAMPED_GLU(7 if experts_train else 6, x.routed, f, expert_width(x)))
+    else:
+        _mlp_core(x, saved, x.routed, f, experts_train, expert_width(x))
     if experts_train and not trainable:
         saved.append(EXPERT_WEIGHTS(sum(lin.local_counts(x.tp, x.ep)[0] for lin in routed),
                                     n.weight))
@@ -714,7 +776,7 @@ def output_grads(x: Setup, layer: LayerParams, received: bool = False) -> Term:
         outputs += rows
     norms = 0 if x.lora else arch.traits.norms_per_layer * x.h
     qk = (x.a + x.k) * x.d if arch.traits.qk_norm and not x.lora else 0
-    z = 4 if n.residual == 4 or arch.traits.norm_upcast == "gemma" else n.compute
+    z = 4 if n.residual == 4 or _normalised_fp32(x, 0) else n.compute
     # a q/k norm multiplies its weight as stored (fp32 under amp) into the low-precision heads
     z_qk = max(n.compute, n.gathered_weight if n.fsdp_mixed else n.weight)
     return OUTPUT_GRADS(T, outputs, n.compute, norms, z, qk, z_qk)
@@ -736,14 +798,14 @@ def weight_inputs(x: Setup, act: LayerActivations, layer: LayerParams) -> int:
 def head_output_grads(x: Setup) -> Term:
     """The head's output gradients kept for its weight backward (`HEAD_OUTPUT_GRADS`)."""
     n = x.n
-    z = 4 if n.residual == 4 or x.arch.traits.norm_upcast == "gemma" else n.compute
+    z = 4 if n.residual == 4 or _normalised_fp32(x, 0) else n.compute
     return HEAD_OUTPUT_GRADS(x.T, 0 if x.lora else x.vocab, n.compute, x.H, 0 if x.lora else z)
 
 
 def head_norm_backward(x: Setup) -> Term | None:
     """The final norm's backward at the start of backward, when it upcasts to fp32 as
     Llama's RMSNorm does (the one moment a norm's fp32 temporaries meet every activation)."""
-    if x.arch.traits.norm_upcast != "llama" or x.megatron:
+    if x.arch.traits.norm_upcast not in ("llama", "fp32_weight") or x.megatron:
         return None
     # LoRA keeps neither the head's input nor the normalised output (no weight gradient): the
     # head's input gradient and the norm's output gradient meet the fp32 ones instead

@@ -16,7 +16,7 @@ from .scenario import Parallelism, Resolved, lora_experts_unhooked, selective_au
 
 VALIDATED_FAMILIES = frozenset({"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2",
                                 "gemma3_text", "phi3", "gpt2", "mixtral", "qwen2_moe",
-                                "qwen3_moe", "deepseek_v3"})
+                                "qwen3_moe", "deepseek_v3", "gpt_oss"})
 VALIDATED_FEATURES: dict[str, frozenset[Any]] = {
     "training.precision": frozenset({"bf16", "fp32"}),
     "training.mixed_precision": frozenset({"pure", "amp", "master", "autocast"}),
@@ -53,8 +53,10 @@ _UNUSED = {f"parallelism.{k}": v for k, v in Parallelism().model_dump().items()}
 
 
 # Families traced with one attention path only (transformers runs Gemma 2 with eager attention:
-# its SDPA path rejects the attention soft-capping).
-VALIDATED_ATTENTION: dict[str, frozenset[str]] = {"gemma2": frozenset({"eager"})}
+# its SDPA path rejects the attention soft-capping; GPT-OSS's sinks too, and its flash path is
+# a Hub kernel, vllm-flash-attn3, that the CPU trace cannot run).
+VALIDATED_ATTENTION: dict[str, frozenset[str]] = {"gemma2": frozenset({"eager"}),
+                                                  "gpt_oss": frozenset({"eager"})}
 # The largest model among the traced cases (Llama 3.1 405B, every layer): beyond it the
 # per-layer mechanisms are the same, but the evidence is not.
 MAX_TRACED_PARAMS = 405_853_388_800

@@ -24,6 +24,7 @@ from typing import NamedTuple
 from .activations import (
     HEAD_COPY,
     LayerActivations,
+    attention_backward,
     decoder_layer,
     embedding_activations,
     expert_width,
@@ -1257,12 +1258,16 @@ def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt:
                       accumulating: bool, below: Term | None
                       ) -> tuple[Term | Part | None, Part | None, Term | Part, Term] | None:
     """The first layer's backward once its MLP is done: the MLP's weight gradients written,
-    its activations freed, the attention's norm running its fp32 backward. It sets the peak
-    where a layer's parameters are large beside its activations (FSDP, checkpointing).
-    Dense llama-style layers (an RMSNorm upcast to fp32) with trained weights only."""
+    its activations freed, the attention's norm running its fp32 backward (llama-style
+    layers, an RMSNorm upcast to fp32, trained weights) or eager attention its softmax's
+    (any). It sets the peak where a layer's parameters are large beside its activations
+    (FSDP, checkpointing, routed experts) or the attention's scores beside the rest."""
     act = ly.widest
     local = ms.local
-    if x.lora or x.megatron or x.arch.traits.norm_upcast != "llama" or not local.per_layer_mlp:
+    norm = (not x.lora and x.arch.traits.norm_upcast in ("llama", "fp32_weight")
+            and local.per_layer_mlp)
+    eager = attention_backward(x)
+    if x.megatron or not (norm or eager):
         return None
     n = x.n
     a_mlp = act.mlp_bytes
@@ -1286,8 +1291,11 @@ def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt:
             return None
         written = _written(x, stage, ms, accumulating, late=True)
         gathered = None
-    return (written, gathered, _with_below(first, below, True),
-            LATE_TRANSIENT(x.T, x.h, n.residual, n.compute))
+    transient = LATE_TRANSIENT(x.T, x.h, n.residual, n.compute) if norm else eager
+    if eager is not None and transient is not None and eager.bytes > transient.bytes:
+        transient = eager
+    assert transient is not None
+    return (written, gathered, _with_below(first, below, True), transient)
 
 
 def _layer_below(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt: int

@@ -542,6 +542,12 @@ def _check(s: Scenario, arch: Architecture, gpu: GpuPreset) -> list[EstimateWarn
     if p.tp > 1 and t.implementation == "hf":
         warn("tp_implementation", "parallelism.tp",
              "tensor parallelism is modelled Megatron-style (column/row parallel linears)")
+    if arch.traits.sinks and t.attention == "flash" and t.implementation == "hf":
+        warn("sinks_flash", "training.attention",
+             f"transformers' SDPA refuses {arch.model_type}'s attention sinks: flash means the "
+             "Hub kernel kernels-community/vllm-flash-attn3 (Hopper GPUs, bf16/fp16), computed "
+             "as flash attention; without it transformers runs eager attention, whose scores "
+             "keep b a s (s + 1) elements a layer (set attention to eager)")
     # Precision modes that collapse.
     if t.precision == "fp32" and t.mixed_precision != "pure":
         warn("mixed_precision_fp32", "training.mixed_precision",

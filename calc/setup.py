@@ -183,7 +183,9 @@ class Setup:
         self.eager = t.attention == "eager"
         # torch 2.13's CUDA SDPA: flash takes only 16-bit inputs, memory-efficient no grouped
         # K/V heads, so fp32 attention with fewer K/V than query heads runs the math kernel
-        self.math_attention = (not self.eager and t.implementation == "hf" and
+        # (GPT-OSS's sinks: not SDPA's; its flash kernel takes the window and the sinks)
+        sinks = arch.traits.sinks
+        self.math_attention = (not self.eager and not sinks and t.implementation == "hf" and
                                self.n.compute == 4 and 0 < arch.kv_heads < arch.num_attention_heads
                                and not arch.is_mla)
         self.chunked_loss = t.loss == "chunked"
@@ -192,6 +194,7 @@ class Setup:
         # every layer keeps is_causal); the mask rules flash out for them
         window = arch.sliding_window
         self.sliding_sdpa = (window is not None and bool(arch.sliding_layers) and not self.eager
+                             and not sinks
                              and not self.math_attention and not self.megatron
                              and self.s >= window)
         # The rows the embedding's gradient is split into on one GPU before any ZeRO/FSDP

@@ -97,6 +97,11 @@ _LEGEND: tuple[tuple[str, str, str], ...] = (
     ("B_q", "B_q", "bitsandbytes' quantisation block (256 elements)"),
     ("p_d", "\\delta", "1 with dropout, else 0"),
     ("n_g", "n_g", "gated MLP tensors kept: 4, or 3 when down_proj's weight is frozen"),
+    ("n_z", "n_z", "clamped SwiGLU tensors kept: 7, or 6 when down_proj's weight is frozen"),
+    ("n_m", "n_m", "eager attention masks alive: 2 with sliding-window layers (the causal "
+     "mask and the window's), else 1"),
+    ("c_p", "c_p", "bytes of the attention probabilities' cast to the values' dtype: the "
+     "compute width, or 0 where the softmax ran in it"),
     ("n_r", "n_r", "projections reading one normed tensor"),
     ("n_c", "n_c", "tokens in one chunk of the fused linear cross-entropy"),
     ("m_w", "m_w", "bytes per head weight of the fused loss's mm(...).float() (0 on the "

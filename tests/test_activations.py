@@ -162,3 +162,63 @@ def test_a_sliding_layer_under_sdpa_keeps_the_mask_as_a_bias_and_k_v_repeated() 
     T, a, k, d = 4096, 8, 4, 256
     assert sliding.total - full.total == T * T * 2 + 2 * T * (a - k) * d * 2 == 48 * 2**20
     assert x.sliding_sdpa and not _gemma3(seq_len=1000).sliding_sdpa
+
+
+def _oss(**training: Any) -> Setup:
+    from calc.presets import models
+    arch = models()["gpt-oss-20b"].architecture()
+    return _setup(arch, {"attention": "eager", **training}, {})
+
+
+def test_gpt_oss_eager_softmax_keeps_the_sink_column_in_the_mask_s_dtype() -> None:
+    """GPT-OSS softmaxes the scores and the sink column in the scores' dtype, which the added
+    mask makes fp32 under amp (then cast to bf16 for the values: a second copy) and leaves bf16
+    in pure bf16; max keeps its int64 indices (traced per layer, gpt-oss-20b, 2K tokens:
+    1,024.5 MiB fp32 + 512 MiB bf16 + 1 MiB under amp)."""
+    b, a, s = 1, 64, 2048
+    for training, kept in (({}, b * a * s * ((s + 1) * 4 + s * 2 + 8)),
+                           ({"mixed_precision": "pure"}, b * a * s * ((s + 1) * 2 + 8))):
+        x = _oss(seq_len=s, **training)
+        act = decoder_layer(x, x.counts.moe_layer)
+        softmax = [t for t in act.saved if t.id == "act.sink_softmax"]
+        assert [t.bytes for t in softmax] == [kept]
+        assert not any(t.id == "act.softmax" for t in act.saved)
+
+
+def test_gpt_oss_experts_keep_the_clamped_swiglu() -> None:
+    """The clamped SwiGLU keeps the fused gate-up output (two wide) and the clamped gate, the
+    sigmoid, their product and up + 1, and down_proj its input where it trains: seven
+    intermediate-wide tensors per routed row (traced: 630 MiB at 2K tokens, top-4, fp32 under
+    amp), six with the experts frozen; the router keeps topk's indices and the top-4 softmax."""
+    x = _oss(seq_len=2048)
+    act = decoder_layer(x, x.counts.moe_layer)
+    by_id = {t.id: t.bytes for t in act.saved}
+    assert by_id["act.clamped_glu"] == 7 * 2048 * 4 * 2880 * 4 == 630 * 2**20
+    assert by_id["act.router_top_k"] == 2048 * 4 * (8 + 2)
+    lora = _oss(seq_len=2048, finetuning="lora", mixed_precision="autocast")
+    frozen = {t.id: t.bytes for t in decoder_layer(lora, lora.counts.moe_layer).saved}
+    assert frozen["act.clamped_glu"] == 6 * 2048 * 4 * 2880 * 2  # (the bf16 base)
+
+
+def test_gpt_oss_first_layer_softmax_backward_follows_its_experts_gradients() -> None:
+    """The first layer's eager softmax backward runs after its experts have written their
+    gradients (3 GiB a gpt-oss-20b layer) and freed their activations: the step's peak in the
+    traced amp case, which the first layer's widest (MLP) moment missed by 1.4%."""
+    from calc import estimate
+    from tests.traced import traced_case
+    scenario, traced = traced_case("gpt-oss-20b-4L_b1_s2048_amp_eager")
+    report = estimate(scenario)
+    assert report.peak_moment == "backward.first_layer_late"
+    assert report.peak_bytes == pytest.approx(traced["peak_bytes"], rel=0.002)
+
+
+def test_gpt_oss_flash_is_the_hub_kernel_and_says_so() -> None:
+    """transformers refuses SDPA for the sinks: `flash` is the Hub kernel (computed as flash
+    attention, no masks), with a warning naming the field and the eager alternative, and no
+    confidence beyond the traced eager path."""
+    from calc import estimate
+    report = estimate({"model": "gpt-oss-20b", "training": {"seq_len": 4096}})
+    assert [w["field"] for w in report.as_dict()["warnings"]] == ["training.attention"]
+    assert "vllm-flash-attn3" in report.as_dict()["warnings"][0]["message"]
+    assert any("'flash'" in m for m in report.confidence["missing"])
+    assert not report.setup.sliding_sdpa and not report.setup.math_attention

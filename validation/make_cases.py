@@ -738,6 +738,39 @@ case("test", "qwen2.5-1.5b", 2, 1024, mp="master", ac="full", dp=4,
 case("test", "mistral-7b", 1, 2048, mp="master", ac="full", dp=4, zero=2,
      sizes={"reduce_bucket_size": 5 * 10**8}, notes=ZS + "ZeRO-2 with a 5e8 reduce bucket")
 
+# GPT-OSS (gpt-oss-20b, gpt-oss-120b): 32/128 experts top-4 with biases, every other layer
+# sliding over 128 tokens, a sink logit per head. transformers refuses SDPA for the sinks, so
+# the attention is eager: the softmax over the scores and the sink column in the mask's dtype
+# (fp32 under amp, then cast for the values), two (b, 1, s, s) masks; the experts' clamped
+# SwiGLU keeps seven intermediate-wide tensors; peft's `all-linear` adapts the attention only.
+# The dev cases are those read off (first scoring -1.40% (the eager softmax's backward after
+# the first layer's experts wrote their gradients), +0.05%, -0.01%).
+OSS = "GPT-OSS: "
+
+
+def oss(pid, layers, **over):
+    cfg = preset_cfg(pid)
+    return inline(pid, num_hidden_layers=layers, layer_types=cfg["layer_types"][:layers], **over)
+
+
+OSS20_4 = oss("gpt-oss-20b", 4)
+OSS120_4 = oss("gpt-oss-120b", 4, vocab_size=32768, pad_token_id=None)
+case("dev", OSS20_4, 1, 2048, attn="eager", tag="gpt-oss-20b-4L",
+     notes=OSS + "amp: the first layer's softmax backward after its experts' gradients")
+case("dev", OSS20_4, 1, 2048, mp="pure", attn="eager", ac="full", tag="gpt-oss-20b-4L",
+     notes=OSS + "bf16: the softmax in bf16, kept once")
+case("dev", OSS20_4, 1, 4096, mp="autocast", attn="eager", lora=16, tag="gpt-oss-20b-4L",
+     notes=OSS + "LoRA (the attention only)")
+case("test", OSS20_4, 2, 1024, mp="pure", attn="eager", tag="gpt-oss-20b-4L", notes=OSS + "bf16")
+case("test", OSS20_4, 1, 4096, mp="autocast", attn="eager", ac="full", lora=16,
+     tag="gpt-oss-20b-4L", notes=OSS + "checkpointed LoRA")
+case("test", OSS20_4, 1, 2048, mp="autocast", attn="eager", lora=16, qlora=True,
+     tag="gpt-oss-20b-4L", notes=OSS + "QLoRA: the attention quantised, the experts stay bf16")
+case("test", OSS120_4, 1, 2048, attn="eager", ac="full", dp=4, tag="gpt-oss-120b-4L-v32k",
+     notes=OSS + "128 experts under FSDP2")
+case("test", "gpt-oss-20b", 1, 2048, mp="autocast", attn="eager", ac="full", lora=8,
+     notes=OSS + "the whole model, LoRA r8 checkpointed: the fine-tuning recipe on one GPU")
+
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
     assert len(ids) == len(set(ids)), "duplicate ids"
