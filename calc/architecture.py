@@ -227,6 +227,9 @@ class Traits:
     # in the eager softmax, which SDPA cannot take (transformers refuses it)
     clamped_glu: bool = False  # the experts' SwiGLU clamps gate and up and scales up + 1
     # (GPT-OSS's _apply_gate), keeping three more intermediate-wide tensors
+    experts_transposed: bool = False  # the stacked experts are stored (experts, in, out) and
+    # multiplied as they are (GPT-OSS): the grouped GEMM saves the parameter itself, not a
+    # transposed view of its storage, so DeepSpeed's release frees the gathered weight
 
 
 _LLAMA = Traits(
@@ -259,7 +262,7 @@ TRAITS: dict[str, Traits] = {
         mlp_bias=False,
     ),
     "gpt_oss": _with(_LLAMA, norm_upcast="fp32_weight", mlp_bias=True, router_bias=True,
-                     router_top_k=True, sinks=True, clamped_glu=True),
+                     router_top_k=True, sinks=True, clamped_glu=True, experts_transposed=True),
     "phi3": _with(_LLAMA, fused_qkv=True, fused_gate_up=True, qkv_bias=False, o_bias=False,
                   mlp_bias=False, rotary="cat"),
     "gpt2": Traits(

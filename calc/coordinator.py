@@ -311,14 +311,17 @@ def _decoder_layer(layer: LayerParams, i: int, traits: Traits, numel: dict[Hasha
         def routed() -> Module:
             """The stacked weights, then each ParamWrapper's adapter. grouped_mm saves a view
             of the weight it multiplies: the gathered one, unless peft folds an adapter into
-            it (then the folded copy, an activation)."""
+            it (then the folded copy, an activation) or the weight is multiplied as stored
+            (`Traits.experts_transposed`: autograd saves the parameter itself, whose data the
+            release empties)."""
             js = groups.get("experts", [])
             own: list[Hashable] = []
             for j in js:
                 tensors = weights(j)
                 own += tensors
-                if not (lora and adapted(layer.linears[j], lora[1])):
-                    viewed.update(tensors)
+                if not (lora and adapted(layer.linears[j], lora[1])
+                        or traits.experts_transposed):
+                    viewed.update(tensors[:1])  # (a bias is added, not multiplied: not saved)
             adapters = [k for j in js for k in factors(j)]
             viewed.update(adapters)  # the fold's product saves both factors for their gradients
             return Module("experts", (*own, *adapters), (Module("act_fn"),))
