@@ -319,7 +319,7 @@ def _decoder_layer(layer: LayerParams, i: int, traits: Traits, numel: dict[Hasha
             for j in js:
                 tensors = weights(j)
                 own += tensors
-                if not (lora and adapted(layer.linears[j], lora[1])
+                if not ((lora and adapted(layer.linears[j], lora[1]))
                         or traits.experts_transposed):
                     viewed.update(tensors[:1])  # (a bias is added, not multiplied: not saved)
             adapters = [k for j in js for k in factors(j)]
