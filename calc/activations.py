@@ -88,10 +88,12 @@ EAGER_OUT = _f("attention", "lambda T, a, d, c: T * a * d * c", "eager_output",
                "Eager attention: the output transposed for o_proj")
 SOFTMAX = _f("attention_scores", "lambda b, a, s, c: b * a * s**2 * (4 + c)", "softmax",
              "Eager attention: the fp32 softmax and its low-precision cast")
-MATH_QKV = _f("attention", "lambda T, a, d, c: 3 * T * a * d * c", "math_qkv",
-              "SDPA's math kernel: q scaled, and k (scaled) and v repeated to every query head")
-MATH_PROBS = _f("attention_scores", "lambda b, a, s, c: b * a * s**2 * c", "math_probabilities",
-                "SDPA's math kernel: the softmax output, kept by softmax and by the matmul with v")
+MATH_QKV = _f("attention", "lambda T, a, d: 3 * T * a * d * 4", "math_qkv",
+              "SDPA's math kernel, in fp32 (it upcasts 16-bit inputs): q scaled, and k (scaled) "
+              "and v repeated to every query head")
+MATH_PROBS = _f("attention_scores", "lambda b, a, s: b * a * s**2 * 4", "math_probabilities",
+                "SDPA's math kernel: the fp32 softmax output, kept by softmax and by the matmul "
+                "with v")
 SINK_SOFTMAX = _f("attention_scores", "lambda b, a, s, m, c_p: b * a * s * ((s + 1) * m + s * c_p + 8)",
                   "sink_softmax", "Eager attention with sinks (GPT-OSS): the softmax over the "
                   "scores and the sink column, in the mask's dtype; its cast to the values' "
@@ -220,13 +222,19 @@ ATTENTION_BACKWARD_SINKS = Formula(
           "softmax's input gradient in the mask's dtype beside the saved probabilities (then "
           "the max's scattered gradient in their place)",
     note="traced op by op: gpt-oss-20b-4L, amp and bf16")
-SINKS_BACKWARD_LAYER = Formula(
-    "temporaries/layer_backward", "lambda X_l, A_m: X_l - A_m", id="act.sinks_backward_layer",
+ATTENTION_BACKWARD_LAYER = Formula(
+    "temporaries/layer_backward", "lambda X_l, A_m: X_l - A_m", id="act.attention_backward_layer",
     source=SRC,
-    title="A layer's backward at eager attention's softmax (with sinks): its transient, beside "
-          "the layer's activations less the MLP's, which the MLP's backward freed before",
-    note="traced: gpt-oss-20b-4L under 1F1B, checkpointed (the step's top layer, +0.97% when "
-         "counted beside the MLP's activations)")
+    title="A layer's backward at its attention's softmax (eager with sinks, SDPA's math "
+          "kernel): its transient, beside the layer's activations less the MLP's and the "
+          "norms' after the attention, which their backward freed before",
+    note="traced: gpt-oss-20b-4L under 1F1B (+0.97% counted beside the MLP's activations), "
+         "mistral-7b-4L on a V100, checkpointed")
+ATTENTION_BACKWARD_MATH = Formula(
+    "temporaries/layer_backward", "lambda b, a, s: 8 * b * a * s**2",
+    id="act.attention_backward_math", source=SRC,
+    title="SDPA's math kernel, backward: the fp32 probabilities' gradient and the scores' "
+          "beside the saved probabilities (traced: fp16 on Volta and Turing GPUs)")
 ATTENTION_BACKWARD_EAGER = Formula(
     "temporaries/layer_backward", "lambda b, a, s, c: b * a * s**2 * (8 - c)",
     id="act.attention_backward_eager", source=SRC,
@@ -363,9 +371,14 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
     r, c = n.residual, n.compute
     saved: list[Term] = []
     # --- norms before attention and MLP (and Gemma 2's post-norms) ---------------------------
-    z_width = _norm(x, saved, trainable, 1 if frozen_input else 2)
+    times = 1 if frozen_input else 2
+    z_width = _norm(x, saved, trainable, times)
+    input_norm = sum(t.bytes for t in saved) // times if times == 2 else 0
     if x.arch.traits.norms_per_layer == 4:  # post-attention / post-feedforward norms
         saved += [POST_NORM(T, x.h, 2 if trainable else 1)] * 2
+    # what the norms whose backward runs before the attention's keep: all but the input norm's
+    # (which keeps nothing where the layer's input needs no gradient)
+    norms_after = sum(t.bytes for t in saved) - input_norm
     # --- inputs of the projections reading the normed hidden states --------------------------
     drop = x.lora_dropout
     _linear_inputs(x, saved, "attention", layer.attention_inputs, z_width,
@@ -392,9 +405,9 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
         for heads in (a, k):
             saved.append(QK_NORM(T, heads, d, c_n if trainable else 0))
     rotary = arch.traits.rotary
-    if x.math_attention:
-        saved.append(MATH_QKV(T, a, d, c))
-        saved.append(MATH_PROBS(x.b, a, x.s, c))
+    if x.math_attention:  # (in fp32, whatever the inputs' width)
+        saved.append(MATH_QKV(T, a, d))
+        saved.append(MATH_PROBS(x.b, a, x.s))
         if keeps:  # the output, transposed for o_proj
             saved.append(EAGER_OUT(T, a, d, c))
     elif not x.eager or x.selective_attention:
@@ -428,7 +441,8 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
         o_in = o_proj.local_shape(tp)[1]  # a d, or MLA's a d_v
         if _adapter_copies(x, drop):
             _adapter_input(x, saved, "attention", o_in, drop)
-        elif x.eager and not keeps:  # the transposed output: a copy only the adapter keeps
+        elif (x.eager or x.math_attention) and not keeps:  # the transposed output: a copy
+            # only the adapter keeps
             _adapter_input(x, saved, "attention", o_in, drop, c)
         # else o_proj's input is SDPA's output itself (already saved): nothing more
     # --- MLP ---------------------------------------------------------------------------------
@@ -465,16 +479,16 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
     # --- transients --------------------------------------------------------------------------
     f_w = layer.widest_row_input // tp
     n_x = 3 if trainable else 2
-    if x.math_attention:
-        fwd = FORWARD_TRANSIENT_EAGER(T, x.H, x.h, r, x.b, a, x.s, 2 * c, c)
-        bwd = BACKWARD_TRANSIENT_EAGER(n_x, T, f_w, c, x.h, r, x.b, a, x.s)
-    elif x.eager and not x.selective_attention and arch.traits.sinks:
-        fwd = FORWARD_TRANSIENT_SINKS(T, x.H, x.h, r, x.b, a, x.s, mask_width(x), sink_cast(x))
+    if x.math_attention or (x.eager and not x.selective_attention and arch.traits.sinks):
+        # the softmax's backward runs after the MLP's, whose activations it has freed
+        fwd = FORWARD_TRANSIENT_EAGER(T, x.H, x.h, r, x.b, a, x.s, 8, 4) if x.math_attention \
+            else FORWARD_TRANSIENT_SINKS(T, x.H, x.h, r, x.b, a, x.s, mask_width(x),
+                                         sink_cast(x))
         bwd = BACKWARD_TRANSIENT(n_x, T, f_w, c, x.h, r)
-        sinks = attention_backward(x)
-        mlp = sum(t.bytes for t in saved if t.key == "activations/mlp")
-        if sinks is not None and sinks.bytes - mlp > bwd.bytes:
-            bwd = SINKS_BACKWARD_LAYER(sinks.bytes, mlp)
+        softmax = attention_backward(x)
+        after = norms_after + sum(t.bytes for t in saved if t.key == "activations/mlp")
+        if softmax is not None and softmax.bytes - after > bwd.bytes:
+            bwd = ATTENTION_BACKWARD_LAYER(softmax.bytes, after)
     elif x.eager and not x.selective_attention:
         fwd = FORWARD_TRANSIENT_EAGER(T, x.H, x.h, r, x.b, a, x.s, mask_width(x), c)
         bwd = BACKWARD_TRANSIENT_EAGER(n_x, T, f_w, c, x.h, r, x.b, a, x.s)
@@ -544,8 +558,9 @@ def _sac_outputs(x: Setup, layer: LayerParams) -> tuple[int, int]:
                     continue
             kept += nbytes
             overlap += nbytes if in_saved else 0
-    if x.eager or x.math_attention:
-        kept += x.b * x.a * x.s**2 * c + T * x.a * x.d * c
+    if x.eager or x.math_attention:  # (the math kernel's bmm outputs in fp32)
+        w = 4 if x.math_attention else c
+        kept += x.b * x.a * x.s**2 * w + T * x.a * x.d * w
     else:  # flash / memory-efficient: the output and the log-sum-exp, saved anyway
         flash = T * x.a * x.d * c + T * x.a * 4
         kept += flash
@@ -566,8 +581,10 @@ def sink_cast(x: Setup) -> int:
 
 
 def attention_backward(x: Setup) -> Term | None:
-    """Eager attention's backward transient through its softmax (the late moment of a layer's
-    backward, its MLP done), where the attention is eager."""
+    """The attention's backward transient through its softmax (the late moment of a layer's
+    backward, its MLP done), where the attention is eager or SDPA's math kernel."""
+    if x.math_attention:
+        return ATTENTION_BACKWARD_MATH(x.b, x.a, x.s)
     if not x.eager or x.selective_attention or x.megatron:
         return None
     if x.arch.traits.sinks:

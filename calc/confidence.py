@@ -18,7 +18,7 @@ VALIDATED_FAMILIES = frozenset({"llama", "mistral", "qwen2", "qwen3", "gemma", "
                                 "gemma3_text", "phi3", "gpt2", "mixtral", "qwen2_moe",
                                 "qwen3_moe", "deepseek_v3", "gpt_oss"})
 VALIDATED_FEATURES: dict[str, frozenset[Any]] = {
-    "training.precision": frozenset({"bf16", "fp32"}),
+    "training.precision": frozenset({"bf16", "fp32", "fp16"}),
     "training.mixed_precision": frozenset({"pure", "amp", "master", "autocast"}),
     "training.optimizer": frozenset(o.id for o in OPTIMIZERS.values() if o.traced),
     "training.activation_checkpointing": frozenset({"none", "full", "selective"}),

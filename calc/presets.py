@@ -92,6 +92,12 @@ class GpuPreset(BaseModel):
     verified: bool
     verification_note: str = ""
 
+    @property
+    def sdpa_flash(self) -> bool:
+        """Whether torch's CUDA SDPA has its flash kernel here: sm80 and newer (Ampere on);
+        Volta and Turing take the memory-efficient kernel (no grouped K/V heads) or math."""
+        return not (self.vendor == "nvidia" and self.architecture in ("volta", "turing"))
+
 
 _P = TypeVar("_P", ModelPreset, GpuPreset)
 

@@ -542,6 +542,15 @@ def _check(s: Scenario, arch: Architecture, gpu: GpuPreset) -> list[EstimateWarn
     if p.tp > 1 and t.implementation == "hf":
         warn("tp_implementation", "parallelism.tp",
              "tensor parallelism is modelled Megatron-style (column/row parallel linears)")
+    if (not gpu.sdpa_flash and t.attention == "flash" and t.implementation == "hf"
+            and not arch.traits.sinks and not arch.is_mla
+            and 0 < arch.kv_heads < arch.num_attention_heads):
+        warn("sdpa_math", "training.attention",
+             f"{gpu.name} ({gpu.architecture}) has no flash kernel for SDPA (sm80 and newer), "
+             "and its memory-efficient kernel takes no grouped K/V heads: with "
+             f"{arch.num_attention_heads} query and {arch.kv_heads} K/V heads transformers' SDPA "
+             "runs the math kernel, which keeps the fp32 probabilities, b a s^2 x 4 bytes a "
+             "layer (computed so)")
     if arch.traits.sinks and t.attention == "flash" and t.implementation == "hf":
         warn("sinks_flash", "training.attention",
              f"transformers' SDPA refuses {arch.model_type}'s attention sinks: flash means the "

@@ -73,6 +73,7 @@ class Setup:
         "selective_ops",
         "seq_len",
         "sequence_parallel",
+        "sdpa_flash",
         "sliding_sdpa",
         "stages",
         "tp",
@@ -131,6 +132,7 @@ class Setup:
     checkpoint_every: int | None
     eager: bool  # eager attention (the score matrix is materialised)
     math_attention: bool  # SDPA falls back to its math kernel (fp32 with grouped K/V heads)
+    sdpa_flash: bool  # the GPU has SDPA's flash kernel (sm80 and newer)
     sliding_sdpa: bool  # sliding-window layers run SDPA with a mask (Gemma 3, s >= window)
     chunked_loss: bool
     megatron: bool  # implementation megatron (Korthikanti's per-layer formula)
@@ -181,12 +183,15 @@ class Setup:
         self.recompute_layers = t.recompute_layers
         self.checkpoint_every = t.checkpoint_every
         self.eager = t.attention == "eager"
-        # torch 2.13's CUDA SDPA: flash takes only 16-bit inputs, memory-efficient no grouped
-        # K/V heads, so fp32 attention with fewer K/V than query heads runs the math kernel
+        # torch 2.13's CUDA SDPA: flash takes only 16-bit inputs on sm80 and newer,
+        # memory-efficient no grouped K/V heads, so fp32 attention, or any attention on a
+        # Volta or Turing GPU, with fewer K/V than query heads runs the math kernel
         # (GPT-OSS's sinks: not SDPA's; its flash kernel takes the window and the sinks)
         sinks = arch.traits.sinks
+        self.sdpa_flash = r.gpu.sdpa_flash
         self.math_attention = (not self.eager and not sinks and t.implementation == "hf" and
-                               self.n.compute == 4 and 0 < arch.kv_heads < arch.num_attention_heads
+                               (self.n.compute == 4 or not self.sdpa_flash)
+                               and 0 < arch.kv_heads < arch.num_attention_heads
                                and not arch.is_mla)
         self.chunked_loss = t.loss == "chunked"
         self.megatron = t.implementation == "megatron"

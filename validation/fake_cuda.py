@@ -168,6 +168,10 @@ def _grouped_mm_fake(fake_mode, func, mat_a, mat_b, offs=None, bias=None, out_dt
 
 
 SDPA_CHOICES: dict = {}
+# The traced GPU's compute capability (major * 10 + minor), which the CUDA chooser reads: flash
+# needs sm80 or newer, and the memory-efficient kernel bf16 only there (set per scenario from
+# its GPU preset's architecture by the harness; sm90, an H100, by default).
+SM = 90
 
 
 def _note(kind: str) -> None:
@@ -176,7 +180,7 @@ def _note(kind: str) -> None:
 
 def sdpa_cuda(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
               enable_gqa=False):
-    """Backend choice of CUDA SDPA on sm90 (flash > mem-efficient > math)."""
+    """Backend choice of CUDA SDPA on the traced GPU (`SM`): flash > mem-efficient > math."""
     import torch
     aten = torch.ops.aten
     if query.device.type != "cuda":
@@ -199,16 +203,16 @@ def sdpa_cuda(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
     # repeats K/V and keeps the S x S probabilities.
     gqa_ok = hq == hk or (enable_gqa and hq % hk == 0)
     dense4 = query.dim() == 4 and key.dim() == 4 and value.dim() == 4
-    flash_ok = (dense4 and attn_mask is None and dt in (torch.float16, torch.bfloat16)
-                and d_q == d_k == d_v and d_q <= 256 and d_q % 8 == 0 and gqa_ok
+    flash_ok = (SM >= 80 and dense4 and attn_mask is None
+                and dt in (torch.float16, torch.bfloat16) and d_q == d_k == d_v and d_q <= 256 and d_q % 8 == 0 and gqa_ok
                 and not (is_causal and lq != lk))
     if flash_ok:
         _note("flash")
         return aten._scaled_dot_product_flash_attention(
             query, key, value, dropout_p, is_causal, False, scale=scale)[0]
     align = 8 if dt in (torch.float16, torch.bfloat16) else 4
-    eff_ok = (dense4 and dt in (torch.float16, torch.bfloat16, torch.float32)
-              and d_q == d_k and d_q % align == 0 and d_v % align == 0 and hq == hk)
+    dtypes = (torch.float16, torch.float32) + ((torch.bfloat16,) if SM >= 80 else ())
+    eff_ok = (dense4 and dt in dtypes and d_q == d_k and d_q % align == 0 and d_v % align == 0 and hq == hk)
     if eff_ok:
         _note("efficient")
         mask = attn_mask

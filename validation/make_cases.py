@@ -42,7 +42,7 @@ def case(split, model, b, s, mp="amp", attn="flash", prec="bf16", opt="adamw", i
          ac="none", gas=1, lora=None, targets="all_linear", lora_dropout=0.0, dp=1, notes="",
          tag=None, zero=None, qlora=False, loss="standard", every=None, recompute=None,
          policy=None, offload=False, ep=1, tp=1, sp=False, cp=1, pp=1, sched=None, v=1,
-         framework=None, optimizer_offload=False, sizes=None):
+         framework=None, optimizer_offload=False, sizes=None, gpu="h100-sxm-80gb"):
     name = model if isinstance(model, str) else tag
     parts = [name, f"b{b}", f"s{s}", mp if prec == "bf16" else f"{mp}-{prec}", attn]
     if (opt, impl) != ("adamw", "fused"):
@@ -77,6 +77,8 @@ def case(split, model, b, s, mp="amp", attn="flash", prec="bf16", opt="adamw", i
         parts.append("offload")
     if optimizer_offload:
         parts.append("offload-optimizer")
+    if gpu != "h100-sxm-80gb":  # a GPU whose SDPA kernels differ (before sm80: no flash)
+        parts.append(gpu.split("-")[0])
     if sizes:  # DeepSpeed's zero_optimization sizes, in elements
         parts.append("-".join(f"{SIZE_TAGS[k]}{_short(n)}" for k, n in sizes.items()))
     tr = {"micro_batch_size": b, "seq_len": s, "gradient_accumulation_steps": gas,
@@ -108,8 +110,7 @@ def case(split, model, b, s, mp="amp", attn="flash", prec="bf16", opt="adamw", i
     if framework:
         par["framework"] = framework
     par.update(sizes or {})
-    sc = {"schema_version": 1, "model": model, "training": tr, "parallelism": par,
-          "gpu": "h100-sxm-80gb"}
+    sc = {"schema_version": 1, "model": model, "training": tr, "parallelism": par, "gpu": gpu}
     CASES.append({"id": "_".join(parts), "split": split, "scenario": sc, "notes": notes})
 
 
@@ -787,6 +788,42 @@ case("test", OSS20_4, 2, 1024, mp="pure", attn="eager", gas=4, pp=2, tag="gpt-os
      notes=OSS + "1F1B over two stages, bf16")
 case("test", OSS20_4, 1, 2048, mp="master", attn="eager", lora=16, dp=4, framework="deepspeed",
      tag="gpt-oss-20b-4L", notes=OSS + "DeepSpeed ZeRO-3 with LoRA on the attention")
+
+# GPUs before sm80 (T4, V100): torch's SDPA has no flash kernel there and its memory-efficient
+# kernel takes no grouped K/V heads, so a GQA model under transformers' SDPA (no mask:
+# enable_gqa) runs the math kernel, which upcasts to fp32 and keeps the S x S probabilities;
+# fp16, which these GPUs compute in (no bf16). The dev case is the one read off (first
+# scoring -52%: 8.96 GiB estimated as on an H100, 17.39 GiB traced).
+OLD = "sm75/sm70: "
+case("dev", "llama-3.2-1b", 1, 2048, prec="fp16", mp="autocast", lora=16, gpu="t4-16gb",
+     notes=OLD + "GQA: the math kernel")
+case("test", "qwen2.5-0.5b", 2, 1024, prec="fp16", gpu="v100-32gb",
+     notes=OLD + "fp16 amp, GQA: the math kernel")
+case("test", "llama-2-7b", 1, 1024, prec="fp16", mp="autocast", lora=16, qlora=True,
+     gpu="t4-16gb", notes=OLD + "MHA: the memory-efficient kernel")
+case("test", "llama-3.2-3b", 1, 1024, prec="fp16", mp="autocast", lora=16, qlora=True,
+     ac="full", gpu="t4-16gb", notes=OLD + "GQA, checkpointed QLoRA")
+# (read off at first scoring, -4.58%: the math kernel's backward keeps the fp32 scores'
+# gradient beside the probabilities' and runs after the MLP's and its norm's backward)
+case("dev", inline("mistral-7b", num_hidden_layers=4), 1, 2048, prec="fp16", mp="autocast",
+     lora=16, ac="full", gpu="v100-32gb", tag="mistral-7b-4L", notes=OLD + "GQA, checkpointed")
+case("test", "gpt2", 4, 1024, prec="fp16", gpu="t4-16gb",
+     notes=OLD + "MHA with dropout: the memory-efficient kernel")
+case("test", "llama-3.2-1b", 2, 2048, prec="fp16", gpu="a100-80gb",
+     notes="fp16 amp on sm80: flash")
+# then, scored before tracing
+case("test", L8_4, 1, 4096, prec="fp16", mp="autocast", lora=16, ac="full", gpu="v100-32gb",
+     tag="llama-3.1-8b-4L", notes=OLD + "GQA, checkpointed LoRA at 4K tokens")
+case("test", "qwen2.5-1.5b", 1, 2048, prec="fp16", ac="full", gpu="t4-16gb",
+     notes=OLD + "GQA, checkpointed full fine-tuning")
+# (read off at first scoring, -1.86%: QLoRA's o_proj adapter keeps the transposed output,
+# which the math kernel, unlike flash, does not save)
+case("dev", "qwen3-0.6b", 2, 1024, prec="fp16", mp="autocast", lora=16, qlora=True,
+     gpu="t4-16gb", notes=OLD + "GQA, QLoRA")
+case("test", "llama-3.2-3b", 1, 2048, prec="fp16", mp="autocast", lora=16, qlora=True,
+     gpu="t4-16gb", notes=OLD + "GQA, QLoRA")
+case("test", inline("mistral-7b", num_hidden_layers=4), 2, 1024, prec="fp16", mp="autocast",
+     lora=8, qlora=True, gpu="v100-32gb", tag="mistral-7b-4L", notes=OLD + "GQA, QLoRA")
 
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]

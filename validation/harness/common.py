@@ -91,6 +91,23 @@ def load_hf_config(model) -> dict:
     raise ValueError(f"bad model field: {model!r}")
 
 
+# CUDA compute capability by GPU architecture (the SDPA chooser's: flash from sm80); AMD's
+# Instinct GPUs are traced as an H100 (their SDPA kernels are not modelled apart)
+_SM = {"volta": 70, "turing": 75, "ampere": 80, "ada": 89, "hopper": 90, "blackwell": 100}
+
+
+def gpu_sm(gpu) -> int:
+    """The compute capability of the scenario's GPU (a preset id or alias)."""
+    if not isinstance(gpu, str):
+        return 90
+    for name in os.listdir(os.path.join(ROOT, "presets", "gpus")):
+        with open(os.path.join(ROOT, "presets", "gpus", name)) as f:
+            preset = json.load(f)
+        if gpu == preset["id"] or gpu in preset.get("aliases", ()):
+            return _SM.get(preset["architecture"], 90)
+    raise ValueError(f"unknown gpu {gpu!r}")
+
+
 def build_config(hf: dict, tr: dict):
     d = copy.deepcopy(hf)
     mt = d.pop("model_type")

@@ -12,7 +12,7 @@ from torch.distributed._tools.mem_tracker import MemTracker
 from . import loss as fused_loss
 from . import deepspeed_engine, models, parallel, pipeline, tensor_parallel
 from .common import (DTYPES, PHASES, TRACE_DEVICE, Untraceable, build_config, fake_cuda,
-                     load_hf_config, normalize_scenario)
+                     gpu_sm, load_hf_config, normalize_scenario)
 from .optimizers import make_optimizer
 from .tracker import _cats, make_phase_tracker_cls, module_report
 
@@ -97,6 +97,7 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
     b, s, gas = int(tr["micro_batch_size"]), int(tr["seq_len"]), int(tr["gradient_accumulation_steps"])
     if TRACE_DEVICE == "cuda":
         fake_cuda.SDPA_CHOICES.clear()
+        fake_cuda.SM = gpu_sm(sc["gpu"])
 
     fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
     with fake_mode:
