@@ -373,12 +373,10 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
     # --- norms before attention and MLP (and Gemma 2's post-norms) ---------------------------
     times = 1 if frozen_input else 2
     z_width = _norm(x, saved, trainable, times)
-    input_norm = sum(t.bytes for t in saved) // times if times == 2 else 0
+    pre_norms = len(saved)
     if x.arch.traits.norms_per_layer == 4:  # post-attention / post-feedforward norms
         saved += [POST_NORM(T, x.h, 2 if trainable else 1)] * 2
-    # what the norms whose backward runs before the attention's keep: all but the input norm's
-    # (which keeps nothing where the layer's input needs no gradient)
-    norms_after = sum(t.bytes for t in saved) - input_norm
+    norms = len(saved)
     # --- inputs of the projections reading the normed hidden states --------------------------
     drop = x.lora_dropout
     _linear_inputs(x, saved, "attention", layer.attention_inputs, z_width,
@@ -486,7 +484,11 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
                                          sink_cast(x))
         bwd = BACKWARD_TRANSIENT(n_x, T, f_w, c, x.h, r)
         softmax = attention_backward(x)
-        after = norms_after + sum(t.bytes for t in saved if t.key == "activations/mlp")
+        # freed by then: the MLP's and what the norms after the attention keep (all but the
+        # input norm's, which keeps nothing where the layer's input needs no gradient)
+        input_norm = sum(t.bytes for t in saved[:pre_norms]) // 2 if times == 2 else 0
+        after = sum(t.bytes for t in saved[:norms]) - input_norm + sum(
+            t.bytes for t in saved if t.key == "activations/mlp")
         if softmax is not None and softmax.bytes - after > bwd.bytes:
             bwd = ATTENTION_BACKWARD_LAYER(softmax.bytes, after)
     elif x.eager and not x.selective_attention:
