@@ -285,18 +285,24 @@ EAGER_MASK = _f("attention_mask", "lambda b, s, m, n_m: n_m * b * s**2 * m", "ea
 SLIDING_BIAS = Formula(
     "activations/attention_mask", "lambda b, s, c: b * s * ceil(s / 16) * 16 * c",
     id="act.sliding_bias", source=TORCH_SDPA,
-    title="A sliding-window layer under SDPA: the window's boolean mask made an additive bias "
-          "in the compute dtype (its last dimension padded to 16), kept by the memory-efficient "
-          "kernel for backward, one per layer",
+    title="A masked layer under SDPA (a sliding window, or padding): the boolean mask made an "
+          "additive bias in the compute dtype (its last dimension padded to 16), kept by the "
+          "memory-efficient kernel for backward, one per layer",
     note="transformers passes the sliding layers a (b, 1, s, s) mask once s reaches the window "
-         "(the global layers keep is_causal and flash); SDPA converts it per call "
-         "(convert_boolean_attn_mask, preprocess_mask) and the mask rules flash out")
+         "(the global layers keep is_causal and flash), and every layer one where the batch "
+         "is padded; SDPA converts it per call (convert_boolean_attn_mask, preprocess_mask) "
+         "and the mask rules flash out")
 SLIDING_KV = Formula(
     "activations/attention", "lambda T, a, k, d, c, n_kv: n_kv * T * (a - k) * d * c",
     id="act.sliding_kv", source=TORCH_SDPA,
-    title="A sliding-window layer under SDPA: K and V repeated to every query head "
-          "(transformers' repeat_kv: the masked kernel takes no grouped heads), kept beyond the "
-          "grouped heads")
+    title="A masked layer under SDPA (a sliding window, or padding): K and V repeated to every "
+          "query head (transformers' repeat_kv: the masked kernel takes no grouped heads), kept "
+          "beyond the grouped heads")
+PADDING_MASK = Formula(
+    "activations/attention_mask", "lambda b, s, n_m: n_m * b * s**2", id="act.padding_mask",
+    source=TORCH_SDPA,
+    title="A padded batch under SDPA: the boolean (b, 1, s, s) mask of causality and padding "
+          "(and the sliding window's, where layers slide), alive through the forward")
 SLIDING_MASK = Formula(
     "activations/attention_mask", "lambda s: s**2", id="act.sliding_mask", source=TORCH_SDPA,
     title="The sliding window's boolean (1, 1, s, s) mask, expanded over the batch, alive "
@@ -415,7 +421,8 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
         saved.append(ATTN_OUT(T, a, arch.v_head_dim if arch.is_mla and arch.v_head_dim else d,
                               c))  # (MLA: the values' width)
         saved.append(LSE(T, a))
-        if sliding:  # the memory-efficient kernel: the mask as a bias, K and V repeated
+        if sliding or x.padded_sdpa:  # the memory-efficient kernel: the mask as a bias, K
+            # and V repeated
             saved.append(SLIDING_BIAS(x.b, x.s, c))
             copies = 2 if k > 1 else 1 if n.autocast and r == 4 else 0
             if copies and k < a:
@@ -595,8 +602,10 @@ def attention_backward(x: Setup) -> Term | None:
 
 
 def forward_mask(x: Setup) -> Term | None:
-    """The (b, 1, s, s) additive causal mask of the eager path, or the sliding window's
-    boolean one under SDPA, alive for the whole forward."""
+    """The (b, 1, s, s) additive causal mask of the eager path, or under SDPA a padded
+    batch's boolean one, or the sliding window's, alive for the whole forward."""
+    if x.padded_sdpa:
+        return PADDING_MASK(x.b, x.s, 2 if x.arch.sliding_layers else 1)
     if x.sliding_sdpa:
         return SLIDING_MASK(x.s)
     if not x.eager or x.megatron:

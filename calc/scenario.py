@@ -83,6 +83,11 @@ class Training(_Strict):
         default="hf",
         description="whose kernels: Hugging Face transformers (eager PyTorch) or Megatron-LM",
     )
+    padded: bool = Field(
+        default=False,
+        description="the batches carry padding (an attention mask, as unpacked fine-tuning "
+        "data gives): transformers' SDPA then masks every layer, so the memory-efficient kernel "
+        "runs, keeping the mask as a bias and K/V repeated to every head")
     moe_capacity_factor: float | None = Field(
         default=None, gt=0.0, le=64.0,
         description="MoE, implementation megatron: each expert's buffer holds this times its "
@@ -551,6 +556,9 @@ def _check(s: Scenario, arch: Architecture, gpu: GpuPreset) -> list[EstimateWarn
              f"{arch.num_attention_heads} query and {arch.kv_heads} K/V heads transformers' SDPA "
              "runs the math kernel, which keeps the fp32 probabilities, b a s^2 x 4 bytes a "
              "layer (computed so)")
+    if t.padded and t.implementation == "megatron":
+        warn("padded_megatron", "training.padded",
+             "Megatron-LM's kernels take no padding mask: ignored")
     if arch.traits.sinks and t.attention == "flash" and t.implementation == "hf":
         warn("sinks_flash", "training.attention",
              f"transformers' SDPA refuses {arch.model_type}'s attention sinks: flash means the "

@@ -63,6 +63,7 @@ class Setup:
         "offload_params",
         "optimizer",
         "optimizer_impl",
+        "padded_sdpa",
         "pp",
         "qlora",
         "recompute_layers",
@@ -132,6 +133,7 @@ class Setup:
     checkpoint_every: int | None
     eager: bool  # eager attention (the score matrix is materialised)
     math_attention: bool  # SDPA falls back to its math kernel (fp32 with grouped K/V heads)
+    padded_sdpa: bool  # a padding mask under SDPA: every layer masked (memory-efficient kernel)
     sdpa_flash: bool  # the GPU has SDPA's flash kernel (sm80 and newer)
     sliding_sdpa: bool  # sliding-window layers run SDPA with a mask (Gemma 3, s >= window)
     chunked_loss: bool
@@ -189,8 +191,12 @@ class Setup:
         # (GPT-OSS's sinks: not SDPA's; its flash kernel takes the window and the sinks)
         sinks = arch.traits.sinks
         self.sdpa_flash = r.gpu.sdpa_flash
+        # (a padding mask: transformers repeats K/V itself and the memory-efficient kernel
+        # takes the mask, so no layer runs math for its grouped heads)
+        self.padded_sdpa = (t.padded and not self.eager and not sinks
+                            and t.implementation == "hf")
         self.math_attention = (not self.eager and not sinks and t.implementation == "hf" and
-                               (self.n.compute == 4 or not self.sdpa_flash)
+                               not t.padded and (self.n.compute == 4 or not self.sdpa_flash)
                                and 0 < arch.kv_heads < arch.num_attention_heads
                                and not arch.is_mla)
         self.chunked_loss = t.loss == "chunked"

@@ -255,3 +255,27 @@ def test_the_math_kernel_s_backward_runs_after_the_mlp_s() -> None:
     report = estimate(scenario)
     assert report.peak_bytes == pytest.approx(traced["peak_bytes"], rel=0.002)
     assert report.peak_moment == "backward.first_layer_late"
+
+
+def test_a_padded_batch_masks_every_layer_under_sdpa() -> None:
+    """A padding mask rules SDPA's flash kernel out: every layer runs the memory-efficient
+    kernel, which keeps the mask as a bias in the compute dtype and K/V repeated to every head
+    (transformers repeats them under a mask), and the boolean (b, 1, s, s) mask lives through
+    the forward (traced: Llama 3.2 1B, 4 x 1K tokens, -0.00%). Under a mask the grouped heads
+    are repeated, so a T4 runs the memory-efficient kernel too, not math."""
+    from calc import estimate
+    from calc.activations import forward_mask
+    from tests.traced import traced_case
+    scenario, traced = traced_case("llama-3.2-1b_b4_s1024_amp_flash_padded")
+    report = estimate(scenario)
+    assert report.peak_bytes == pytest.approx(traced["peak_bytes"], rel=0.001)
+    x = report.setup
+    ids = {t.id for t in decoder_layer(x, x.counts.dense_layer).saved}
+    assert {"act.sliding_bias", "act.sliding_kv"} <= ids
+    mask = forward_mask(x)
+    assert mask is not None and mask.bytes == 4 * 1024 * 1024
+    plain = estimate({**scenario, "training": {**scenario["training"], "padded": False}})
+    assert plain.peak_bytes < report.peak_bytes
+    t4 = estimate({"model": "llama-3.2-1b", "gpu": "t4-16gb", "training": {
+        "precision": "fp16", "seq_len": 2048, "padded": True}})
+    assert not t4.setup.math_attention and t4.setup.padded_sdpa

@@ -66,11 +66,12 @@ LABELS = {
     "stage3_max_reuse_distance": "ZeRO-3 max reuse distance (elements)",
     "sub_group_size": "ZeRO-3 optimizer sub-group (elements)",
     "moe_capacity_factor": "MoE capacity factor", "moe_load_imbalance": "MoE load imbalance",
+    "padded": "Padded batches (attention mask)",
 }
 BASIC = ("micro_batch_size", "seq_len", "precision")
 ADVANCED_TRAINING = ("gradient_accumulation_steps", "activation_checkpointing", "selective_policy",
                      "recompute_layers", "checkpoint_every", "optimizer", "optimizer_impl",
-                     "mixed_precision", "attention", "loss", "finetuning", "lora_rank",
+                     "mixed_precision", "attention", "padded", "loss", "finetuning", "lora_rank",
                      "lora_targets", "lora_dropout", "implementation", "moe_capacity_factor",
                      "moe_load_imbalance")
 # Choices whose default depends on other fields: an empty first option leaves the field to the

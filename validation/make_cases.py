@@ -42,7 +42,8 @@ def case(split, model, b, s, mp="amp", attn="flash", prec="bf16", opt="adamw", i
          ac="none", gas=1, lora=None, targets="all_linear", lora_dropout=0.0, dp=1, notes="",
          tag=None, zero=None, qlora=False, loss="standard", every=None, recompute=None,
          policy=None, offload=False, ep=1, tp=1, sp=False, cp=1, pp=1, sched=None, v=1,
-         framework=None, optimizer_offload=False, sizes=None, gpu="h100-sxm-80gb"):
+         framework=None, optimizer_offload=False, sizes=None, gpu="h100-sxm-80gb",
+         padded=False):
     name = model if isinstance(model, str) else tag
     parts = [name, f"b{b}", f"s{s}", mp if prec == "bf16" else f"{mp}-{prec}", attn]
     if (opt, impl) != ("adamw", "fused"):
@@ -57,6 +58,8 @@ def case(split, model, b, s, mp="amp", attn="flash", prec="bf16", opt="adamw", i
         parts.append(f"{'qlora' if qlora else 'lora'}{lora}{'attn' if targets == 'attention' else ''}")
     if loss != "standard":
         parts.append(loss)
+    if padded:
+        parts.append("padded")
     zero = (3 if dp * cp > 1 else 0) if zero is None else zero
     if ep > 1:
         parts.append(f"ep{ep}")
@@ -89,6 +92,8 @@ def case(split, model, b, s, mp="amp", attn="flash", prec="bf16", opt="adamw", i
         tr.update({"lora_rank": lora, "lora_targets": targets, "lora_dropout": lora_dropout})
     if policy:
         tr["selective_policy"] = policy
+    if padded:
+        tr["padded"] = True
     if every:
         tr["checkpoint_every"] = every
     if recompute:
@@ -824,6 +829,28 @@ case("test", "llama-3.2-3b", 1, 2048, prec="fp16", mp="autocast", lora=16, qlora
      gpu="t4-16gb", notes=OLD + "GQA, QLoRA")
 case("test", inline("mistral-7b", num_hidden_layers=4), 2, 1024, prec="fp16", mp="autocast",
      lora=8, qlora=True, gpu="v100-32gb", tag="mistral-7b-4L", notes=OLD + "GQA, QLoRA")
+
+# Padded batches (an attention mask with padding, as unpacked fine-tuning data gives): the
+# mask rules SDPA's flash kernel out, so every layer runs the memory-efficient kernel, which
+# keeps the mask as an additive bias and K/V repeated to every head (transformers repeats them:
+# no grouped heads under a mask; so no math kernel either, on a T4 or in fp32). The harness pads
+# the first sequence's last eighth (validation/harness/masking.py). The dev case is the first
+# (-0.00% at first scoring); the rest were scored before tracing.
+PAD = "padded batch: "
+case("dev", "llama-3.2-1b", 4, 1024, padded=True, notes=PAD + "every layer masked")
+case("test", L8_4, 2, 4096, padded=True, tag="llama-3.1-8b-4L", notes=PAD + "GQA 32/8")
+case("test", inline("qwen2.5-7b", num_hidden_layers=4), 4, 2048, mp="autocast", lora=16,
+     ac="full", padded=True, tag="qwen2.5-7b-4L", notes=PAD + "checkpointed LoRA")
+case("test", "gemma-3-1b", 2, 2048, padded=True,
+     notes=PAD + "the global and the sliding layers masked: two masks")
+case("test", inline("mixtral-8x7b", num_hidden_layers=2, vocab_size=32768), 2, 1024,
+     padded=True, tag="mixtral-8x7b-2L-v32k", notes=PAD + "MoE")
+case("test", "llama-3.2-1b", 2, 2048, prec="fp16", mp="autocast", lora=16, padded=True,
+     gpu="t4-16gb", notes=PAD + "on a T4: the memory-efficient kernel, not math")
+case("test", "qwen2.5-0.5b", 4, 1024, mp="pure", prec="fp32", padded=True,
+     notes=PAD + "fp32 with grouped heads: the memory-efficient kernel, not math")
+case("test", "llama-3.2-3b", 2, 2048, mp="autocast", lora=16, qlora=True, dp=2, padded=True,
+     notes=PAD + "QLoRA under FSDP2")
 
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]

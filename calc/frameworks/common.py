@@ -123,7 +123,9 @@ def hf_notes(r: Resolved, loss_expressed: bool = False) -> list[str]:
     t = r.training
     flash = ("kernels-community/vllm-flash-attn3" if r.arch.traits.sinks  # (its sinks)
              else "flash_attention_2")
-    notes = [f"seq_len {t.seq_len}: tokenize or pack to this length in the data pipeline",
+    notes = [f"seq_len {t.seq_len}: " + (
+        "pad to this length (padding='max_length'); the attention mask rules SDPA's flash "
+        "kernel out" if t.padded else "tokenize or pack to this length in the data pipeline"),
              f"attention {t.attention}: from_pretrained(attn_implementation="
              f"{flash if t.attention == 'flash' else 'eager'!r})"]
     if t.finetuning != "full":

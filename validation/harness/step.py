@@ -10,6 +10,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.distributed._tools.mem_tracker import MemTracker
 
 from . import loss as fused_loss
+from . import masking
 from . import deepspeed_engine, models, parallel, pipeline, tensor_parallel
 from .common import (DTYPES, PHASES, TRACE_DEVICE, Untraceable, build_config, fake_cuda,
                      gpu_sm, load_hf_config, normalize_scenario)
@@ -141,6 +142,15 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
         input_ids = torch.randint(0, vocab, (b, s), device=dev)
         labels = torch.randint(0, vocab, (b, s), device=dev)
         batch = {"input_ids": input_ids, "labels": labels}
+        if tr.get("padded"):  # the first sequence padded over its last eighth (a collator's
+            # padding: an attention mask with zeros, the labels ignored there)
+            if pp > 1 or cp > 1:
+                raise Untraceable("padded batches with pp or cp")
+            mask = torch.ones(b, s, dtype=torch.long, device=dev)
+            mask[0, s - s // 8:] = 0
+            labels[0, s - s // 8:] = -100
+            batch["attention_mask"] = mask
+            masking.pad()
         if pp > 1:  # the schedule splits the whole batch into gas micro-batches
             input_ids = torch.randint(0, vocab, (b * gas, s), device=dev)
             labels = torch.randint(0, vocab, (b * gas, s), device=dev)
