@@ -315,6 +315,32 @@ def concepts(src: str) -> dict[str, str]:
     s.ctx["sharding_table"] = md_table(
         ["layout", "parameters", "gradients", "optimizer states", "activations", "device GiB"],
         shard_rows, "lrrrrr")
+    attention_rows = []
+    lora = {"seq_len": 2048, "micro_batch_size": 2, "finetuning": "lora"}
+    for name, gpu, extra in (("attn_flash", "h100-sxm-80gb", {}),
+                             ("attn_padded", "h100-sxm-80gb", {"padded": True}),
+                             ("attn_eager", "h100-sxm-80gb", {"attention": "eager"}),
+                             ("attn_t4", "t4-16gb", {"precision": "fp16"}),
+                             ("attn_t4_padded", "t4-16gb", {"precision": "fp16", "padded": True})):
+        e = s.step(name, _scenario("llama-3.2-1b", gpu, {**lora, **extra}))
+        x = e.setup
+        kernel = ("eager: the S x S scores, fp32 and bf16" if x.eager else
+                  "math: fp32 q, K, V and S x S probabilities" if x.math_attention else
+                  "memory-efficient: the mask as a bias, K/V repeated" if x.padded_sdpa else
+                  "flash")
+        attention_rows.append([f"[{e.resolved.gpu.name}{', padded' if extra.get('padded') else ''}"
+                               f"{', eager' if x.eager else ''}]({s.ctx[f'{name}_link']})",
+                               kernel, num_gib(max(ph.components["activations"]
+                                                   for ph in e.stage.phases.values())),
+                               num_gib(e.peak_bytes)])
+    s.claim(s.est["attn_t4"].peak_bytes > 1.5 * s.est["attn_flash"].peak_bytes,
+            "on a T4 the math kernel's S x S probabilities outweigh flash's by half the peak")
+    s.claim(s.est["attn_t4_padded"].peak_bytes < s.est["attn_t4"].peak_bytes,
+            "padding takes a T4 off the math kernel")
+    s.claim(s.est["attn_padded"].peak_bytes > s.est["attn_flash"].peak_bytes,
+            "a padded batch costs more than flash")
+    s.ctx["attention_table"] = md_table(
+        ["GPU, batch", "SDPA kernel", "activations GiB", "peak GiB"], attention_rows, "llrr")
     e = s.est["amp"]
     s.ctx["amp_phases"] = phases_table(e)
     s.ctx["amp_sum_of_maxima"] = gib(sum(max(ph.components[c] for ph in e.stage.phases.values())
