@@ -555,7 +555,8 @@ def _check(s: Scenario, arch: Architecture, gpu: GpuPreset) -> list[EstimateWarn
              "and its memory-efficient kernel takes no grouped K/V heads: with "
              f"{arch.num_attention_heads} query and {arch.kv_heads} K/V heads transformers' SDPA "
              "runs the math kernel, which keeps the fp32 probabilities, b a s^2 x 4 bytes a "
-             "layer (computed so)")
+             "layer (computed so; a padded batch, whose mask makes transformers repeat K/V, "
+             "runs the memory-efficient kernel instead: set padded to compare)")
     if t.padded and t.implementation == "megatron":
         warn("padded_megatron", "training.padded",
              "Megatron-LM's kernels take no padding mask: ignored")
