@@ -43,6 +43,18 @@ SCENARIOS = {
         "parallelism": {"tp": 2, "pp": 2, "dp": 2},
         "gpu": "rtx-4090-24gb",
     },
+    "t4-math-kernel-padded": {  # the GPU picks SDPA's kernel; the form's padding checkbox
+        "model": "llama-3.2-3b",
+        "training": {"precision": "fp16", "seq_len": 2048, "finetuning": "qlora",
+                     "padded": True},
+        "gpu": "t4-16gb",
+    },
+    "gpt-oss-eager-sinks": {
+        "model": "gpt-oss-20b",
+        "training": {"attention": "eager", "seq_len": 2048, "finetuning": "lora",
+                     "activation_checkpointing": "full"},
+        "gpu": "h100-sxm-80gb",
+    },
 }
 
 
