@@ -266,3 +266,16 @@ def test_hf_trainer_every_n_layers_must_be_a_positive_integer() -> None:
                        "activation_checkpointing_kwargs": {"every_n_layers": 0}},
                       "hf-trainer", model="gpt2")
     assert exc.value.field == "activation_checkpointing_kwargs.every_n_layers"
+
+
+@pytest.mark.parametrize(("extra", "padded"), [
+    ({}, True),  # TRL's collator pads a batch of several to its longest: an attention mask
+    ({"packing": True}, False),
+    ({"padding_free": True}, False),
+    ({"per_device_train_batch_size": 1}, False),  # one sequence: nothing to pad to
+])
+def test_trl_sft_batches_read_as_padded_unless_packed(extra, padded) -> None:
+    args = {"per_device_train_batch_size": 4, "max_length": 1024, "bf16": True, **extra}
+    s, notes = import_config(args, "hf-trainer", model="llama-3.2-1b")
+    assert s.training.padded is padded
+    assert any("read as padded" in n for n in notes) == padded

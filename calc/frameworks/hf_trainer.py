@@ -217,8 +217,16 @@ def import_hf_trainer(data: dict[str, Any], dp: int | None, notes: list[str]
             training["seq_len"] = positive(args, key, value)
             notes.append(f"{key} {value} (TRL SFTConfig): read as seq_len, the longest "
                          "sequence the step sees")
+    trl = any(args.get(key) is not None for key in ("max_length", "max_seq_length"))
     if args.get("packing"):
         notes.append("packing: sequences are packed to max_length; seq_len is that length")
+    elif args.get("padding_free"):
+        notes.append("padding_free: the batch is one row without padding (flash attention's "
+                     "variable-length path); read as unpadded")
+    elif trl and micro > 1:  # TRL's collator pads each batch to its longest sequence
+        training["padded"] = True
+        notes.append(f"packing off, {micro} sequences a batch: TRL pads them to the longest "
+                     "with an attention mask, read as padded (SDPA masks every layer)")
     # transformers 5 names it activation_checkpointing(_kwargs); gradient_checkpointing(_kwargs)
     # are deprecated aliases, read only where the new name is unset (TrainingArguments
     # __post_init__, transformers 5.23)
