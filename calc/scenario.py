@@ -557,6 +557,9 @@ def _check(s: Scenario, arch: Architecture, gpu: GpuPreset) -> list[EstimateWarn
              "runs the math kernel, which keeps the fp32 probabilities, b a s^2 x 4 bytes a "
              "layer (computed so; a padded batch, whose mask makes transformers repeat K/V, "
              "runs the memory-efficient kernel instead: set padded to compare)")
+    if t.padded and p.cp > 1 and t.implementation == "hf":
+        fail("training.padded", "torch's context parallelism takes no attention mask (its "
+             "ring attention runs is_causal): pack the sequences, or set parallelism.cp to 1")
     if t.padded and t.implementation == "megatron":
         warn("padded_megatron", "training.padded",
              "Megatron-LM's kernels take no padding mask: ignored")

@@ -199,3 +199,17 @@ def test_a_classification_config_has_a_head_of_num_labels_in_place_of_the_lm_hea
         "LlamaForTokenClassification"], "id2label": {"0": "A", "1": "B", "2": "C"}}},
         "training": {"seq_len": 512}})
     assert two.resolved.arch.num_labels == 3
+
+
+def test_padded_batches_refuse_context_parallelism_by_name() -> None:
+    """torch's ring attention runs is_causal and takes no mask: a padded batch under cp is
+    refused naming the field; the advisor skips cp layouts for it and says why."""
+    from calc.plan.advise import advise
+    with pytest.raises(ScenarioError) as err:
+        estimate({"model": "llama-3.2-1b", "training": {"padded": True},
+                  "parallelism": {"cp": 2, "dp": 2, "zero": 3}})
+    assert err.value.field == "training.padded"
+    result = advise("llama-3.2-1b", "h100-sxm-80gb", 8, 16384, 16,
+                    base_training={"padded": True})
+    assert result.rejected["cp_padded"] > 0
+    assert all(p.as_dict()["layout"]["cp"] == 1 for p in result.plans)

@@ -213,7 +213,8 @@ class Trains:
 class AdviceResult:
     """The ranked plans and what the search did. In `rejected`, the rule reasons
     (`tp_not_dividing_heads`, `tp_crosses_node`, `pp_exceeds_layers`, `cp_short_sequence`,
-    `dp_not_dividing_global_batch`) count (tp, pp, dp, cp) factorisations; the others
+    `dp_not_dividing_global_batch`, `cp_padded`: context parallelism for padded batches, whose
+    mask torch's ring attention does not take) count (tp, pp, dp, cp) factorisations; the others
     (`framework_cannot_train`: a precision or stage the scenario's parallelism.framework does
     not run, `model_states_exceed_target`, `host_memory_exceeds_limit`, `no_micro_batch_fits`,
     `dominated`, `slower_than_top`) count the combinations of `searched`. Where nothing fits,
@@ -482,6 +483,9 @@ def _search_layouts(base: Scenario, r: Resolved, peak: float, keep_precision: bo
     heap: list[_Entry] = []
     searched = 0
     for tp, pp, dp, cp in _layouts(ctx, rejected):
+        if cp > 1 and t.padded:  # torch's context parallelism takes no attention mask
+            rejected["cp_padded"] = rejected.get("cp_padded", 0) + 1
+            continue
         eps = [e for e in _divisors(r.arch.num_local_experts) if (dp * cp) % e == 0] \
             if r.arch.is_moe else [1]
         mbs = _divisors(global_batch // dp)
