@@ -864,6 +864,12 @@ case("test", inline("qwen3-8b", num_hidden_layers=8), 1, 512, ac="full", gas=4, 
 case("test", "llama-3.2-3b", 1, 512, ac="full", gas=4, pp=2,
      notes="1F1B, amp, checkpointed, short sequences: the copies' gradients wait")
 
+# Whole models users plan with, scored before tracing
+case("test", "gpt-oss-120b", 1, 2048, mp="autocast", attn="eager", ac="full", lora=8, dp=8,
+     notes=OSS + "the whole 120b, LoRA r8 checkpointed under FSDP2 on 8 GPUs")
+case("test", "llama-3.1-8b", 1, 2048, prec="fp16", mp="autocast", lora=16, qlora=True,
+     ac="full", gpu="t4-16gb", notes=OLD + "the whole 8B QLoRA on a T4 (the Colab recipe)")
+
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
     assert len(ids) == len(set(ids)), "duplicate ids"
