@@ -592,9 +592,11 @@ def sink_cast(x: Setup) -> int:
 def attention_backward(x: Setup) -> Term | None:
     """The attention's backward transient through its softmax (the late moment of a layer's
     backward, its MLP done), where the attention is eager or SDPA's math kernel."""
+    if x.selective_attention or x.megatron:  # (the attention core recomputed: not kept)
+        return None
     if x.math_attention:
         return ATTENTION_BACKWARD_MATH(x.b, x.a, x.s)
-    if not x.eager or x.selective_attention or x.megatron:
+    if not x.eager:
         return None
     if x.arch.traits.sinks:
         return ATTENTION_BACKWARD_SINKS(x.b, x.a, x.s, mask_width(x), sink_cast(x))
