@@ -258,6 +258,9 @@ HEAD_NORM_BACKWARD = Formula(
           "are frozen, what full training has freed by then in their place (the head's saved "
           "input, the norm's normalised output)",
     note="traced op by op on 4-layer llama-3-8b probes, full, LoRA and QLoRA")
+FINAL_HIDDEN = _f("head", "lambda T, H, z: T * H * z", "final_hidden",
+                  "The model's last hidden state, the final norm's output: held by the model's "
+                  "output through the loss where the head keeps a cast of it or nothing")
 HEAD_COPY = _f("weight_copies", "lambda V_t, H, c: V_t * H * c", "head_weight_copy",
                "Autocast's low-precision copy of the lm_head weight")
 OUTPUT_GRADS = Formula(
@@ -795,6 +798,19 @@ def head_activations(x: Setup) -> tuple[Term, ...]:
     if n.weight_copies and not x.megatron:
         saved.append(HEAD_COPY(x.vocab, x.H, n.compute))
     return tuple(saved)
+
+
+def final_hidden(x: Setup) -> Term | None:
+    """The final norm's output at the loss, where it is not the head's saved input itself
+    (`FINAL_HIDDEN`): the base model has returned it (its masks freed) and the loss is computed
+    beside it (traced: 1-2 x 4K-token amp and LoRA cases, T h z short at the loss)."""
+    if x.chunked_loss or x.megatron or x.tp > 1 or x.frozen_linear_inputs:
+        return None
+    z = _norm(x, [], not x.lora, 1, HEAD_NORMS)
+    n = x.n
+    if not x.lora and (n.linear_input if n.autocast else min(z, n.linear_input)) == z:
+        return None  # the head keeps the output itself
+    return FINAL_HIDDEN(x.T, x.H, z)
 
 
 def output_grads(x: Setup, layer: LayerParams, received: bool = False) -> Term:
