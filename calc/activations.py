@@ -629,10 +629,9 @@ def _norm(x: Setup, saved: list[Term], trainable: bool, times: int,
     n, T, h = x.n, x.T, x.h
     res = n.residual
     f_input, f_stats, f_copy, f_rsqrt, f_out_fp32, f_out = formulas
-    kind = x.arch.traits.norm_upcast
-    if kind == "native":  # nn.LayerNorm; autocast runs it in fp32
+    if x.arch.traits.norm_upcast == "native":  # nn.LayerNorm; autocast runs it in fp32
         saved += [f_input(T, h, res), f_stats(T)] * times  # its input is the residual itself
-        return 4 if n.autocast else res
+        return _norm_width(x)
     # RMSNorm with an fp32 upcast (Llama-style and Gemma-style): its fp32 input (the fp32
     # residual itself, or a copy of a low-precision one) and rsqrt(variance)
     terms = [f_input(T, h, 4) if res == 4 else f_copy(T, h), f_rsqrt(T)]
@@ -643,6 +642,16 @@ def _norm(x: Setup, saved: list[Term], trainable: bool, times: int,
     else:
         terms.append(f_out(T, h, res))
     saved += terms * times
+    return _norm_width(x)
+
+
+def _norm_width(x: Setup) -> int:
+    """Bytes of a norm's output: LayerNorm's fp32 under autocast, Gemma's the residual's,
+    Llama's fp32 with an fp32 residual, else the compute dtype."""
+    n, res = x.n, x.n.residual
+    kind = x.arch.traits.norm_upcast
+    if kind == "native":
+        return 4 if n.autocast else res
     return res if kind == "gemma" else (4 if res == 4 else n.compute)
 
 
@@ -806,7 +815,7 @@ def final_hidden(x: Setup) -> Term | None:
     beside it (traced: 1-2 x 4K-token amp and LoRA cases, T h z short at the loss)."""
     if x.chunked_loss or x.megatron or x.tp > 1 or x.frozen_linear_inputs:
         return None
-    z = _norm(x, [], not x.lora, 1, HEAD_NORMS)
+    z = _norm_width(x)
     n = x.n
     if not x.lora and (n.linear_input if n.autocast else min(z, n.linear_input)) == z:
         return None  # the head keeps the output itself

@@ -974,11 +974,13 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     forward_extra = part(tuple(extra), detail) if extra else None
     # at the loss the base model has returned: its masks are freed, its last hidden state held
     # (traced: llama-3.1-8b-4L eager at 8K tokens frees its 256 MiB mask before the head)
-    at_loss = [(t, k) for t, k in extra if t is not mask]
     hidden = final_hidden(x) if stage.head else None
-    if hidden is not None:
-        at_loss.append((hidden, 1))
-    loss_extra = part(tuple(at_loss), detail) if at_loss else None
+    loss_extra = forward_extra
+    if mask or hidden is not None:
+        at_loss = [(t, k) for t, k in extra if t is not mask]
+        if hidden is not None:
+            at_loss.append((hidden, 1))
+        loss_extra = part(tuple(at_loss), detail) if at_loss else None
     loss = logits_memory(x) if stage.head and (mix is None or run.heads) else None
     units = ms.expert_units is not None
     head_fwd = head_bwd = gathered
