@@ -1422,7 +1422,7 @@ def _experts_zero3(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, states: 
         A_l = ly.recomputed(moe) if ckpt else ly.alive(moe)
         live = part_of(DS_GATHERED(gathered, n.weight))
         if x.lora:
-            frozen = _moment("backward.experts_partitioned", states, live, others,
+            frozen = _moment("backward.experts_partitioned", states, live, others, None,
                              EXPERTS_COMBINE_ALIVE(ly.body.bytes - above, A_l),
                              moe.backward_transient)
             if best is None or frozen.bytes > best.bytes:
@@ -1537,7 +1537,7 @@ def _end_of_backward(x: Setup, stage: Stage, ms: ModelStates, states: Part | Non
         incoming = EMBEDDING_GRAD(x.T, x.h, n.residual, n.compute)
     if pipelined:  # no reduce until the last micro-batch: every unsharded gradient is kept
         return (_moment("backward.embedding", states, None, ms.gathered, others, incoming,
-                        ms.reduce_bucket),)
+                        ms.reduce_bucket, None),)
     root = ms.local.root_trainable  # a frozen root (LoRA) has no gradients to reduce
     if ms.expert_units is not None:  # the embedding is its own unit, the head reduced before
         root = x.counts.embedding // x.tp if stage.embedding else 0
@@ -1556,7 +1556,7 @@ def _end_of_backward(x: Setup, stage: Stage, ms: ModelStates, states: Part | Non
                              ms.gathered_root or GATHERED_ROOT(ms.local.root, n.gathered_weight),
                              others, EMBEDDING_GRAD_TIED_FSDP(
                                  x.counts.embedding, x.tp, g_u, x.T, x.h, n.residual,
-                                 n.compute, ms.local.per_layer_trainable, g_r))
+                                 n.compute, ms.local.per_layer_trainable, g_r), None, None)
             return summed, _moment("backward.fsdp_root", states, rest, others,
                                    EMBEDDING_GRAD(x.T, x.h, n.residual, n.compute), scatter)
         reduce = _moment("backward.fsdp_root", states, rest, others, incoming, scatter)
