@@ -487,11 +487,12 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
     # --- transients --------------------------------------------------------------------------
     f_w = layer.widest_row_input // tp
     n_x = 3 if trainable else 2
-    if x.math_attention or (x.eager and not x.selective_attention and arch.traits.sinks):
+    if x.math_attention or (x.eager and not x.selective_attention):
         # the softmax's backward runs after the MLP's, whose activations it has freed
         fwd = FORWARD_TRANSIENT_EAGER(T, x.H, x.h, r, x.b, a, x.s, 8, 4) if x.math_attention \
             else FORWARD_TRANSIENT_SINKS(T, x.H, x.h, r, x.b, a, x.s, mask_width(x),
-                                         sink_cast(x))
+                                         sink_cast(x)) if arch.traits.sinks \
+            else FORWARD_TRANSIENT_EAGER(T, x.H, x.h, r, x.b, a, x.s, mask_width(x), c)
         bwd = BACKWARD_TRANSIENT(n_x, T, f_w, c, x.h, r)
         softmax = attention_backward(x)
         # freed by then: the MLP's and what the norms after the attention keep (all but the
@@ -499,6 +500,12 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
         input_norm = sum(t.bytes for t in saved[:pre_norms]) // 2 if times == 2 else 0
         after = sum(t.bytes for t in saved[:norms]) - input_norm + sum(
             t.bytes for t in saved if t.key == "activations/mlp")
+        if n.weight_copies and not x.qlora:  # and autocast's copies of the MLP's weights and
+            # the output projection's, whose backward ran before
+            attention = [lin for lin in layer.linears if lin.group == "attention"]
+            after += c * sum(lin.local_counts(tp, x.ep)[0] for lin in layer.linears
+                             if lin.group not in ("attention", "experts")
+                             or lin is attention[-1])
         if softmax is not None and softmax.bytes - after > bwd.bytes:
             bwd = ATTENTION_BACKWARD_LAYER(softmax.bytes, after)
     elif x.eager and not x.selective_attention:
@@ -631,7 +638,7 @@ def _norm(x: Setup, saved: list[Term], trainable: bool, times: int,
     f_input, f_stats, f_copy, f_rsqrt, f_out_fp32, f_out = formulas
     if x.arch.traits.norm_upcast == "native":  # nn.LayerNorm; autocast runs it in fp32
         saved += [f_input(T, h, res), f_stats(T)] * times  # its input is the residual itself
-        return _norm_width(x)
+        return norm_width(x)
     # RMSNorm with an fp32 upcast (Llama-style and Gemma-style): its fp32 input (the fp32
     # residual itself, or a copy of a low-precision one) and rsqrt(variance)
     terms = [f_input(T, h, 4) if res == 4 else f_copy(T, h), f_rsqrt(T)]
@@ -642,10 +649,10 @@ def _norm(x: Setup, saved: list[Term], trainable: bool, times: int,
     else:
         terms.append(f_out(T, h, res))
     saved += terms * times
-    return _norm_width(x)
+    return norm_width(x)
 
 
-def _norm_width(x: Setup) -> int:
+def norm_width(x: Setup) -> int:
     """Bytes of a norm's output: LayerNorm's fp32 under autocast, Gemma's the residual's,
     Llama's fp32 with an fp32 residual, else the compute dtype."""
     n, res = x.n, x.n.residual
@@ -815,7 +822,7 @@ def final_hidden(x: Setup) -> Term | None:
     beside it (traced: 1-2 x 4K-token amp and LoRA cases, T h z short at the loss)."""
     if x.chunked_loss or x.megatron or x.tp > 1 or x.frozen_linear_inputs:
         return None
-    z = _norm_width(x)
+    z = norm_width(x)
     n = x.n
     if not x.lora and (n.linear_input if n.autocast else min(z, n.linear_input)) == z:
         return None  # the head keeps the output itself

@@ -26,7 +26,7 @@ VALIDATED_FEATURES: dict[str, frozenset[Any]] = {
     "training.attention": frozenset({"flash", "eager"}),
     "training.loss": frozenset({"standard", "chunked"}),
     "training.finetuning": frozenset({"full", "lora", "qlora"}),
-    "training.lora_targets": frozenset({"all_linear", "attention"}),
+    "training.lora_targets": frozenset({"all_linear", "attention", "query_value"}),
     "training.implementation": frozenset({"hf"}),
     "parallelism.tp": frozenset({1, 2, 4, 8}),
     "parallelism.pp": frozenset({1, 2, 4}),

@@ -22,7 +22,9 @@ from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from .activations import (
+    ATTENTION_BACKWARD_LAYER,
     HEAD_COPY,
+    HEAD_INPUT,
     LayerActivations,
     attention_backward,
     decoder_layer,
@@ -35,6 +37,7 @@ from .activations import (
     head_norm_backward,
     head_output_grads,
     layer_input,
+    norm_width,
     output_grads,
     received_kept,
     weight_inputs,
@@ -102,6 +105,8 @@ PARTS: dict[str, tuple[str, str]] = {
     "stage_reduce": ("X_u", "FSDP2 under pipelining: the reducing unit's reduce-scatter input "
                      "and output"),
     "head_norm": ("X_n", "the final norm's backward temporaries"),
+    "head_grad": ("X_h", "the head's new weight gradient (and its cast to the weight's dtype) "
+                  "beside the logits' and the head input's gradients"),
     "copy_grad_cast": ("X_c", "the first cached weight copy's gradient in the weight's dtype"),
     "partition": ("G_p", "DeepSpeed ZeRO-1: the gradient partition buffer"),
     "pending": ("G_q", "DeepSpeed ZeRO-3: a whole gradient waiting for its reduce"),
@@ -204,6 +209,9 @@ MOMENTS: dict[str, MomentKind] = {
     "backward.loss_grad": MomentKind(
         "the start of backward: the loss gradients at full width",
         ("states", "earlier_gradients", "gathered", "saved", "loss", "stage_output")),
+    "backward.head_weight": MomentKind(
+        "a later micro-batch: the head's new weight gradient, before it is added in place to "
+        "the one in .grad", ("states", "earlier_gradients", "gathered", "saved", "head_grad")),
     "backward.head_norm": MomentKind(
         "the start of backward: the final norm's backward, every activation saved",
         ("states", "earlier_gradients", "gathered", "saved", "head_norm", "schedule_kept")),
@@ -346,6 +354,13 @@ FIRST_WRITTEN = Formula(
           "runs first",
     note="traced op by op: GPipe, a middle rank, no checkpointing (the down projection's "
          "gradient beside the gating product's backward)")
+LATE_WRITTEN = Formula(
+    "gradients/weights", "lambda P_la, R_h, g: (P_la + R_h) * g", id="peak.late_written",
+    source=TRACED_PEAK,
+    title="The step's first backward at its top layer's attention softmax: the gradients "
+          "written, the head's (R_h, on its stage) and the layer's past the softmax (its MLP, "
+          "its output projection and the norms after the attention)",
+    note="traced: an 8B-shaped 4-layer stack, eager attention at 4K tokens, bf16 and amp")
 GRADIENTS_WRITTEN = Formula(
     "gradients/weights", "lambda M_g, m_e, m_l, g: M_g - (m_e + m_l) * g",
     id="peak.written", source=TRACED_PEAK,
@@ -429,6 +444,28 @@ EMBEDDING_GRAD_TIED = Formula(
     title="Tied embeddings: two more vocabulary-sized gradients before the sum",
     note="the head's weight gradient waits in the shared leaf's input buffer; when the "
          "embedding's arrives they are summed out of place (traced: llama-3.2-1b)")
+EMBEDDING_GRAD_TIED_ACCUMULATED = Formula(
+    "temporaries/embedding_grad", "lambda E, t, g, T, h, r, c: 2 * floor(E / t) * g + "
+    "max(floor(E / t) * g, T * h * max(r, c))", id="peak.embedding_grad_tied_accumulated",
+    source=TRACED_PEAK,
+    title="Tied embeddings, accumulating into an earlier micro-batch's gradient: the head's "
+          "waiting gradient and the embedding's, beside the output's gradient as the "
+          "embedding's is computed, then beside their sum before it is added to .grad",
+    note="traced: a 2-layer Llama with h = 16384 and tied embeddings, pure bf16 and amp, two "
+         "micro-batches")
+HEAD_WEIGHT_GRAD = Formula(
+    "temporaries/head_grad",
+    "lambda T, h, V_t, c, g_c, A_h, z: max(T * h * c + T * V_t * c + V_t * h * c, "
+    "T * h * z + V_t * h * (c + g_c) - A_h)", id="peak.head_weight_grad", source=TRACED_PEAK,
+    title="A later micro-batch's head backward: its new weight gradient beside the logits' "
+          "gradient and the head input's, before autograd adds it in place to .grad; under "
+          "autocast then its cast to the weight's dtype, the head's saved tensors freed and the "
+          "input's gradient cast to the final norm's output width",
+    note="g_c: the gradient's bytes where autocast cast the weight (ToCopyBackward), else 0; "
+         "A_h: what the head saved (its input, autocast's weight copy); z: the final norm's "
+         "output width. The step's first "
+         "backward writes the gradient as .grad instead (traced: llama-3.2-1b amp and a "
+         "2-layer Llama with h = 16384, pure bf16 and amp, two micro-batches)")
 EMBEDDING_GRAD_TIED_FSDP = Formula(
     "temporaries/embedding_grad", "lambda E, t, g_u, T, h, r, c, P_lt, g_r: "
     "3 * floor(E / t) * g_u + T * h * max(r, c) + P_lt * g_r",
@@ -1096,7 +1133,8 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     else:
         body = saved
     moments.append(_moment("backward.last_layer", states,
-                           earlier or _first_written(x, ms, fl, accumulating, widest),
+                           earlier or _late_written(x, ms, fl, accumulating, widest)
+                           or _first_written(x, ms, fl, accumulating, widest),
                            backward_gathered, body, layer_bwd, bucket, schedule_kept))
     # the layers below the top one: beside the other micro-batches
     # (a split backward's input pass popped it from fwd_cache: gone by the weights' pass)
@@ -1143,6 +1181,10 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     if loss:  # no layer has gradients yet: only the prefetched layer is gathered
         moments.append(_moment("backward.loss_grad", states, earlier, head_bwd, saved, loss[1],
                                kept))
+        head_grad = _head_weight_grad(x, stage, ms, ly, fl, accumulating)
+        if head_grad is not None:
+            moments.append(_moment("backward.head_weight", states, earlier, head_bwd, saved,
+                                   head_grad))
         norm = head_norm_backward(x)
         if norm:
             moments.append(_moment("backward.head_norm", states, earlier, head_bwd, saved, norm,
@@ -1192,6 +1234,21 @@ def _cast_last(x: Setup, stage: Stage) -> int:
     return sum(layer.linears[-1].local_counts(x.tp, x.ep))
 
 
+def _head_weight_grad(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flight,
+                      accumulating: bool) -> Term | None:
+    """A later micro-batch's head backward (`HEAD_WEIGHT_GRAD`), where its weight gradient is
+    a tensor of its own on the GPU, added in place to the one an earlier backward wrote (not
+    FSDP's unsharded gradients, a frozen head, the fused loss's, which it computes in the
+    forward, or a pipeline's)."""
+    if not (accumulating and stage.head and x.pp == 1 and not x.chunked_loss
+            and ms.gathered_grads is None and _weights_written(x, ms, fl)):
+        return None
+    n = x.n
+    cast = n.grad if n.weight_copies else 0
+    head = sum(t.bytes for t in ly.ends if t.formula in (HEAD_INPUT, HEAD_COPY))
+    return HEAD_WEIGHT_GRAD(x.T, x.h, x.vocab, n.compute, cast, head, norm_width(x))
+
+
 def _new_last_grad(x: Setup, ms: ModelStates, fl: Flight, accumulating: bool, pipelined: bool
                    ) -> int:
     """Bytes of the last projection's new weight gradient at that projection's backward, where
@@ -1207,6 +1264,22 @@ def _new_last_grad(x: Setup, ms: ModelStates, fl: Flight, accumulating: bool, pi
     if ms.gathered_grads is not None:
         return 0
     return ms.local.per_layer_last * n.grad
+
+
+def _late_written(x: Setup, ms: ModelStates, fl: Flight, accumulating: bool,
+                  act: LayerActivations) -> Term | None:
+    """The gradients the step's first backward has written where its top layer's widest
+    moment is its attention's softmax (`ATTENTION_BACKWARD_LAYER`), past the MLP's and the
+    output projection's backward (`LATE_WRITTEN`)."""
+    if (act.backward_transient.formula is not ATTENTION_BACKWARD_LAYER or accumulating
+            or ms.gathered_grads is not None or not _weights_written(x, ms, fl)):
+        return None
+    layer = x.counts.dense_layer or x.counts.moe_layer
+    assert layer is not None
+    attention = [lin for lin in layer.linears if lin.group == "attention"]
+    past = ms.local.per_layer_trainable - sum(
+        sum(lin.local_counts(x.tp, x.ep)) for lin in attention[:-1])
+    return LATE_WRITTEN(past, ms.local.head_trainable, x.n.grad)
 
 
 def _first_written(x: Setup, ms: ModelStates, fl: Flight, accumulating: bool,
@@ -1521,7 +1594,10 @@ def _end_of_backward(x: Setup, stage: Stage, ms: ModelStates, states: Part | Non
     tied = stage.embedding and stage.head and x.arch.tie_word_embeddings and not x.lora
     fsdp = ms.gathered_layer is not None or ms.gathered_model is not None
     pipelined = x.pp > 1 and ms.gathered_model is not None
-    if tied:
+    if tied and accumulating and not fsdp and accumulated(ms.gradients):
+        incoming = EMBEDDING_GRAD_TIED_ACCUMULATED(x.counts.embedding, x.tp, n.grad, x.T, x.h,
+                                                   n.residual, n.compute)
+    elif tied:
         incoming = EMBEDDING_GRAD_TIED(x.counts.embedding, x.tp, n.grad, x.T, x.h, n.residual,
                                        n.compute)
     elif (stage.embedding and accumulating and not x.lora and not fsdp

@@ -125,8 +125,14 @@ _LEGEND: tuple[tuple[str, str, str], ...] = (
     ("P_l", "P_\\text{layer}", "one decoder layer's parameters on one GPU, adapters included"),
     ("P_lt", "P_\\text{layer,train}", "the trainable part of one layer on one GPU (its "
      "adapters, with LoRA)"),
+    ("P_la", "P_\\text{layer,late}", "the trainable part of a layer past its attention's "
+     "softmax on one GPU: its MLP, output projection and the norms after the attention"),
     ("P_lm", "P_\\text{layer,MLP}", "the trainable part of a layer's MLP on one GPU"),
     ("A_m", "A_\\text{MLP}", "the MLP's part of a layer's saved activations"),
+    ("A_h", "A_\\text{head}", "what the head saved for its backward: its input and autocast's "
+     "copy of its weight"),
+    ("g_c", "g_c", "bytes of the head's weight gradient cast to the weight's dtype under "
+     "autocast (ToCopyBackward), else 0"),
     ("A_d", "A_\\text{below}", "the saved activations of the stage's layers below its first MoE "
      "layer (their checkpointed inputs, when checkpointed)"),
     ("P_xg", "P_\\text{experts,gate/up}", "one MoE layer's gate and up weights of its local "

@@ -244,6 +244,11 @@ def test_any_valid_scenario_explains_consistently(scenario: dict[str, Any]) -> N
      "parallelism": {"dp": 4, "zero": 3}},
     {"model": "llama-3.2-1b", "training": {"seq_len": 1024, "gradient_accumulation_steps": 4},
      "parallelism": {"dp": 2, "zero": 3, "pp": 2}},
+    # a later micro-batch's head backward (its new weight gradient and the fp32 cast) is the peak
+    {"model": "llama-3.2-1b", "training": {"seq_len": 512, "gradient_accumulation_steps": 2}},
+    # eager attention at 8K tokens: the top layer's softmax backward, its MLP's gradients written
+    {"model": "mistral-7b", "training": {"seq_len": 8192, "attention": "eager",
+                                         "mixed_precision": "pure"}},
 ])
 def test_every_moment_fills_each_part_it_names(scenario) -> None:
     """Each candidate moment carries one entry per part its kind names (None where absent), so

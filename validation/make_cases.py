@@ -55,7 +55,8 @@ def case(split, model, b, s, mp="amp", attn="flash", prec="bf16", opt="adamw", i
     if gas > 1:
         parts.append(f"gas{gas}")
     if lora:
-        parts.append(f"{'qlora' if qlora else 'lora'}{lora}{'attn' if targets == 'attention' else ''}")
+        parts.append(f"{'qlora' if qlora else 'lora'}{lora}"
+                     + {"attention": "attn", "query_value": "qv"}.get(targets, ""))
     if loss != "standard":
         parts.append(loss)
     if padded:
@@ -869,6 +870,36 @@ case("test", "gpt-oss-120b", 1, 2048, mp="autocast", attn="eager", ac="full", lo
      notes=OSS + "the whole 120b, LoRA r8 checkpointed under FSDP2 on 8 GPUs")
 case("test", "llama-3.1-8b", 1, 2048, prec="fp16", mp="autocast", lora=16, qlora=True,
      ac="full", gpu="t4-16gb", notes=OLD + "the whole 8B QLoRA on a T4 (the Colab recipe)")
+
+# Found by random combinations of settings traced against the estimate (a 2-core hour):
+# a later micro-batch's head backward holds its new weight gradient (and under autocast its fp32
+# cast) beside the accumulated one; tied embeddings then hold three vocabulary-sized gradients
+# at the end; eager attention's softmax backward runs after the top layer's MLP freed its
+# activations and wrote its gradients. Dev: traced while modelling them; test: scored first.
+L405_2 = inline("llama-3.1-405b", num_hidden_layers=2)
+ACC = "accumulating: the head's new weight gradient beside the accumulated one; "
+case("dev", L405_2, 2, 1024, mp="pure", gas=2, tag="llama-3.1-405b-2L", notes=ACC + "pure bf16")
+case("dev", L405_2, 2, 1024, gas=2, tag="llama-3.1-405b-2L", notes=ACC + "amp: and its fp32 cast")
+case("dev", inline("llama-3.1-405b", num_hidden_layers=2, tie_word_embeddings=True), 2, 1024,
+     mp="pure", gas=2, tag="llama-3.1-405b-2L-tied", notes=ACC + "tied: three at the end")
+case("dev", "llama-3.2-1b", 1, 512, gas=2, notes=ACC + "tied, amp")
+L8_4V8K = inline("llama-3.1-8b", num_hidden_layers=4, vocab_size=8000)
+LATE = "eager: the top layer's softmax backward after its MLP's; "
+case("dev", L8_4V8K, 1, 4096, mp="pure", attn="eager", tag="llama-3.1-8b-4L-v8k",
+     notes=LATE + "pure bf16")
+case("dev", L8_4V8K, 1, 4096, attn="eager", tag="llama-3.1-8b-4L-v8k", notes=LATE + "amp")
+case("test", "qwen2.5-1.5b", 1, 256, gas=2, notes=ACC + "tied, amp, short sequences")
+case("test", L8_4, 1, 256, mp="pure", gas=4, tag="llama-3.1-8b-4L",
+     notes=ACC + "pure bf16, four micro-batches")
+case("test", inline("mistral-7b", num_hidden_layers=4), 1, 8192, mp="pure", attn="eager",
+     tag="mistral-7b-4L", notes=LATE + "pure bf16 at 8K tokens")
+case("test", inline("phi-3-mini", num_hidden_layers=4), 1, 4096, attn="eager", gas=2,
+     tag="phi-3-mini-4L", notes=LATE + "amp, fused qkv, accumulating")
+QV = "LoRA on the query and value projections (peft's default for Llama): "
+case("test", "llama-3.2-1b", 2, 2048, mp="autocast", lora=16, targets="query_value",
+     notes=QV + "bf16 base")
+case("test", "phi-3-mini", 1, 2048, mp="autocast", lora=16, targets="query_value", ac="full",
+     notes=QV + "Phi-3's fused qkv_proj, checkpointed")
 
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]

@@ -49,6 +49,8 @@ def _peft(model: nn.Module, tr: dict, dev: torch.device) -> nn.Module:
         targets = "all-linear"   # peft: every Linear/Conv1D except the output layer
     elif tr["lora_targets"] == "attention":
         targets = _attention_targets(model)
+    elif tr["lora_targets"] == "query_value":
+        targets = _query_value_targets(model)
     else:
         raise Untraceable(f"lora_targets={tr['lora_targets']}")
     lcfg = LoraConfig(r=r, lora_alpha=2 * r, lora_dropout=float(tr["lora_dropout"]),
@@ -247,6 +249,19 @@ def _fake_safe_module_to():
         yield
     finally:
         torch.nn.Module.to = orig
+
+
+def _query_value_targets(model):
+    """peft's default for Llama-family models (q_proj and v_proj), the fused qkv projection
+    where the model has one (Phi-3's qkv_proj, GPT-2's c_attn): calc's `query_value`. peft's
+    own default (`target_modules=None`) is the same where its table has the model type and
+    refuses the rest (Phi-3, the MoE families)."""
+    leaves = {n.split(".")[-1] for n, m in model.named_modules()
+              if isinstance(m, torch.nn.Linear) or type(m).__name__ == "Conv1D"}
+    targets = sorted(leaves & {"q_proj", "v_proj", "qkv_proj", "c_attn"})
+    if not targets:
+        raise Untraceable("lora_targets=query_value: the model has no q/v projection")
+    return targets
 
 
 def _attention_targets(model):
