@@ -86,8 +86,10 @@ EAGER_QKV = _f("attention", "lambda T, a, d, c: 3 * T * a * d * c", "eager_qkv",
                "Eager attention: q, and k and v expanded to a heads by repeat_kv")
 EAGER_OUT = _f("attention", "lambda T, a, d, c: T * a * d * c", "eager_output",
                "Eager attention: the output transposed for o_proj")
-SOFTMAX = _f("attention_scores", "lambda b, a, s, c: b * a * s**2 * (4 + c)", "softmax",
-             "Eager attention: the fp32 softmax and its low-precision cast")
+SOFTMAX = _f("attention_scores", "lambda b, a, s, c_s, c_p: b * a * s**2 * (c_s + c_p)",
+             "softmax", "Eager attention: the softmax's output (fp32 where the model or "
+             "autocast upcasts it) and the probabilities the values are multiplied by, its "
+             "cast or the attention dropout's output (none where the softmax output is it)")
 MATH_QKV = _f("attention", "lambda T, a, d: 3 * T * a * d * 4", "math_qkv",
               "SDPA's math kernel, in fp32 (it upcasts 16-bit inputs): q scaled, and k (scaled) "
               "and v repeated to every query head")
@@ -439,7 +441,9 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
         if arch.traits.sinks:
             saved.append(SINK_SOFTMAX(x.b, a, x.s, mask_width(x), sink_cast(x)))
         else:
-            saved.append(SOFTMAX(x.b, a, x.s, c))
+            width = 4 if arch.traits.softmax_upcast or n.autocast else c
+            probabilities = c if width != c or arch.attention_dropout else 0
+            saved.append(SOFTMAX(x.b, a, x.s, width, probabilities))
         if arch.attn_logit_softcapping:
             saved.append(SOFTCAP(x.b, a, x.s, c))
         if arch.attention_dropout:
@@ -637,7 +641,8 @@ def _norm(x: Setup, saved: list[Term], trainable: bool, times: int,
     res = n.residual
     f_input, f_stats, f_copy, f_rsqrt, f_out_fp32, f_out = formulas
     if x.arch.traits.norm_upcast == "native":  # nn.LayerNorm; autocast runs it in fp32
-        saved += [f_input(T, h, res), f_stats(T)] * times  # its input is the residual itself
+        # its input: the residual itself, or under autocast the fp32 copy autocast made of it
+        saved += [f_input(T, h, 4 if n.autocast else res), f_stats(T)] * times
         return norm_width(x)
     # RMSNorm with an fp32 upcast (Llama-style and Gemma-style): its fp32 input (the fp32
     # residual itself, or a copy of a low-precision one) and rsqrt(variance)

@@ -227,6 +227,8 @@ class Traits:
     # in the eager softmax, which SDPA cannot take (transformers refuses it)
     clamped_glu: bool = False  # the experts' SwiGLU clamps gate and up and scales up + 1
     # (GPT-OSS's _apply_gate), keeping three more intermediate-wide tensors
+    softmax_upcast: bool = True  # eager attention softmaxes in fp32 (dtype=torch.float32);
+    # GPT-2's in the scores' dtype, fp32 only under autocast
     experts_transposed: bool = False  # the stacked experts are stored (experts, in, out) and
     # multiplied as they are (GPT-OSS): the grouped GEMM saves the parameter itself, not a
     # transposed view of its storage, so DeepSpeed's release frees the gathered weight
@@ -269,6 +271,7 @@ TRAITS: dict[str, Traits] = {
         norm="layer", norm_upcast="native", norms_per_layer=2, qk_norm=False, mlp="plain",
         fused_qkv=True, fused_gate_up=False, qkv_bias=True, o_bias=True, mlp_bias=True,
         learned_positions=True, embed_scale=False, shared_expert_gate=False, rotary="none",
+        softmax_upcast=False,
     ),
 }
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from .architecture import SUPPORTED_MODEL_TYPES
+from .coverage import uncovered
 from .optimizers import OPTIMIZERS
 from .params import count_params
 from .scenario import Parallelism, Resolved, lora_experts_unhooked, selective_autocast_pipeline
@@ -91,6 +92,11 @@ def confidence(r: Resolved) -> dict[str, Any]:
                 not (path == "parallelism.zero" and r.parallelism.shard_group == 1):
             traced.append(f"{PARALLEL_FEATURES[path]} ({path.partition('.')[2]} = {value!r})")
     missing += _sharding_gaps(r)
+    if not missing:  # each setting traced: are they traced together? (calc.coverage)
+        pairs = uncovered(r)
+        if pairs:
+            missing.append("no traced case combines " + "; ".join(pairs[:3])
+                           + (f" (and {len(pairs) - 3} more pairs)" if len(pairs) > 3 else ""))
     if selective_autocast_pipeline(r.scenario.training, r.scenario.parallelism):
         missing.append("torch's per-op selective checkpointing fails in the step under a "
                        "pipeline schedule with autocast (traced, torch 2.13): no step checks "

@@ -100,6 +100,8 @@ _LEGEND: tuple[tuple[str, str, str], ...] = (
     ("n_z", "n_z", "clamped SwiGLU tensors kept: 7, or 6 when down_proj's weight is frozen"),
     ("n_m", "n_m", "eager attention masks alive: 2 with sliding-window layers (the causal "
      "mask and the window's), else 1"),
+    ("c_s", "c_s", "bytes of eager attention's softmax output: 4 where the model (dtype "
+     "float32) or autocast upcasts it, else the compute width"),
     ("c_p", "c_p", "bytes of the attention probabilities' cast to the values' dtype: the "
      "compute width, or 0 where the softmax ran in it"),
     ("n_r", "n_r", "projections reading one normed tensor"),

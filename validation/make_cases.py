@@ -900,6 +900,17 @@ case("test", "llama-3.2-1b", 2, 2048, mp="autocast", lora=16, targets="query_val
      notes=QV + "bf16 base")
 case("test", "phi-3-mini", 1, 2048, mp="autocast", lora=16, targets="query_value", ac="full",
      notes=QV + "Phi-3's fused qkv_proj, checkpointed")
+SMX = "eager softmax: "
+case("dev", "gpt2", 3, 512, mp="pure", attn="eager",
+     notes=SMX + "GPT-2's in the scores' dtype (bf16), its dropout output beside it")
+case("dev", "qwen2.5-0.5b", 1, 1024, mp="pure", prec="fp32", attn="eager",
+     notes=SMX + "fp32: the cast to the values' dtype is the softmax output itself")
+case("dev", "gpt2", 8, 1024, mp="autocast", attn="eager",
+     notes="LayerNorm under autocast saves the fp32 copy of a bf16 residual")
+case("test", "gpt2-medium", 4, 1024, mp="pure", attn="eager", notes=SMX + "GPT-2 in bf16")
+case("test", "qwen3-0.6b", 1, 2048, mp="pure", prec="fp32", attn="eager", notes=SMX + "fp32")
+case("test", "gpt2-medium", 4, 1024, mp="autocast", attn="eager", gas=2,
+     notes="LayerNorm under autocast over a bf16 residual, accumulating")
 
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]

@@ -382,7 +382,9 @@ def _mark_layers(model, mt) -> None:
     else:
         parts = [(f"layer{i}", layer) for i, layer in enumerate(models.decoder_layers(model))]
         lm = next(m for m in model.modules() if "lm_head" in m._modules)
-        parts += [("norm", lm.model.norm), ("head", lm.lm_head)]
+        base = getattr(lm, "model", None) or getattr(lm, "transformer", None)  # GPT-2's
+        norm = getattr(base, "norm", None) or getattr(base, "ln_f", None)
+        parts += [("norm", norm), ("head", lm.lm_head)]
     for name, module in parts:
         def forward_pre(m, args, _name=name):
             mt.marker = f"fw:{_name}"
