@@ -19,8 +19,9 @@ from .coverage_data import COVERED
 from .scenario import Resolved
 
 # The settings compared, in order; each a short label of what the scenario does.
-DIMENSIONS = ("finetuning", "mixed_precision", "precision", "optimizer", "checkpointing",
-              "attention", "loss", "batches", "accumulation", "data_parallel", "model_parallel")
+DIMENSIONS = ("layers", "finetuning", "mixed_precision", "precision", "optimizer",
+              "checkpointing", "attention", "loss", "batches", "accumulation", "data_parallel",
+              "model_parallel")
 
 
 def dimensions(r: Resolved) -> dict[str, str]:
@@ -48,13 +49,16 @@ def dimensions(r: Resolved) -> dict[str, str]:
         data += "+offload-optimizer"
     parallel = [name for name, n in (("tp", p.tp), ("cp", p.cp), ("pp", p.pp), ("ep", p.ep))
                 if n > 1]
+    if p.pp > 1:  # the schedule decides what a stage holds
+        parallel[parallel.index("pp")] = f"pp:{p.pipeline_schedule}"
     if p.sequence_parallel and p.tp > 1:
         parallel[0] = "tp+sp"
     return {
+        "layers": "moe" if r.arch.is_moe else "dense",
         "finetuning": finetuning,
         "mixed_precision": t.mixed_precision,
         "precision": t.precision,
-        "optimizer": t.optimizer,
+        "optimizer": f"{t.optimizer}:{t.optimizer_impl}",
         "checkpointing": checkpointing,
         "attention": t.attention,
         "loss": t.loss,
