@@ -204,6 +204,8 @@ _LEGEND: tuple[tuple[str, str, str], ...] = (
      "(where the share spans several tensors) and cast to fp32"),
     ("w_k", "w_k", "DeepSpeed's step: bytes per element of the fp32 gradients the optimizer "
      "reads"),
+    ("w_t", "w_t", "DeepSpeed's step: bytes per element of the Adam step's temporary (torch's "
+     "foreach Adam: 4; FusedAdam: 0)"),
     ("W_e", "W_e", "a MoE layer's routed expert weights on one GPU"),
     ("W_d", "W_\\text{down}", "a MoE layer's routed experts' down-projection weights on one GPU"),
     ("S_e", "P_e", "the LoRA parameters of a MoE layer's routed experts on one GPU"),
