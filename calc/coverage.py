@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from itertools import combinations
 
 from .coverage_data import COVERED
+from .optimizers import OPTIMIZERS
 from .scenario import Resolved
 
 # The settings compared, in order; each a short label of what the scenario does.
@@ -58,7 +59,8 @@ def dimensions(r: Resolved) -> dict[str, str]:
         "finetuning": finetuning,
         "mixed_precision": t.mixed_precision,
         "precision": t.precision,
-        "optimizer": f"{t.optimizer}:{t.optimizer_impl}",
+        "optimizer": f"{t.optimizer}:{t.optimizer_impl}"  # (where the choice means something)
+        if OPTIMIZERS[t.optimizer].implementations else t.optimizer,
         "checkpointing": checkpointing,
         "attention": t.attention,
         "loss": t.loss,

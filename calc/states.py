@@ -149,10 +149,14 @@ STEP_TEMPORARIES = {
         id="states.step_two_largest", source=TRACED_OPTIMIZER_STEP,
         title="The step's two temporaries the size of the largest tensor (for-loop Adam, Lion)"),
     "adafactor": Formula(
-        "temporaries/optimizer_step", "lambda u_a, n_max: (2 + u_a) * n_max * 4",
-        id="states.step_adafactor", source=TRACED_OPTIMIZER_STEP,
-        title="Adafactor's step: fp32 temporaries the size of the largest tensor",
-        note="two more when a low-precision gradient is upcast (u_a = 2)"),
+        "temporaries/optimizer_step", "lambda u_a, n_max, n_prev: (2 + u_a) * n_max * 4 + "
+        "n_prev * 4", id="states.step_adafactor", source=TRACED_OPTIMIZER_STEP,
+        title="Adafactor's step (transformers'): fp32 temporaries the size of a tensor "
+              "(grad ** 2 and its sum with eps), beside the update the step of the tensor "
+              "before it left (a Python variable until reassigned)",
+        note="two more when low-precision weights and gradients are upcast (u_a = 2); the "
+             "tensor and its predecessor in the parameters' order where this is largest "
+             "(traced: an 8B-wide 4-layer stack in bf16 and amp)"),
 }
 
 # Expert parallelism: the routed experts, already split over ep ranks, are sharded only over the
@@ -674,4 +678,8 @@ def _step_temporary(opt: Optimizer, impl: OptimizerImpl, local: LocalParams, N_1
         return sharded(f, ex, local.trainable, N_1, w_s)
     if rule == "two_largest":
         return f(local.largest_tensor, w_s)
-    return f(2 if w_s == 4 and g < 4 else 0, local.largest_tensor)
+    u_a = 2 if g < 4 else 0
+    ordered = local.ordered or (local.largest_tensor,)
+    n_max, n_prev = max(zip(ordered, (0, *ordered[:-1]), strict=True),
+                        key=lambda pair: (2 + u_a) * pair[0] + pair[1])
+    return f(u_a, n_max, n_prev)

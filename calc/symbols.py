@@ -118,6 +118,8 @@ _LEGEND: tuple[tuple[str, str, str], ...] = (
      "(0 in full training)"),
     ("u_a", "u_a", "2 when Adafactor upcasts a low-precision gradient, else 0"),
     # parameter counts
+    ("n_prev", "n_\\text{prev}", "elements of the tensor before the largest one in the "
+     "parameters' order"),
     ("P", "P_\\text{local}", "parameters one GPU holds (after tp, pp and ep splits)"),
     ("P_t", "P_\\text{train}", "trainable parameters one GPU holds"),
     ("P_x", "P_\\text{experts}", "routed-expert parameters one GPU holds (after the ep split)"),
