@@ -74,14 +74,18 @@ def dimensions(r: Resolved) -> dict[str, str]:
 def pairs(dims: dict[str, str]) -> Iterable[tuple[str, str, str, str]]:
     """Every pair of the settings, as (dimension, value, dimension, value) in `DIMENSIONS`'
     order."""
-    for a, b in combinations(DIMENSIONS, 2):
+    for a, b in _DIMENSION_PAIRS:
         yield a, dims[a], b, dims[b]
 
 
 def uncovered(r: Resolved) -> list[str]:
     """The pairs of the scenario's settings no traced case has together, described."""
-    return [f"{a} {va!r} with {b} {vb!r}" for a, va, b, vb in pairs(dimensions(r))
-            if (a, va, b, vb) not in COVERED]
+    dims = dimensions(r)
+    return [f"{a} {dims[a]!r} with {b} {dims[b]!r}" for a, b in _DIMENSION_PAIRS
+            if (a, dims[a], b, dims[b]) not in COVERED]
+
+
+_DIMENSION_PAIRS = tuple(combinations(DIMENSIONS, 2))
 
 
 def covered_pairs(resolved: Iterable[Resolved]) -> frozenset[tuple[str, str, str, str]]:
