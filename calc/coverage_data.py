@@ -649,6 +649,8 @@ COVERED: frozenset[tuple[str, str, str, str]] = frozenset({
     ('optimizer', 'adamw:foreach', 'batches', 'unpadded'),
     ('optimizer', 'adamw:foreach', 'checkpointing', 'full'),
     ('optimizer', 'adamw:foreach', 'checkpointing', 'none'),
+    ('optimizer', 'adamw:foreach', 'data_parallel', 'deepspeed-zero1'),
+    ('optimizer', 'adamw:foreach', 'data_parallel', 'deepspeed-zero2'),
     ('optimizer', 'adamw:foreach', 'data_parallel', 'deepspeed-zero3'),
     ('optimizer', 'adamw:foreach', 'data_parallel', 'single'),
     ('optimizer', 'adamw:foreach', 'loss', 'standard'),

@@ -340,13 +340,13 @@ DS_GRAD_PARTITION = Formula(
          "backward too",
     source=TRACED_DEEPSPEED)
 DS_STEP = Formula(
-    "temporaries/deepspeed_step", "lambda M_p, P_s, w_f, w_k, S_o: max(8 * M_p, w_f * P_s, "
-    "w_k * P_s + S_o)", id="states.deepspeed_step",
+    "temporaries/deepspeed_step", "lambda M_p, P_s, w_f, w_k, S_o, B_g: max(8 * M_p, w_f * P_s, "
+    "w_k * P_s + S_o - B_g)", id="states.deepspeed_step",
     title="DeepSpeed ZeRO-1/2's step: the gradient norm in fp64, piece by piece; the partition's "
           "gradients flattened and in fp32; those fp32 gradients beside the optimizer's own "
-          "temporary",
+          "temporary, the gradient partition (B_g) released by then",
     note="the flattening copies where the partition spans several tensors; fp32 gradients are "
-         "not copied again",
+         "not copied again (traced: torch's foreach Adam, torch_adam, at ZeRO-1 and 2)",
     source=TRACED_DEEPSPEED)
 REDUCE_BUCKET = Formula(
     "temporaries/grad_buckets", "lambda B_r, g_b, n_b: n_b * B_r * g_b", id="states.reduce_bucket",
@@ -599,7 +599,8 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
         # tensors, then in fp32 (the same tensor when they are fp32 already)
         flat = g if pieces > 1 else 0
         fp32 = 4 if g != 4 else 0
-        step = DS_STEP(largest, share, flat + fp32, fp32 or flat, step.bytes if step else 0)
+        step = DS_STEP(largest, share, flat + fp32, fp32 or flat, step.bytes if step else 0,
+                       partition.bytes)
     resident: tuple[Term, ...] = ()
     per_backward = False
     if offloaded and z <= 2:  # allocated with the optimizer (traced: DeepSpeed 0.19.8)

@@ -191,6 +191,8 @@ _LEGEND: tuple[tuple[str, str, str], ...] = (
      "ZeroRedundancyOptimizer: whole tensors, largest first, each to the least-loaded rank"),
     ("G_p", "G_p", "DeepSpeed ZeRO-1/2: the trainable elements of the tensors rank 0's share of "
      "the flat parameters touches, whole (its gradient partition buffer)"),
+    ("B_g", "B_g", "bytes of DeepSpeed ZeRO-1/2's gradient partition, released before the "
+     "optimizer's own step"),
     ("P_s", "P_s", "DeepSpeed ZeRO-1/2: one rank's share of the flat parameters (padded to a "
      "multiple of 2N, over N ranks)"),
     ("M_p", "M_p", "DeepSpeed: the largest piece of one tensor in a rank's partition (ZeRO-1/2: "
