@@ -1236,12 +1236,13 @@ def _cast_last(x: Setup, stage: Stage) -> int:
 
 def _head_weight_grad(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flight,
                       accumulating: bool) -> Term | None:
-    """A later micro-batch's head backward (`HEAD_WEIGHT_GRAD`), where its weight gradient is
-    a tensor of its own on the GPU, added in place to the one an earlier backward wrote (not
-    FSDP's unsharded gradients, a frozen head, the fused loss's, which it computes in the
-    forward, or a pipeline's)."""
-    if not (accumulating and stage.head and x.pp == 1 and not x.chunked_loss
-            and ms.gathered_grads is None and _weights_written(x, ms, fl)):
+    """The head's backward (`HEAD_WEIGHT_GRAD`) where its new weight gradient is a temporary:
+    a later micro-batch's, added in place to the one an earlier backward wrote, or under
+    DeepSpeed's ZeRO-3, which reduces it into its partition (not FSDP's unsharded gradients,
+    a frozen head, the fused loss's, which it computes in the forward, or a pipeline's)."""
+    later = accumulating and ms.gathered_grads is None and _weights_written(x, ms, fl)
+    reduced = ms.live is not None and not x.lora  # (traced: Llama 3.2 1B, ZeRO-3 x 4)
+    if not ((later or reduced) and stage.head and x.pp == 1 and not x.chunked_loss):
         return None
     n = x.n
     cast = n.grad if n.weight_copies else 0
@@ -1594,7 +1595,10 @@ def _end_of_backward(x: Setup, stage: Stage, ms: ModelStates, states: Part | Non
     tied = stage.embedding and stage.head and x.arch.tie_word_embeddings and not x.lora
     fsdp = ms.gathered_layer is not None or ms.gathered_model is not None
     pipelined = x.pp > 1 and ms.gathered_model is not None
-    if tied and accumulating and not fsdp and accumulated(ms.gradients):
+    # the sum of the two is a temporary where it does not become .grad: added in place to an
+    # earlier micro-batch's, or reduced into DeepSpeed ZeRO-3's partition
+    if tied and ((accumulating and not fsdp and accumulated(ms.gradients))
+                 or ms.live is not None):
         incoming = EMBEDDING_GRAD_TIED_ACCUMULATED(x.counts.embedding, x.tp, n.grad, x.T, x.h,
                                                    n.residual, n.compute)
     elif tied:
