@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml constraints.txt requirements-dev.txt
 test: lint typecheck pytest e2e
 
 lint: venv
-	$(BIN)/ruff check calc tests validation/accuracy.py benchmarks tools site
+	$(BIN)/ruff check calc tests validation/accuracy.py validation/fuzz.py benchmarks tools site
 	$(BIN)/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
 
 typecheck: venv
