@@ -972,6 +972,22 @@ case("test", "gemma-3-1b", 1, 256, mp="master", dp=2, zero=3, framework="deepspe
      notes=TZ3 + "a 262K vocabulary, short sequences")
 case("test", "llama-3.2-3b", 1, 512, mp="master", dp=4, zero=3, framework="deepspeed",
      notes=TZ3 + "four ranks")
+# The pairs the random runs met most often untraced (calc.coverage), scored before tracing
+case("test", L8_4, 1, 1024, gas=4, tp=2, pp=2, tag="llama-3.1-8b-4L",
+     notes=PAIR + "TP x PP 1F1B without data parallelism")
+case("test", "qwen2.5-0.5b", 2, 1024, attn="eager", dp=2, zero=0, notes=PAIR + "eager under DDP")
+case("test", "qwen2.5-0.5b", 2, 1024, mp="pure", prec="fp16", notes=PAIR + "pure fp16")
+case("test", "llama-3.2-1b", 2, 2048, ac="full", every=2, gas=2,
+     notes=PAIR + "every other layer checkpointed, accumulating")
+case("test", "qwen3-0.6b", 1, 2048, attn="eager", ac="selective",
+     notes=PAIR + "per-op selective over eager attention")
+case("test", "llama-3.2-1b", 1, 1024, mp="autocast", impl="for_loop",
+     notes=PAIR + "the for-loop Adam under autocast")
+case("test", "llama-3.2-1b", 2, 1024, attn="eager", padded=True, notes=PAIR + "eager, padded")
+case("test", L8_4, 1, 2048, impl="foreach", dp=4, tag="llama-3.1-8b-4L",
+     notes=PAIR + "foreach Adam under FSDP2")
+case("test", "qwen2.5-1.5b", 2, 1024, mp="autocast", dp=2, zero=1,
+     notes=PAIR + "ZeRO-1 (ZeroRedundancyOptimizer) under autocast")
 
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
