@@ -128,9 +128,9 @@ def sample(rng: random.Random, models: list[Any]) -> dict[str, Any] | None:
             p.update(dp=2, zero=3)
     hf = model.get("hf_config", {}) if isinstance(model, dict) else {}
     if p.get("tp", 1) > 1 and (moe or "Phi3" in arch or hf.get("tie_word_embeddings")
-                               or model in TIED):
+                               or arch in TIED):
         return None
-    if any(a in arch for a in ("GptOss", "Gemma2")) or model == "gemma-2-2b":
+    if any(a in arch for a in ("GptOss", "Gemma2")) or arch == "gemma-2-2b":
         t["attention"] = "eager"  # their SDPA paths are refused
     gpu = rng.choice(["h100-sxm-80gb"] * 6 + ["a100-80gb", "t4-16gb", "v100-32gb"])
     return {"schema_version": 1, "model": model, "training": t, "parallelism": p, "gpu": gpu}
