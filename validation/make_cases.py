@@ -988,6 +988,17 @@ case("test", L8_4, 1, 2048, impl="foreach", dp=4, tag="llama-3.1-8b-4L",
      notes=PAIR + "foreach Adam under FSDP2")
 case("test", "qwen2.5-1.5b", 2, 1024, mp="autocast", dp=2, zero=1,
      notes=PAIR + "ZeRO-1 (ZeroRedundancyOptimizer) under autocast")
+# Recipes users plan with whose pairs no case had (calc.coverage), scored before tracing
+case("test", "llama-3.2-1b", 2, 1024, mp="autocast", lora=16, qlora=True, lora_dropout=0.05,
+     ac="full", gas=4, notes=PAIR + "QLoRA dropout, checkpointed, accumulating")
+case("test", "llama-3.2-1b", 2, 1024, mp="autocast", lora=16, lora_dropout=0.05, ac="full",
+     gas=2, dp=4, notes=PAIR + "LoRA dropout under FSDP2, checkpointed, accumulating")
+case("test", "llama-3.2-1b", 2, 2048, loss="chunked", gas=2,
+     notes=PAIR + "the fused loss, accumulating")
+case("test", "llama-3.2-1b", 2, 1024, mp="autocast", lora=16, ac="full", gas=4, padded=True,
+     notes=PAIR + "padded LoRA, checkpointed, accumulating")
+case("test", "qwen2.5-1.5b", 2, 1024, mp="master", lora=16, lora_dropout=0.05, gas=2, dp=2,
+     zero=3, framework="deepspeed", notes=PAIR + "LoRA dropout under DeepSpeed ZeRO-3")
 
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
