@@ -414,7 +414,10 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
         for heads in (a, k):
             saved.append(QK_NORM(T, heads, d, c_n if trainable else 0))
     rotary = arch.traits.rotary
-    if x.math_attention:  # (in fp32, whatever the inputs' width)
+    # SDPA's math kernel: the unmasked layers' (a masked one's K/V are repeated for the
+    # memory-efficient kernel), unless the attention core is recomputed
+    math = x.math_attention and not sliding and not x.selective_attention
+    if math:  # (in fp32, whatever the inputs' width)
         saved.append(MATH_QKV(T, a, d))
         saved.append(MATH_PROBS(x.b, a, x.s))
         if keeps:  # the output, transposed for o_proj
@@ -491,17 +494,17 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
     # --- transients --------------------------------------------------------------------------
     f_w = layer.widest_row_input // tp
     n_x = 3 if trainable else 2
-    if x.math_attention or (x.eager and not x.selective_attention
-                            and (arch.traits.sinks or not x.full_checkpointing)):
+    if math or (x.eager and not x.selective_attention
+                and (arch.traits.sinks or not x.full_checkpointing)):
         # the softmax's backward runs after the MLP's, whose activations it has freed
         # (plain eager traced so without checkpointing; recomputed, the fuller form below
         # stays closer: a Qwen3-0.6B in bf16 at -2.6% against -4.5%)
-        fwd = FORWARD_TRANSIENT_EAGER(T, x.H, x.h, r, x.b, a, x.s, 8, 4) if x.math_attention \
+        fwd = FORWARD_TRANSIENT_EAGER(T, x.H, x.h, r, x.b, a, x.s, 8, 4) if math \
             else FORWARD_TRANSIENT_SINKS(T, x.H, x.h, r, x.b, a, x.s, mask_width(x),
                                          sink_cast(x)) if arch.traits.sinks \
             else FORWARD_TRANSIENT_EAGER(T, x.H, x.h, r, x.b, a, x.s, mask_width(x), c)
         bwd = BACKWARD_TRANSIENT(n_x, T, f_w, c, x.h, r)
-        softmax = attention_backward(x)
+        softmax = attention_backward(x, sliding)
         # freed by then: the MLP's and what the norms after the attention keep (all but the
         # input norm's, which keeps nothing where the layer's input needs no gradient)
         input_norm = sum(t.bytes for t in saved[:pre_norms]) // 2 if times == 2 else 0
@@ -606,12 +609,13 @@ def sink_cast(x: Setup) -> int:
     return x.n.compute if m != x.n.compute else 0
 
 
-def attention_backward(x: Setup) -> Term | None:
+def attention_backward(x: Setup, sliding: bool = False) -> Term | None:
     """The attention's backward transient through its softmax (the late moment of a layer's
-    backward, its MLP done), where the attention is eager or SDPA's math kernel."""
+    backward, its MLP done), where the attention is eager or SDPA's math kernel (not on a
+    `sliding` layer masked under SDPA, which runs the memory-efficient kernel)."""
     if x.selective_attention or x.megatron:  # (the attention core recomputed: not kept)
         return None
-    if x.math_attention:
+    if x.math_attention and not sliding:
         return ATTENTION_BACKWARD_MATH(x.b, x.a, x.s)
     if not x.eager:
         return None

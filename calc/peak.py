@@ -1350,7 +1350,7 @@ def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt:
     local = ms.local
     norm = (not x.lora and x.arch.traits.norm_upcast in ("llama", "fp32_weight")
             and local.per_layer_mlp)
-    eager = attention_backward(x)
+    eager = attention_backward(x, bool(ly.kind_of) and ly.kind_of[0] == "sliding")
     if x.megatron or not (norm or eager):
         return None
     n = x.n

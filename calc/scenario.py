@@ -548,15 +548,16 @@ def _check(s: Scenario, arch: Architecture, gpu: GpuPreset) -> list[EstimateWarn
         warn("tp_implementation", "parallelism.tp",
              "tensor parallelism is modelled Megatron-style (column/row parallel linears)")
     if (not gpu.sdpa_flash and t.attention == "flash" and t.implementation == "hf"
-            and not arch.traits.sinks and not arch.is_mla
+            and not t.padded and not arch.traits.sinks and not arch.is_mla
             and 0 < arch.kv_heads < arch.num_attention_heads):
         warn("sdpa_math", "training.attention",
              f"{gpu.name} ({gpu.architecture}) has no flash kernel for SDPA (sm80 and newer), "
              "and its memory-efficient kernel takes no grouped K/V heads: with "
              f"{arch.num_attention_heads} query and {arch.kv_heads} K/V heads transformers' SDPA "
              "runs the math kernel, which keeps the fp32 probabilities, b a s^2 x 4 bytes a "
-             "layer (computed so; a padded batch, whose mask makes transformers repeat K/V, "
-             "runs the memory-efficient kernel instead: set padded to compare)")
+             "layer (computed so; a masked layer, sliding or padded, whose mask makes "
+             "transformers repeat K/V, runs the memory-efficient kernel instead: set padded "
+             "to compare)")
     if t.padded and p.cp > 1 and t.implementation == "hf":
         fail("training.padded", "torch's context parallelism takes no attention mask (its "
              "ring attention runs is_causal): pack the sequences, or set parallelism.cp to 1")

@@ -187,7 +187,8 @@ class Setup:
         self.eager = t.attention == "eager"
         # torch 2.13's CUDA SDPA: flash takes only 16-bit inputs on sm80 and newer,
         # memory-efficient no grouped K/V heads, so fp32 attention, or any attention on a
-        # Volta or Turing GPU, with fewer K/V than query heads runs the math kernel
+        # Volta or Turing GPU, with fewer K/V than query heads and no mask runs the math
+        # kernel (a masked layer, padded or sliding, gets K/V repeated: memory-efficient)
         # (GPT-OSS's sinks: not SDPA's; its flash kernel takes the window and the sinks)
         sinks = arch.traits.sinks
         self.sdpa_flash = r.gpu.sdpa_flash
@@ -204,10 +205,10 @@ class Setup:
         # transformers masks the sliding layers once the sequence reaches the window (below it
         # every layer keeps is_causal); the mask rules flash out for them
         window = arch.sliding_window
+        # (their mask makes transformers repeat K/V: the memory-efficient kernel runs them even
+        # where the global layers run math for their grouped heads)
         self.sliding_sdpa = (window is not None and bool(arch.sliding_layers) and not self.eager
-                             and not sinks
-                             and not self.math_attention and not self.megatron
-                             and self.s >= window)
+                             and not sinks and not self.megatron and self.s >= window)
         # The rows the embedding's gradient is split into on one GPU before any ZeRO/FSDP
         # reduction. torch's vocabulary-parallel embedding (a DTensor RowwiseParallel weight,
         # as torchtitan and the traces shard it) computes its gradient whole: DTensor's

@@ -121,8 +121,10 @@ def fsdp_reshard(r: Resolved, framework: str) -> bool:
 def hf_notes(r: Resolved, loss_expressed: bool = False) -> list[str]:
     """Settings of a Hugging Face training script that live outside the config."""
     t = r.training
-    flash = ("kernels-community/vllm-flash-attn3" if r.arch.traits.sinks  # (its sinks)
-             else "flash_attention_2")
+    # what the estimate models: transformers' SDPA (its flash kernel where it can run; the
+    # memory-efficient or math kernel on older GPUs and under a mask), not flash_attention_2,
+    # which unpads a padded batch and needs sm80; GPT-OSS's sinks take a Hub kernel
+    flash = ("kernels-community/vllm-flash-attn3" if r.arch.traits.sinks else "sdpa")
     notes = [f"seq_len {t.seq_len}: " + (
         "pad to this length (padding='max_length'); the attention mask rules SDPA's flash "
         "kernel out" if t.padded else "tokenize or pack to this length in the data pipeline"),

@@ -483,7 +483,8 @@ def _search_layouts(base: Scenario, r: Resolved, peak: float, keep_precision: bo
     heap: list[_Entry] = []
     searched = 0
     for tp, pp, dp, cp in _layouts(ctx, rejected):
-        if cp > 1 and t.padded:  # torch's context parallelism takes no attention mask
+        if cp > 1 and t.padded and t.implementation == "hf":  # torch's context
+            # parallelism takes no attention mask (Megatron-LM ignores the padding: a warning)
             rejected["cp_padded"] = rejected.get("cp_padded", 0) + 1
             continue
         eps = [e for e in _divisors(r.arch.num_local_experts) if (dp * cp) % e == 0] \
