@@ -96,16 +96,15 @@ def load_hf_config(model) -> dict:
 _SM = {"volta": 70, "turing": 75, "ampere": 80, "ada": 89, "hopper": 90, "blackwell": 100}
 
 
-def gpu_sm(gpu) -> int:
-    """The compute capability of the scenario's GPU (a preset id or alias)."""
-    if not isinstance(gpu, str):
-        return 90
-    for name in os.listdir(os.path.join(ROOT, "presets", "gpus")):
-        with open(os.path.join(ROOT, "presets", "gpus", name)) as f:
-            preset = json.load(f)
-        if gpu == preset["id"] or gpu in preset.get("aliases", ()):
-            return _SM.get(preset["architecture"], 90)
-    raise ValueError(f"unknown gpu {gpu!r}")
+def gpu_sm(gpu: str) -> int:
+    """The compute capability of the scenario's GPU, looked up as calc looks it up (an id or
+    alias, any case); it must agree with the preset's `sdpa_flash`, which calc reads."""
+    from calc.presets import resolve_gpu
+    preset = resolve_gpu(gpu)
+    sm = _SM.get(preset.architecture, 90)
+    assert (sm >= 80) == preset.sdpa_flash, f"{preset.id}: sm{sm} but sdpa_flash " \
+        f"{preset.sdpa_flash}"
+    return sm
 
 
 def build_config(hf: dict, tr: dict):
