@@ -288,7 +288,7 @@ GATHERED_MODEL = Formula(
     "temporaries/gathered_params", "lambda P, w_g: P * w_g",
     id="states.gathered_model", source=TRACED_FSDP,
     title="FSDP2 with reshard_after_forward=False (ZeRO-2): every layer gathered from its "
-          "forward to the end of backward")
+          "forward to its own backward, whose post-backward reshards it")
 EXPERT_UNITS_GATHERED = Formula(
     "temporaries/gathered_params", "lambda P_l, E_l, w_g: (P_l + E_l) * w_g",
     id="states.expert_units_gathered", source=EXPERT_UNITS,
@@ -413,7 +413,7 @@ class ModelStates:
     on_device: Part | None  # parameters, optimizer states and DDP's buckets: alive all step
     gathered: Part | None  # FSDP's gathered layer and root unit (ZeRO-2: every layer)
     backward_gathered: Part | None  # and, in a layer's backward, its gathered gradients
-    gathered_model: Term | None  # FSDP2 at stage 2: every layer gathered, fwd to end of bwd
+    gathered_model: Term | None  # FSDP2 at stage 2: every layer gathered, fwd to its bwd
     lingering: Term | None  # and the last layer's all-gather buffer, alive through forward
     # FSDP2 with the experts their own unit (transformers' plan): a MoE layer's forward gathers
     # both; the root is not kept (the embedding is resharded, the head gathered at the loss)
