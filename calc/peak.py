@@ -962,7 +962,7 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     # in the layers' backward below the top one
     below = ms.backward_gathered
     if ms.gathered_model is not None and not pipelined:
-        below = _resharded_below(x, ms)
+        below = _resharded_below(x, ms, ms.gathered_grads)
     if ms.live is not None:  # DeepSpeed's ZeRO-3: its coordinator's, moment by moment
         gathered, backward_gathered = _live(x, ms, "forward_mlp"), _live(x, ms, "backward_top")
         below = _live(x, ms, "backward_first")
@@ -1371,12 +1371,11 @@ def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt:
         prefetched = ms.gathered_layer.bytes if ms.gathered_layer is not None else 0
         unsharded = LATE_GATHERED(prefetched, local.per_layer_trainable, local.per_layer_mlp,
                                   g_u, g_r)
-        model = ms.gathered_model if x.pp > 1 else None  # (resharded after its backward)
-        gathered = part_of(ms.gathered_layer, ms.gathered_root, model, unsharded,
-                           ms.root_grads)
-        if ms.gathered_model is not None and model is None:
-            gathered = part_of(GATHERED_LAYER(local.per_layer, n.gathered_weight),
-                               ms.gathered_root, unsharded, ms.root_grads)
+        if ms.gathered_model is not None and x.pp == 1:  # (resharded after its backward)
+            gathered = _resharded_below(x, ms, unsharded)
+        else:
+            gathered = part_of(ms.gathered_layer, ms.gathered_root, ms.gathered_model,
+                               unsharded, ms.root_grads)
     else:
         if accumulating or not accumulated(grads):
             return None
@@ -1389,13 +1388,14 @@ def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt:
     return (written, gathered, _with_below(first, below, True), transient)
 
 
-def _resharded_below(x: Setup, ms: ModelStates) -> Part | None:
+def _resharded_below(x: Setup, ms: ModelStates, grads: Term | None) -> Part | None:
     """FSDP2 at stage 2 (reshard_after_forward=False) below the top layer: each unit's
     post-backward reshards it whatever reshard_after_forward says, so only the running layer
     stays gathered beside the root, not the whole model (traced: the whole Llama 3.1 70B,
-    FSDP2 x 4 at 512 tokens, +13.7% when every layer was counted to the end)."""
+    FSDP2 x 4 at 512 tokens, +13.7% when every layer was counted to the end). `grads`: the
+    running layer's unsharded gradients at the moment."""
     return part_of(GATHERED_LAYER(ms.local.per_layer, x.n.gathered_weight), ms.gathered_root,
-                   ms.gathered_grads, ms.root_grads)
+                   grads, ms.root_grads)
 
 
 def _layer_below(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt: int

@@ -35,8 +35,8 @@ if str(HERE.parent) not in sys.path:  # run from anywhere, with either environme
 from calc import ScenarioError, estimate  # noqa: E402
 
 # the tracing environment (`make trace` builds it), where torch is
-TRACE_PYTHON = next((str(p) for p in (HERE.parent / ".venv-val" / "bin" / "python",)
-                     if p.exists()), sys.executable)
+_VAL_PYTHON = HERE.parent / ".venv-val" / "bin" / "python"
+TRACE_PYTHON = str(_VAL_PYTHON) if _VAL_PYTHON.exists() else sys.executable
 SMALL = {"llama-3.2-1b", "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen3-0.6b", "gemma-3-1b", "gpt2",
          "gemma-2-2b", "gpt2-medium"}
 TIED = SMALL - {"gemma-2-2b"}  # (the harness's TP plan needs separate head and embedding)
