@@ -31,7 +31,7 @@ from .architecture import ACTIVATIONS
 from .formula import Formula, Term
 from .params import LayerParams, Linear, adapted, adapter_shapes, by_parameter
 from .setup import Setup
-from .sources import PEFT_EXPERTS, TORCH_SAC, TORCH_SCHEDULES, TORCH_SDPA
+from .sources import PEFT_EXPERTS, QLORA, TORCH_SAC, TORCH_SCHEDULES, TORCH_SDPA
 from .sources import TRACED_ACTIVATIONS as SRC
 
 
@@ -217,6 +217,34 @@ BACKWARD_TRANSIENT = Formula(
     title="A layer's widest backward moment: MLP-wide gradients and the incoming gradient",
     note="n_x = 3 MLP-wide gradients when the MLP's weights train, 2 when they are frozen "
          "(LoRA, QLoRA); traced layer by layer on 4-layer llama-3-8b probes")
+FROZEN_MLP_BACKWARD = Formula(
+    "temporaries/layer_backward", "lambda T, f_w, c_m, n_a, q_a, h, r, c: "
+    "T * f_w * (3 * c_m - n_a * q_a) + T * h * max(r, c)", id="act.frozen_mlp_backward",
+    source=QLORA,
+    title="A QLoRA layer's widest backward moment in its MLP: three MLP-wide gradients, c_m "
+          "wide (the gating product's and the two it makes; or, with an adapter on the down "
+          "projection (n_a = 1), its input's gradients from the 4-bit base and from the "
+          "adapter, each cast back to the input's dtype, and their sum, less the adapter's "
+          "saved input, freed by then), beside the incoming gradient",
+    note="traced op by op on 2-layer llama-3-8b-shaped QLoRA layers, under amp (c_m = 4) and "
+         "autocast; a plain LoRA layer keeps BACKWARD_TRANSIENT's two (its attention-only "
+         "recipes traced closer so)")
+DEQUANT_BACKWARD = Formula(
+    "temporaries/layer_backward", "lambda T, h, g_w, f_w, n_a, c_m, q_a, c, W: T * h * g_w + "
+    "T * f_w * (n_a * (c_m - q_a) + c) + W * c", id="act.dequant_backward", source=QLORA,
+    title="A QLoRA layer's down projection, backward: bitsandbytes dequantises the whole "
+          "4-bit weight (W parameters) to the compute dtype for the input's gradient, beside "
+          "that gradient, the adapter's (its saved input freed) and the incoming gradient")
+DEQUANT_FORWARD = Formula(
+    "temporaries/layer_forward",
+    "lambda T, f_w, c_d, W, c, h, n_s, r: T * f_w * c_d + W * c + T * h * (c + n_s * r)",
+    id="act.dequant_forward", source=QLORA,
+    title="A QLoRA layer's widest forward moment, at its down projection's base: the whole "
+          "4-bit weight dequantised to the compute dtype (W parameters) and the output, "
+          "beside the projection's input where the layer does not keep it (its adapter's "
+          "copy not made yet) and the hidden states the norms do not keep (n_s: the layer's "
+          "input and the residual after attention, 2; or 1 where the norms keep them)",
+    note="traced op by op on 2-layer llama-3-8b-shaped QLoRA layers, amp and autocast")
 ATTENTION_BACKWARD_SINKS = Formula(
     "temporaries/layer_backward", "lambda b, a, s, m, c_p: b * a * s**2 * (2 * m - c_p)",
     id="act.attention_backward_sinks", source=SRC,
@@ -462,6 +490,7 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
         # else o_proj's input is SDPA's output itself (already saved): nothing more
     # --- MLP ---------------------------------------------------------------------------------
     last_input = 0
+    w_m = c
     if layer.moe:
         _moe(x, layer, saved, z_width, trainable)
     else:
@@ -469,13 +498,15 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
         f = down.in_features // tp
         # the down projection's input is kept by the projection (full training), by its
         # LoRA adapter (its own copy in pure mode), or by nobody (no adapter on it)
-        _mlp_core(x, saved, T, f, down_input=keeps)
+        w_m = projection_width(x, z_width)
+        _mlp_core(x, saved, T, f, down_input=keeps, width=w_m)
         # the gating product, down_proj's input (eager attention's widest backward moment
         # can be the softmax's instead, after the MLP's: not split in two)
         if trainable and arch.traits.mlp == "gated" and not (x.eager or x.math_attention):
             last_input = T * f * c
-        if not trainable and adapted(down, targets) and (_adapter_copies(x, drop) or not keeps):
-            _adapter_input(x, saved, "mlp", f, drop, 0 if _adapter_copies(x, drop) else c)
+        copies = _adapter_copies(x, drop, w_m)
+        if not trainable and adapted(down, targets) and (copies or not keeps):
+            _adapter_input(x, saved, "mlp", f, drop, 0 if copies else w_m)
     if arch.resid_pdrop:
         saved.append(RESID_DROPOUT(T, x.h))
     # --- LoRA: lora_A's output kept by lora_B (adapter dtype fp32, or autocast's cast) -------
@@ -494,6 +525,10 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
     # --- transients --------------------------------------------------------------------------
     f_w = layer.widest_row_input // tp
     n_x = 3 if trainable else 2
+    mlp_bwd = qlora_mlp_backward(x, layer, w_m, f_w) if x.qlora and not layer.moe \
+        else BACKWARD_TRANSIENT(n_x, T, f_w, c, x.h, r)
+    dequant = dequant_forward(x, layer, saved, w_m, f_w) if x.qlora and not layer.moe \
+        else None
     if math or (x.eager and not x.selective_attention
                 and (arch.traits.sinks or not x.full_checkpointing)):
         # the softmax's backward runs after the MLP's, whose activations it has freed
@@ -503,7 +538,7 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
             else FORWARD_TRANSIENT_SINKS(T, x.H, x.h, r, x.b, a, x.s, mask_width(x),
                                          sink_cast(x)) if arch.traits.sinks \
             else FORWARD_TRANSIENT_EAGER(T, x.H, x.h, r, x.b, a, x.s, mask_width(x), c)
-        bwd = BACKWARD_TRANSIENT(n_x, T, f_w, c, x.h, r)
+        bwd = mlp_bwd
         softmax = attention_backward(x, sliding)
         # freed by then: the MLP's and what the norms after the attention keep (all but the
         # input norm's, which keeps nothing where the layer's input needs no gradient)
@@ -523,7 +558,9 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
         bwd = BACKWARD_TRANSIENT_EAGER(n_x, T, f_w, c, x.h, r, x.b, a, x.s)
     else:
         fwd = FORWARD_TRANSIENT(T, x.H, x.h, r)
-        bwd = BACKWARD_TRANSIENT(n_x, T, f_w, c, x.h, r)
+        bwd = mlp_bwd
+    if dequant is not None and dequant.bytes > fwd.bytes:
+        fwd = dequant
     if layer.moe and lora_experts(x, layer):
         bwd = EXPERT_WEIGHT_GRAD(bwd.bytes, sum(lin.local_counts(tp, x.ep)[0] for lin in
                                                 layer.linears
@@ -703,7 +740,7 @@ def _linear_inputs(x: Setup, saved: list[Term], key: str, consumers: tuple[Linea
         else:
             saved.append(f(INPUT)(x.T, x.H, n.linear_input, z_width))
     n_adapted = sum(adapted(lin, x.lora_targets) for lin in consumers)
-    if n_adapted and not _adapter_copies(x, dropout):  # the adapters share x itself
+    if n_adapted and not _adapter_copies(x, dropout, z_width):  # the adapters share x itself
         if not keeps:  # (kept once, by the projections)
             _adapter_input(x, saved, key, x.H, dropout, z_width)
     else:
@@ -711,18 +748,56 @@ def _linear_inputs(x: Setup, saved: list[Term], key: str, consumers: tuple[Linea
             _adapter_input(x, saved, key, x.H, dropout)
 
 
-def _adapter_copies(x: Setup, dropout: float) -> bool:
-    """Whether each LoRA adapter keeps its own copy of its input. peft casts x to the adapter
-    dtype (fp32, `autocast_adapter_dtype`) and lora_A keeps that fp32 copy; under autocast
-    lora_A casts it back down and keeps the low-precision cast instead (traced: on o_proj
-    this copy sits beside SDPA's saved output). lora_dropout makes a copy per adapter too.
-    x itself is kept, once for every adapter reading it, when it already has the adapter's
-    dtype (pure fp32, FSDP2 gathering the adapters in the compute dtype, DeepSpeed's engine
-    casting them to it) or when peft's
-    bitsandbytes layer (QLoRA) runs under autocast: it casts x only without autocast."""
+def _adapter_copies(x: Setup, dropout: float, width: int = 0) -> bool:
+    """Whether each LoRA adapter keeps its own copy of its input (`width` bytes wide, where
+    it can differ from the compute dtype's). peft casts x to the adapter dtype (fp32,
+    `autocast_adapter_dtype`) and lora_A keeps that fp32 copy; under autocast lora_A casts it
+    back down and keeps the low-precision cast instead (traced: on o_proj this copy sits
+    beside SDPA's saved output). lora_dropout makes a copy per adapter too. x itself is kept,
+    once for every adapter reading it, when it already has the adapter's dtype (pure fp32,
+    FSDP2 gathering the adapters in the compute dtype, DeepSpeed's engine casting them to it)
+    or when peft's bitsandbytes layer (QLoRA) runs under autocast: it casts x only without
+    autocast, so x reaches lora_A as it is, and autocast casts it there, per adapter, where it
+    is wider than the compute dtype (an fp32 norm's output over an fp32 base)."""
     n = x.n
-    return bool(dropout) or not (n.fsdp_mixed or n.compute == n.adapter
-                                 or (x.qlora and n.autocast))
+    if x.qlora and n.autocast and not dropout:
+        return width not in (0, n.compute)
+    return bool(dropout) or not (n.fsdp_mixed or n.compute == n.adapter)
+
+
+def dequant_forward(x: Setup, layer: LayerParams, saved: list[Term], w: int, f_w: int) -> Term:
+    """A QLoRA layer's down projection in forward (`DEQUANT_FORWARD`): its input, `w` bytes
+    wide, counts where no adapter keeps it as it is; an adapter's own copy of it (in `saved`)
+    comes after."""
+    c = x.n.compute
+    down = [lin for lin in layer.linears if lin.group == "mlp"][-1]
+    copies = _adapter_copies(x, x.lora_dropout, w)
+    adapter = x.n.adapter_compute if adapted(down, x.lora_targets) else 0
+    c_d = (w if copies or not adapter else 0) + (c if w != c else 0) - (adapter if copies else 0)
+    kept = any(t.key == "activations/residual" for t in saved)  # the norms keep the residual
+    return DEQUANT_FORWARD(x.T, f_w, c_d, down.local_counts(x.tp, x.ep)[0], c, x.h,
+                           1 if kept else 2, x.n.residual)
+
+
+def qlora_mlp_backward(x: Setup, layer: LayerParams, w: int, f_w: int) -> Term:
+    """The widest backward moment of a dense QLoRA layer's MLP, `w` bytes wide
+    (`FROZEN_MLP_BACKWARD`), or its down projection's dequantised weight beside the
+    gradients (`DEQUANT_BACKWARD`), the larger."""
+    n, T, c = x.n, x.T, x.n.compute
+    down = [lin for lin in layer.linears if lin.group == "mlp"][-1]
+    n_a, q_a = int(adapted(down, x.lora_targets)), n.adapter_compute  # lora_A's saved input
+    cast = c if w != c else 0  # bitsandbytes' cast of a wider input to the compute dtype
+    moment = FROZEN_MLP_BACKWARD(T, f_w, w, n_a, q_a, x.h, n.residual, c)
+    dequant = DEQUANT_BACKWARD(T, x.h, max(n.residual, c) + cast, f_w, n_a, w, q_a, c,
+                               down.local_counts(x.tp, x.ep)[0])
+    return max(moment, dequant, key=lambda t: t.bytes)
+
+
+def projection_width(x: Setup, width: int) -> int:
+    """Bytes of what a frozen projection returns for an input `width` bytes wide:
+    bitsandbytes' 4-bit layer computes in the compute dtype and casts its output back to its
+    input's (QLoRA: fp32 after an fp32 norm, under amp); a matmul gives the compute dtype."""
+    return width if x.qlora else x.n.compute
 
 
 def _adapter_input(x: Setup, saved: list[Term], key: str, width: int, dropout: float,

@@ -113,6 +113,14 @@ _LEGEND: tuple[tuple[str, str, str], ...] = (
     ("n_x", "n_x", "MLP-wide gradients alive in a layer's backward: 3, or 2 when the MLP's "
      "weights are frozen"),
     ("n_a", "n_a", "LoRA adapters in a layer"),
+    ("c_m", "c_m", "bytes of a frozen MLP's activations and gradients: the compute width, or "
+     "a QLoRA base's input width, which its 4-bit layers return (fp32 under amp)"),
+    ("c_d", "c_d", "bytes per element of a QLoRA down projection's input alive in its forward "
+     "beyond what the layer saves: the input where no adapter shares it, its cast to the "
+     "compute dtype where it is wider, less an adapter's own copy, made after"),
+    ("n_s", "n_s", "hidden states alive in a layer's forward that its norms do not keep"),
+    ("g_w", "g_w", "bytes per element of a layer's incoming gradient, and of its cast where "
+     "a projection's input is wider than the compute dtype"),
     ("u_n", "u_n", "bytes an element of the head's input and the final norm's output that a "
      "frozen head and norm (LoRA) do not keep, whose gradients meet the norm's fp32 backward "
      "(0 in full training)"),

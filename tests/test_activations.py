@@ -115,6 +115,40 @@ def test_a_frozen_head_s_norm_backward_holds_the_gradients_full_training_frees()
     assert (a.bytes, b.bytes) == (T * h * 16, T * h * (16 + 2 + 2))
 
 
+def test_qlora_over_an_fp32_base_keeps_fp32_mlp_activations() -> None:
+    """bitsandbytes' 4-bit layer casts its output back to its input's dtype: under amp the
+    norms' outputs are fp32, so the frozen MLP's three saved tensors are too, and each adapter
+    on q, k and v keeps autocast's own bf16 cast of its input (traced op by op on a
+    llama-3-8b-shaped QLoRA layer: 579.2 MiB a layer, the estimate's to the byte; counted as
+    under autocast, -27% at the step's peak)."""
+    training = {"seq_len": 2048, "finetuning": "qlora"}
+    amp = _setup(LLAMA_2L, {**training, "mixed_precision": "amp"}, {})
+    low = _setup(LLAMA_2L, {**training, "mixed_precision": "autocast"}, {})
+    T, h, f = 2048, 2048, 8192
+
+    def terms(x: Setup, id: str) -> list[int]:
+        return [t.bytes for t in decoder_layer(x, x.counts.dense_layer).saved if t.id == id]
+
+    assert terms(amp, "act.mlp_gated") == [3 * T * f * 4]
+    assert terms(low, "act.mlp_gated") == [3 * T * f * 2]
+    assert terms(amp, "act.adapter_input") == [T * h * 2] * 3  # q, k, v: a cast each
+    assert terms(low, "act.adapter_input") == [T * h * 2]  # bf16: x itself, once
+
+
+def test_qlora_s_layer_moments_hold_the_dequantised_down_projection() -> None:
+    """In forward and in backward bitsandbytes dequantises the whole 4-bit down projection to
+    the compute dtype beside the gradients (traced: the forward's peak of an attention-only
+    QLoRA in bf16, -3.1% without it)."""
+    x = _setup(LLAMA_2L, {"seq_len": 512, "finetuning": "qlora", "lora_targets": "attention",
+                          "mixed_precision": "autocast"}, {})
+    act = decoder_layer(x, x.counts.dense_layer)
+    T, h, f = 512, 2048, 8192
+    assert act.forward_transient.id == "act.dequant_forward"
+    # the product down_proj reads, the weight, the output, two hidden states
+    assert act.forward_transient.bytes == T * f * 2 + h * f * 2 + T * h * 2 + 2 * T * h * 2
+    assert act.backward_transient.bytes >= h * f * 2
+
+
 def test_the_fused_loss_input_is_alive_through_its_forward() -> None:
     """Liger's fused linear cross-entropy takes the final norm's output and fills its gradient
     beside it during the forward: both T H wide (traced: the five chunked cases from -0.13% to

@@ -1016,6 +1016,26 @@ Z2 = "FSDP2 ZeRO-2: units resharded after their backward; "
 case("dev", "llama-3.1-70b", 1, 512, dp=4, zero=2, notes=Z2 + "the whole 70B, short sequences")
 case("test", "qwen2.5-7b", 1, 256, dp=4, zero=2, notes=Z2 + "the whole 7B, short sequences")
 case("test", "llama-3.1-8b", 1, 256, mp="pure", dp=2, zero=2, notes=Z2 + "the whole 8B, bf16")
+# QLoRA over an fp32 base under amp (prepare_model_for_kbit_training's fp32 norms): a 4-bit
+# layer returns its input's dtype, so the MLP's activations and gradients are fp32 and each
+# adapter casts its input; the dequantised weight in forward and backward (-16 .. -27% before)
+QA = "QLoRA, fp32 base under amp: 4-bit layers return fp32; "
+V1K4 = inline("llama-3-8b", num_hidden_layers=4, vocab_size=1024)
+case("dev", V1K4, 1, 2048, lora=16, qlora=True, tag="llama-3-8b-4L-v1k",
+     notes=QA + "probe, all linear layers")
+case("dev", V1K4, 1, 2048, mp=AC, lora=16, targets="attention", qlora=True,
+     tag="llama-3-8b-4L-v1k", notes="QLoRA on attention only: the down projection's "
+     "dequantised weight beside its unkept input in forward")
+case("test", "llama-3.1-8b", 1, 2048, lora=16, qlora=True, notes=QA + "the whole 8B")
+case("test", "qwen2.5-7b", 2, 1024, ac="full", lora=16, targets="attention", qlora=True,
+     notes=QA + "checkpointed, attention adapters")
+case("test", "mistral-7b", 1, 2048, lora=16, lora_dropout=0.05, qlora=True,
+     notes=QA + "adapter dropout")
+case("test", "gemma-3-1b", 2, 1024, lora=16, qlora=True, notes=QA + "Gemma's norms")
+case("test", "gpt2-medium", 4, 1024, lora=16, qlora=True,
+     notes=QA + "GPT-2's Conv1D layers quantised too, LayerNorm")
+case("test", "llama-3.2-3b", 4, 1024, mp=AC, lora=16, targets="attention", qlora=True,
+     notes="QLoRA on attention only, bf16: the dequantised down projection in forward")
 
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]

@@ -74,10 +74,13 @@ class Linear4bit(nn.Linear):
     input gradient needs only the packed weight.
     """
 
-    def __init__(self, linear: nn.Linear, compute: torch.dtype,
+    def __init__(self, linear: nn.Module, compute: torch.dtype,
                  storage: torch.dtype = torch.uint8):
         nn.Module.__init__(self)
-        self.in_features, self.out_features = linear.in_features, linear.out_features
+        if isinstance(linear, nn.Linear):
+            self.in_features, self.out_features = linear.in_features, linear.out_features
+        else:  # transformers' Conv1D (GPT-2), weight (in, out), transposed for quantisation
+            self.in_features, self.out_features = linear.weight.shape
         self.compute_dtype = compute
         n = self.in_features * self.out_features
         blocks = -(-n // NF4_BLOCK)
@@ -152,12 +155,14 @@ def _lora_linear4bit_class():
 
 def quantize_linears(model: nn.Module, compute: torch.dtype,
                      storage: torch.dtype = torch.uint8) -> None:
-    """Replace every nn.Linear but the output head by its 4-bit layout (what
-    `BitsAndBytesConfig(load_in_4bit=True)` does: the head stays in the model's dtype)."""
+    """Replace every nn.Linear and transformers' Conv1D but the output head by its 4-bit
+    layout (what `BitsAndBytesConfig(load_in_4bit=True)` does, `replace_with_bnb_linear`: the
+    head stays in the model's dtype)."""
+    from transformers.pytorch_utils import Conv1D
     head = model.get_output_embeddings()
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
-            if isinstance(child, nn.Linear) and child is not head:
+            if isinstance(child, (nn.Linear, Conv1D)) and child is not head:
                 setattr(parent, name, Linear4bit(child, compute, storage))
 
 
