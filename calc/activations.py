@@ -237,14 +237,23 @@ DEQUANT_BACKWARD = Formula(
           "that gradient, the adapter's (its saved input freed) and the incoming gradient")
 DEQUANT_FORWARD = Formula(
     "temporaries/layer_forward",
-    "lambda T, f_w, c_d, W, c, h, n_s, r: T * f_w * c_d + W * c + T * h * (c + n_s * r)",
+    "lambda T, f_w, c_d, W, c, h, n_s, r, z: T * f_w * c_d + W * c + T * h * (c + n_s * r + z)",
     id="act.dequant_forward", source=QLORA,
     title="A QLoRA layer's widest forward moment, at its down projection's base: the whole "
           "4-bit weight dequantised to the compute dtype (W parameters) and the output, "
           "beside the projection's input where the layer does not keep it (its adapter's "
-          "copy not made yet) and the hidden states the norms do not keep (n_s: the layer's "
-          "input and the residual after attention, 2; or 1 where the norms keep them)",
+          "copy not made yet), the MLP's input, which its forward holds (z: its width, 0 "
+          "where its adapters keep it as it is), and the layer's input and the residual "
+          "after attention where the norms do not keep them (n_s = 2, else 0)",
     note="traced op by op on 2-layer llama-3-8b-shaped QLoRA layers, amp and autocast")
+NORM_FORWARD = Formula(
+    "temporaries/layer_forward", "lambda T, h, r_c, z: T * h * (4 + r_c + z)",
+    id="act.norm_forward", source=SRC,
+    title="An RMSNorm's forward at its weight multiply, its weight frozen and its output kept "
+          "by nothing: the normalised tensor in fp32, its cast back to the input's dtype (r_c: "
+          "none for an fp32 input) and the output, beside its saved fp32 input",
+    note="traced: Mixtral under DeepSpeed's ZeRO-3 with LoRA on the attention, the forward's "
+         "peak at the top layer's post-attention norm")
 ATTENTION_BACKWARD_SINKS = Formula(
     "temporaries/layer_backward", "lambda b, a, s, m, c_p: b * a * s**2 * (2 * m - c_p)",
     id="act.attention_backward_sinks", source=SRC,
@@ -312,6 +321,10 @@ HEAD_OUTPUT_GRADS = Formula(
           "final norm's (z wide)")
 EMBEDDING_DROPOUT = _f("dropout", "lambda T, h: T * h", "embedding_dropout",
                        "Embedding dropout's one-byte mask (GPT-2's embd_pdrop)")
+EMBEDDING_HELD = _f("embedding", "lambda b, s, h, r, u_p: (b + u_p) * s * h * r",
+                    "embedding_held", "The embedding's output (and learned positions), held by "
+                    "the model's forward (`inputs_embeds`) through its layers' forward, where the "
+                    "first layer does not keep it as its input")
 EAGER_MASK = _f("attention_mask", "lambda b, s, m, n_m: n_m * b * s**2 * m", "eager_mask",
                 "Eager attention's (b, 1, s, s) additive causal mask (and the sliding window's, "
                 "where layers slide), alive through the forward")
@@ -527,8 +540,8 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
     n_x = 3 if trainable else 2
     mlp_bwd = qlora_mlp_backward(x, layer, w_m, f_w) if x.qlora and not layer.moe \
         else BACKWARD_TRANSIENT(n_x, T, f_w, c, x.h, r)
-    dequant = dequant_forward(x, layer, saved, w_m, f_w) if x.qlora and not layer.moe \
-        else None
+    dequant = dequant_forward(x, layer, saved, w_m, f_w, z_width) \
+        if x.qlora and not layer.moe else None
     if math or (x.eager and not x.selective_attention
                 and (arch.traits.sinks or not x.full_checkpointing)):
         # the softmax's backward runs after the MLP's, whose activations it has freed
@@ -765,18 +778,22 @@ def _adapter_copies(x: Setup, dropout: float, width: int = 0) -> bool:
     return bool(dropout) or not (n.fsdp_mixed or n.compute == n.adapter)
 
 
-def dequant_forward(x: Setup, layer: LayerParams, saved: list[Term], w: int, f_w: int) -> Term:
+def dequant_forward(x: Setup, layer: LayerParams, saved: list[Term], w: int, f_w: int,
+                    z_width: int) -> Term:
     """A QLoRA layer's down projection in forward (`DEQUANT_FORWARD`): its input, `w` bytes
     wide, counts where no adapter keeps it as it is; an adapter's own copy of it (in `saved`)
-    comes after."""
+    comes after. The MLP's input, `z_width` wide, counts where its adapters do not keep it."""
     c = x.n.compute
-    down = [lin for lin in layer.linears if lin.group == "mlp"][-1]
+    mlp = [lin for lin in layer.linears if lin.group == "mlp"]
+    down = mlp[-1]
     copies = _adapter_copies(x, x.lora_dropout, w)
     adapter = x.n.adapter_compute if adapted(down, x.lora_targets) else 0
     c_d = (w if copies or not adapter else 0) + (c if w != c else 0) - (adapter if copies else 0)
+    shared = any(adapted(lin, x.lora_targets) for lin in mlp[:-1]) and not _adapter_copies(
+        x, x.lora_dropout, z_width)
     kept = any(t.key == "activations/residual" for t in saved)  # the norms keep the residual
     return DEQUANT_FORWARD(x.T, f_w, c_d, down.local_counts(x.tp, x.ep)[0], c, x.h,
-                           1 if kept else 2, x.n.residual)
+                           0 if kept else 2, x.n.residual, 0 if shared else z_width)
 
 
 def qlora_mlp_backward(x: Setup, layer: LayerParams, w: int, f_w: int) -> Term:
@@ -901,6 +918,27 @@ def head_activations(x: Setup) -> tuple[Term, ...]:
     if n.weight_copies and not x.megatron:
         saved.append(HEAD_COPY(x.vocab, x.H, n.compute))
     return tuple(saved)
+
+
+def held_embedding(x: Setup, first: LayerActivations, checkpointed: bool) -> Term | None:
+    """The embedding's output the model's forward holds through its layers (transformers'
+    `inputs_embeds`), beyond what the first layer keeps: its input where it needs a gradient
+    and a norm keeps the residual itself (or where checkpointing keeps the layer's input),
+    unless the model scales the embeddings (Gemma) or adds learned positions (GPT-2) first,
+    making the layer's input a tensor of its own (traced: QLoRA in bf16 at its forward peak,
+    the embedding output and the rotary tables beside the layers')."""
+    traits = x.arch.traits
+    own_input = traits.embed_scale or traits.learned_positions
+    kept = checkpointed or (first.saves_residual and not x.lora)
+    if x.megatron or x.pp > 1 or (kept and not own_input):
+        return None
+    return EMBEDDING_HELD(x.b, x.s, x.h, x.n.residual, int(traits.learned_positions))
+
+
+def norm_forward(x: Setup) -> Term:
+    """A frozen RMSNorm's forward at its weight multiply (`NORM_FORWARD`)."""
+    r = x.n.residual
+    return NORM_FORWARD(x.T, x.h, 0 if r == 4 else r, norm_width(x))
 
 
 def final_hidden(x: Setup) -> Term | None:

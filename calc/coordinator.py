@@ -108,6 +108,8 @@ class Live(NamedTuple):
     # coalesced prefetch of them out beside its buffer (at the router, where it is a module of
     # its own, or with LoRA on the attention at the last adapter); 0 where none did
     persistent: int  # never partitioned: whole on every GPU, all step
+    router_before_norm: bool = False  # that wait ran before the layer's post-attention norm
+    # (the last adapter's), not at the router after it
 
 
 @dataclass(eq=False)
@@ -586,6 +588,7 @@ def gathered(counts: ParamCounts, stage: Stage, checkpointed: tuple[bool, ...] |
     top_routed = experts[id(top)]
     top_experts = frozenset(top_routed.own) if top_routed is not None else frozenset()
     opened: dict[int, bool] = {}  # a layer's backward: open until its first release
+    before_norm = False
     for kind, mod, replay in played(m, ckpt, sizes):
         layer = inside.get(id(mod))
         if kind == "F" and mod is m.widest[-1] and "forward_mlp" not in at:
@@ -595,6 +598,7 @@ def gathered(counts: ParamCounts, stage: Stage, checkpointed: tuple[bool, ...] |
             # before the experts' fetch, a wait that completed a coalesced prefetch of them
             # (the router's, or with LoRA on the attention its last adapter's): copied out
             at["forward_router"] = max(at.get("forward_router", 0), replay.memory)
+            before_norm = mod is not router
         elif kind == "f" and mod is m.head:
             at["forward_head"] = replay.memory
         elif kind == "B" and mod is m.chain[-1]:  # the loss's backward runs next
@@ -627,7 +631,7 @@ def gathered(counts: ParamCounts, stage: Stage, checkpointed: tuple[bool, ...] |
                 at.get("backward_top", 0), at.get("backward_first", 0), at.get("embedding", 0),
                 tuple(moe.get(layer, (0, 0))[0] for layer in m.layers),
                 tuple(moe.get(layer, (0, 0))[1] for layer in m.layers), at.get("forward_router", 0),
-                persistent)
+                persistent, before_norm)
 
 
 def sub_group(ordered: tuple[int, ...], N: int, size: int = SUB_GROUP_SIZE) -> int:

@@ -36,7 +36,9 @@ from .activations import (
     head_activations,
     head_norm_backward,
     head_output_grads,
+    held_embedding,
     layer_input,
+    norm_forward,
     norm_width,
     output_grads,
     received_kept,
@@ -136,7 +138,8 @@ MOMENTS: dict[str, MomentKind] = {
     "forward.experts_router": MomentKind(
         "DeepSpeed ZeRO-3: the last MoE layer in forward before its experts (at its router, or "
         "with LoRA on the attention its last adapter), the experts' coalesced prefetch copied "
-        "out beside its flat buffer", _FORWARD),
+        "out beside its flat buffer (and then the post-attention norm's forward)",
+        (*_FORWARD, "layer_forward")),
     "forward.fsdp_prefetch": MomentKind(
         "FSDP between layers: this layer and the next one gathered", (*_FORWARD, "all_gather")),
     "backward.last_layer": MomentKind(
@@ -1002,6 +1005,11 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         saved = extended(saved_after, holds, detail)
     if holds_after:
         saved_after = extended(saved_after, holds_after, detail)
+    # the layers' forward runs before the head's: the running micro-batch's head keeps nothing
+    # yet (a frozen fp32 head's autocast copy under LoRA is V h c)
+    head_items = tuple((t, -1) for t in ly.ends[len(embedding_activations(x))
+                                                 if stage.embedding else 0:])
+    ahead = extended(saved, head_items, detail) if head_items else saved
     mask = forward_mask(x) if stage.embedding or x.pp == 1 else None
     extra: list[tuple[Term, int]] = []
     if ckpt and n.autocast and not ly.cache:  # autocast's weight cache lives for the forward
@@ -1009,15 +1017,20 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
             extra += [(t, stored) for t in act.weight_copies]
     if mask:
         extra.append((mask, 1))
+    held = held_embedding(x, next(act for kind, act, _ in ly.kinds if kind == ly.kind_of[0]),
+                          ly.flags[0]) if stage.embedding else None
+    if held is not None:
+        extra.append((held, 1))
     if ms.lingering:
         extra.append((ms.lingering, 1))
     forward_extra = part(tuple(extra), detail) if extra else None
-    # at the loss the base model has returned: its masks are freed, its last hidden state held
-    # (traced: llama-3.1-8b-4L eager at 8K tokens frees its 256 MiB mask before the head)
+    # at the loss the base model has returned: its masks and its embeddings' output are freed,
+    # its last hidden state held (traced: llama-3.1-8b-4L eager at 8K tokens frees its 256 MiB
+    # mask before the head)
     hidden = final_hidden(x) if stage.head else None
     loss_extra = forward_extra
-    if mask or hidden is not None:
-        at_loss = [(t, k) for t, k in extra if t is not mask]
+    if mask or held is not None or hidden is not None:
+        at_loss = [(t, k) for t, k in extra if t is not mask and t is not held]
         if hidden is not None:
             at_loss.append((hidden, 1))
         loss_extra = part(tuple(at_loss), detail) if at_loss else None
@@ -1060,16 +1073,16 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     if loss:
         moments.append(_moment("forward.loss", states, earlier, head_fwd, saved, loss_extra,
                                loss[0]))
-    moments.append(_moment("forward.last_layer", states, earlier, gathered, saved, forward_extra,
+    moments.append(_moment("forward.last_layer", states, earlier, gathered, ahead, forward_extra,
                            layer_fwd))
     if x.ep > 1 and not x.megatron and stage.moe_layers:
-        moments.append(_moment("forward.experts_combine", states, earlier, gathered, saved,
+        moments.append(_moment("forward.experts_combine", states, earlier, gathered, ahead,
                                forward_extra, EP_COMBINE(x.routed, x.H, expert_width(x), x.T)))
     if ms.live is not None and ms.live.forward_router:
-        moments.append(_router_zero3(x, ms, ly, states, saved, forward_extra))
+        moments.append(_router_zero3(x, ms, ly, states, ahead, forward_extra))
     if ms.gathered_layer and not units:  # the last layer's prefetch: it has saved nothing yet
         moments.append(_moment("forward.fsdp_prefetch", states, earlier, gathered,
-                               _before_last(ly, saved, detail), forward_extra,
+                               _before_last(ly, ahead, detail), forward_extra,
                                ALL_GATHER(ms.gathered_layer.bytes)))
     bucket = ms.reduce_bucket
     # a later micro-batch's backward leaves the cached weight copies' gradients for last: at
@@ -1465,8 +1478,12 @@ def _router_zero3(x: Setup, ms: ModelStates, ly: Layers, states: Part | None, sa
         A_l, A_m = moe.checkpoint_input.bytes, 0
     else:
         A_l, A_m = ly.alive(moe), moe.mlp_bytes
+    assert ms.live is not None
+    # a wait before the post-attention norm (the last adapter's) holds the copies through it
+    norm = norm_forward(x) if ms.live.router_before_norm and x.lora \
+        and x.arch.traits.norm_upcast == "llama" else None
     return _moment("forward.experts_router", states, None, _live(x, ms, "forward_router"),
-                   ROUTER_ALIVE(saved.bytes - A_l, A_l, A_m), extra)
+                   ROUTER_ALIVE(saved.bytes - A_l, A_l, A_m), extra, norm)
 
 
 def _experts_zero3(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, states: Part | None,

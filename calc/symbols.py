@@ -118,7 +118,12 @@ _LEGEND: tuple[tuple[str, str, str], ...] = (
     ("c_d", "c_d", "bytes per element of a QLoRA down projection's input alive in its forward "
      "beyond what the layer saves: the input where no adapter shares it, its cast to the "
      "compute dtype where it is wider, less an adapter's own copy, made after"),
-    ("n_s", "n_s", "hidden states alive in a layer's forward that its norms do not keep"),
+    ("n_s", "n_s", "hidden states alive in a layer's forward that its norms do not keep: its "
+     "input and the residual after attention (2, or 0 where the norms keep them)"),
+    ("u_p", "u_p", "1 where the model adds learned position embeddings to the tokens' "
+     "(GPT-2), both held through the layers' forward, else 0"),
+    ("r_c", "r_c", "bytes of an RMSNorm's cast of its fp32 normalised tensor back to a "
+     "low-precision input's dtype (0 for an fp32 input)"),
     ("g_w", "g_w", "bytes per element of a layer's incoming gradient, and of its cast where "
      "a projection's input is wider than the compute dtype"),
     ("u_n", "u_n", "bytes an element of the head's input and the final norm's output that a "

@@ -1036,6 +1036,21 @@ case("test", "gpt2-medium", 4, 1024, lora=16, qlora=True,
      notes=QA + "GPT-2's Conv1D layers quantised too, LayerNorm")
 case("test", "llama-3.2-3b", 4, 1024, mp=AC, lora=16, targets="attention", qlora=True,
      notes="QLoRA on attention only, bf16: the dequantised down projection in forward")
+# The layers' forward runs before the head: its saved tensors (under amp a frozen fp32 head's
+# autocast copy, V h c) are not alive at the last layer's forward, and the model's forward
+# holds the embedding's output (inputs_embeds) where the first layer does not keep it (found
+# by random runs: a 405B-wide LoRA, amp, checkpointed, +10.1% validated)
+HF = "forward before the head: no head tensors yet, the embedding output held; "
+case("dev", L405_2, 1, 1536, lora=16, targets="attention", lora_dropout=0.1, ac="full", gas=2,
+     tag="llama-3.1-405b-2L", notes=HF + "LoRA, amp, checkpointed")
+case("test", L70_2, 1, 512, lora=16, ac="full", tag="llama-3.1-70b-2L",
+     notes=HF + "LoRA, amp, checkpointed")
+case("test", inline("qwen2.5-72b", num_hidden_layers=2), 1, 512, lora=16, targets="attention",
+     ac="full", tag="qwen2.5-72b-2L", notes=HF + "LoRA on attention, amp, checkpointed")
+case("test", L405_2, 1, 1024, lora=16, targets="attention", ac="full", dp=2, zero=0,
+     tag="llama-3.1-405b-2L", notes=HF + "LoRA under DDP, amp, checkpointed")
+case("test", inline("gemma-2-27b", num_hidden_layers=2), 1, 512, lora=16, ac="full",
+     attn="eager", tag="gemma-2-27b-2L", notes=HF + "Gemma 2's scaled embeddings")
 
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
