@@ -124,6 +124,8 @@ _LEGEND: tuple[tuple[str, str, str], ...] = (
      "(GPT-2), both held through the layers' forward, else 0"),
     ("r_c", "r_c", "bytes of an RMSNorm's cast of its fp32 normalised tensor back to a "
      "low-precision input's dtype (0 for an fp32 input)"),
+    ("E_k", "E_k", "elements of the root's unsharded gradient FSDP's post-backward still "
+     "references after releasing the others (the embedding's, or the head's)"),
     ("g_w", "g_w", "bytes per element of a layer's incoming gradient, and of its cast where "
      "a projection's input is wider than the compute dtype"),
     ("u_n", "u_n", "bytes an element of the head's input and the final norm's output that a "
