@@ -47,10 +47,11 @@ FIRST_SEQ_LEN = 256
 # calc.peak.MOMENTS in the order they happen in a step (MOMENTS is in the order candidates are
 # compared): the forward's last layer, its loss, the head's backward, the layers' backward from
 # the last to the first, the end of the backward, the optimizer step. A test keeps it complete.
-STEP_ORDER = ("forward.experts_router", "forward.last_layer", "forward.experts_combine",
-              "forward.fsdp_prefetch", "forward.loss", "backward.loss_grad", "backward.head_weight",
-              "backward.head_norm",
-              "backward.last_layer", "backward.experts_partitioned",
+STEP_ORDER = ("forward.fsdp_start", "forward.experts_router", "forward.last_layer",
+              "forward.experts_combine", "forward.fsdp_prefetch", "forward.loss",
+              "backward.loss_grad", "backward.head_weight", "backward.head_norm",
+              "backward.last_layer", "backward.layer_reduce", "backward.below_top_late",
+              "backward.experts_partitioned",
               "backward.experts_accumulating", "backward.experts_combine", "backward.experts",
               "backward.experts_reduce", "backward.first_layer", "backward.weight_pass",
               "backward.first_layer_late", "backward.fsdp_root_redistribute",

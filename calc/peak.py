@@ -63,6 +63,7 @@ from .states import (
     DS_GATHERED,
     DS_GRAD_PARTITION,
     DS_PENDING,
+    GATHERED_GRADS,
     GATHERED_LAYER,
     GATHERED_ROOT,
     ModelStates,
@@ -140,12 +141,20 @@ MOMENTS: dict[str, MomentKind] = {
         "with LoRA on the attention its last adapter), the experts' coalesced prefetch copied "
         "out beside its flat buffer (and then the post-attention norm's forward)",
         (*_FORWARD, "layer_forward")),
+    "forward.fsdp_start": MomentKind(
+        "FSDP2 as the forward starts: the root and the first layer gathered, each beside its "
+        "all-gather output", ("states", "earlier_gradients", "gathered", "all_gather")),
     "forward.fsdp_prefetch": MomentKind(
         "FSDP between layers: this layer and the next one gathered", (*_FORWARD, "all_gather")),
     "backward.last_layer": MomentKind(
         "the start of backward through the layers, every activation saved",
         ("states", "earlier_gradients", "backward_gathered", "saved_layers", "layer_backward",
          "bucket", "schedule_kept")),
+    "backward.layer_reduce": MomentKind(
+        "FSDP: the top layer's post-backward, the layer resharded and the next prefetched, its "
+        "unsharded gradients copied into the reduce-scatter input beside the layers below's "
+        "activations", ("states", "earlier_gradients", "backward_gathered", "saved_layers",
+                        "layer_backward")),
     "backward.first_layer": MomentKind(
         "the backward of the first layer (under FSDP's prefetch the second's, the first "
         "gathered beside it), the gradients almost all written",
@@ -160,6 +169,10 @@ MOMENTS: dict[str, MomentKind] = {
         "activations freed, the attention's norm backward",
         ("states", "gradients_written", "backward_gathered", "other_micro_batches",
          "first_layer", "layer_backward", "bucket")),
+    "backward.below_top_late": MomentKind(
+        "FSDP: the layer below the top past its MLP, every layer below it alive, only the "
+        "top's gradients written and its reduce-scatter in flight",
+        ("states", "gradients_written", "backward_gathered", "first_layer", "layer_backward")),
     "backward.experts": MomentKind(
         "the first MoE layer's expert backward: its gate/up weight gradient for every local "
         "expert in one tensor, the layers above it done",
@@ -250,6 +263,13 @@ LAYER_BACKWARD_RECOMPUTE = Formula(
           "backward transient and its recomputed forward's, beside the incoming gradient",
     note="D_l, W_n: the backward's two moments (LAYER_BACKWARD); where the stage sends its "
          "output, X_l and g_i without the incoming gradient, which arrives in a receive buffer")
+ROOT_ALL_GATHER = Formula(
+    "temporaries/all_gather_buffers", "lambda R, w_g, G_l: R * w_g + G_l",
+    id="peak.root_all_gather", source=TRACED_FSDP,
+    title="FSDP2 as the forward starts: the root's all-gather output, held until the next "
+          "all-gather is copied out, and the first layer's, beside both gathered",
+    note="traced: Qwen3-0.6B under FSDP2 x CP2, the step's peak (-4.1% without it) where the "
+         "sharded states are small beside the root (embedding and head)")
 ALL_GATHER = Formula("temporaries/all_gather_buffers", "lambda G_l: 2 * G_l", id="peak.all_gather",
                      title="FSDP2's all-gather outputs: this layer's and the next one's",
                      source=TRACED_FSDP)
@@ -269,6 +289,26 @@ LATE_TRANSIENT = Formula(
     id="peak.late_transient", source=TRACED_PEAK,
     title="A layer's backward past its MLP: the norm's four T h fp32 temporaries beside the "
           "incoming gradient")
+BELOW_TOP = Formula(
+    "activations/last_layer", "lambda A_b, A_t, A_k: A_b - A_t - A_k", id="peak.below_top",
+    source=TRACED_FSDP,
+    title="The activations saved below the layer under the top: all but the top layer's "
+          "(A_t) and that layer's own (A_k, counted apart)")
+LAYER_REDUCE = Formula(
+    "temporaries/layer_backward", "lambda P_lt, g_u, g_r, A_t: P_lt * (g_u + g_r) - A_t",
+    id="peak.layer_reduce", source=TRACED_FSDP,
+    title="FSDP's post-backward of the top layer: its unsharded gradients and the "
+          "reduce-scatter input they are copied into, its activations (A_t) freed",
+    note="traced: a 2-layer 405B-wide model under FSDP2 x TP2 + SP, the step's peak")
+TOP_GATHERED_GRADS = Formula(
+    "temporaries/gathered_grads",
+    "lambda G_l, P_lt, P_ll, g_u, g_r, A_t: G_l + P_ll * g_u + max(0, P_lt * g_r - A_t)",
+    id="peak.top_gathered_grads", source=TRACED_FSDP,
+    title="FSDP at the top layer's backward: the next layer prefetched and its last "
+          "projection's unsharded gradient; no reduce-scatter in flight above it, but the top's "
+          "own in the layer below, where the top's activations (A_t) are freed",
+    note="traced: a 2-layer 405B-wide model under FSDP2 x TP2 + SP, accumulating (+5.6% with "
+         "a reduce-scatter input counted above the top layer)")
 LATE_GATHERED = Formula(
     "temporaries/gathered_grads", "lambda G_l, P_lt, P_lm, g_u, g_r: G_l + P_lt * g_r + P_lm * g_u",
     id="peak.late_gathered", source=TRACED_FSDP,
@@ -496,12 +536,13 @@ ROOT_GRADIENTS = Formula(
     title="FSDP: every gradient but the root's shard", source=TRACED_FSDP)
 ROOT_REDUCE_SCATTER = Formula(
     "temporaries/root_reduce_scatter",
-    "lambda R, w_g, g, E_k, N: R * g + max(R * w_g, E_k * w_g + ceil(R / N) * g)",
+    "lambda R, g_u, g_r, E_k, N, g_s: R * g_r + max(R * g_u, E_k * g_u + ceil(R / N) * (g_r + g_s))",
     id="peak.root_reduce_scatter", source=TRACED_FSDP,
     title="FSDP's root post-backward: the reduce-scatter input (in the reduce dtype) beside "
           "the unsharded gradients it was copied from, or, once they are released, beside the "
           "one still referenced (E_k, the embedding's or the head's) and the reduce-scatter "
-          "output, the root's shard",
+          "output, the root's shard (and its cast to the gradients' dtype, g_s, where the "
+          "reduce runs wider: bf16 parameters under FSDP2's fp32 reduce_dtype)",
     note="traced: llama-3.1-8b fsdp8, exact at the copy; an 8-layer Llama-3-8B-wide model on "
          "two ranks (-3.8% at the copy alone), at the output")
 ROOT_REDISTRIBUTE = Formula(
@@ -1095,6 +1136,10 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
                                forward_extra, EP_COMBINE(x.routed, x.H, expert_width(x), x.T)))
     if ms.live is not None and ms.live.forward_router:
         moments.append(_router_zero3(x, ms, ly, states, ahead, forward_extra))
+    if ms.gathered_layer and ms.gathered_root and ms.live is None and x.pp == 1 and not units:
+        moments.append(_moment("forward.fsdp_start", states, earlier, gathered,
+                               ROOT_ALL_GATHER(ms.local.root, n.gathered_weight,
+                                               ms.gathered_layer.bytes)))
     if ms.gathered_layer and not units:  # the last layer's prefetch: it has saved nothing yet
         moments.append(_moment("forward.fsdp_prefetch", states, earlier, gathered,
                                _before_last(ly, ahead, detail), forward_extra,
@@ -1166,7 +1211,12 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     moments.append(_moment("backward.last_layer", states,
                            earlier or _late_written(x, ms, fl, accumulating, widest)
                            or _first_written(x, ms, fl, accumulating, widest),
-                           backward_gathered, body, layer_bwd, bucket, schedule_kept))
+                           _top_gathered(x, stage, ms, ly, backward_gathered, ckpt, detail),
+                           body, layer_bwd, bucket, schedule_kept))
+    units_reduce = _layer_reduce(x, stage, ms, ly, ckpt, detail)
+    if units_reduce is not None:
+        moments.append(_moment("backward.layer_reduce", states, earlier, units_reduce[0], body,
+                               units_reduce[1]))
     # the layers below the top one: beside the other micro-batches
     # (a split backward's input pass popped it from fwd_cache: gone by the weights' pass)
     others = _beside(others, kept_items, detail)
@@ -1176,7 +1226,8 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     if reduce is not None:
         moments.append(reduce)
     else:
-        moments.append(_moment("backward.first_layer", states, written, below, others, first,
+        moments.append(_moment("backward.first_layer", states, written,
+                               _first_gathered(x, stage, ms, below, detail), others, first,
                                layer_bwd_after, bucket))
     if weight_pass:  # after the input's backward: its transient is gone
         moments.append(_moment("backward.weight_pass", states, written, below, done, bucket))
@@ -1185,6 +1236,10 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     if late is not None:
         moments.append(_moment("backward.first_layer_late", states, late[0], late[1], others,
                                late[2], late[3], bucket))
+        top_late = _below_top_late(x, stage, ms, ly, ckpt, accumulating, late, detail) \
+            if mix is None and times == 1 else None
+        if top_late is not None:
+            moments.append(top_late)
     # accumulating, the last MoE layer's (not traced for a rank of chunks or a split backward)
     experts = None if accumulating and (fl.split or stage.unit is not None) else \
         _experts_backward(x, stage, ms, ly, accumulating)
@@ -1369,6 +1424,100 @@ def _written(x: Setup, stage: Stage, ms: ModelStates, accumulating: bool, late: 
     return GRADIENTS_WRITTEN(grads.bytes, m_e, m_l, x.n.grad)
 
 
+def _layer_units(x: Setup, ms: ModelStates) -> tuple[int, ...] | None:
+    """The values of `GATHERED_GRADS` where FSDP gathers layer by layer in one backward per
+    reduce (not DeepSpeed's coordinator, stage 2's whole model or a pipeline), else None."""
+    grads = ms.gathered_grads
+    if (grads is None or grads.formula is not GATHERED_GRADS or ms.live is not None
+            or ms.gathered_model is not None or x.pp > 1 or ms.gathered is None):
+        return None
+    return tuple(int(v) for v in grads.values)
+
+
+def _regathered(ms: ModelStates, grads: Term, detail: bool) -> Part:
+    assert ms.gathered is not None
+    return extended(ms.gathered, tuple((t, 1) for t in (grads, ms.root_grads) if t is not None),
+                    detail)
+
+
+def _late_own(ly: Layers, ckpt: int) -> Term:
+    """The widest layer's own activations past its MLP's backward (`FIRST_LAYER_LATE`)."""
+    act = ly.widest
+    if ckpt:
+        return FIRST_LAYER_LATE(act.checkpoint_input.bytes - ly.received, ly.recomputed(act),
+                                act.mlp_bytes, act.kept_in_saved)
+    return FIRST_LAYER_LATE(0, ly.alive(act) - ly.received, act.mlp_bytes, 0)
+
+
+def _below_top_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt: int,
+                    accumulating: bool, late: tuple[Term | Part | None, Part | None,
+                                                    Term | Part, Term], detail: bool
+                    ) -> Moment | None:
+    """FSDP's layer-by-layer units: the late moment of the layer below the top, every layer
+    below it alive, only the top's sharded gradients written (or all, accumulating) and the
+    top's reduce-scatter in flight. Each layer down writes its shard and frees its
+    activations, so the widest late moment is this one or the first layer's."""
+    values = _layer_units(x, ms)
+    layers = (stage.unit or stage).layers
+    if values is None or layers < 3 or ly.kinds[0][0] != "dense" or len(ly.kinds) > 1:
+        return None
+    act = ly.widest
+    own = act.checkpoint_input.bytes if ckpt else ly.alive(act)  # in `body`, per layer
+    below = BELOW_TOP(ly.body.bytes, own, own)
+    grads, local = ms.gradients, ms.local
+    written: Term | Part | None = grads
+    if not (accumulating or x.lora or not accumulated(grads)):
+        shard = -(-local.per_layer_trainable // x.N)
+        root = -(-local.root_trainable // x.N) if ms.root_grads is not None else 0
+        written = GRADIENTS_WRITTEN(grads.bytes, root, (layers - 1) * shard, x.n.grad)
+    return _moment("backward.below_top_late", _with_buffers(x, stage, ms, detail), written,
+                   late[1], part(((below, 1), (_late_own(ly, ckpt), 1)), detail), late[3])
+
+
+def _top_gathered(x: Setup, stage: Stage, ms: ModelStates, ly: Layers,
+                  backward_gathered: Part | None, ckpt: int, detail: bool) -> Part | None:
+    """FSDP's layer-by-layer units at the top layer's backward: no layer above it has a
+    reduce-scatter in flight (the root reduces last); the layer below it has the top's, the
+    top's activations freed by then (`TOP_GATHERED_GRADS`: the wider of the two moments)."""
+    values = _layer_units(x, ms)
+    if values is None:
+        return backward_gathered
+    G_l, P_lt, P_ll, g_u, g_r = values
+    act = ly.widest
+    # (on a stage of two layers the one below the top is the first, with moments of its own)
+    freed = P_lt * g_r if (stage.unit or stage).layers < 3 \
+        else act.checkpoint_input.bytes if ckpt else ly.alive(act)
+    return _regathered(ms, TOP_GATHERED_GRADS(G_l, P_lt, P_ll, g_u, g_r, freed), detail)
+
+
+def _layer_reduce(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt: int,
+                  detail: bool) -> tuple[Part, Term] | None:
+    """FSDP's post-backward of the top layer (`LAYER_REDUCE`): resharded, the next layer
+    prefetched in its place, its gradients' reduce-scatter input beside them."""
+    values = _layer_units(x, ms)
+    if values is None or not values[1] or (stage.unit or stage).layers < 2:
+        return None
+    _, P_lt, _, g_u, g_r = values
+    act = ly.widest
+    freed = act.checkpoint_input.bytes if ckpt else ly.alive(act)
+    assert ms.gathered is not None
+    gathered = extended(ms.gathered, ((ms.root_grads, 1),), detail) if ms.root_grads \
+        else ms.gathered
+    return gathered, LAYER_REDUCE(P_lt, g_u, g_r, freed)
+
+
+def _first_gathered(x: Setup, stage: Stage, ms: ModelStates, below: Part | None,
+                    detail: bool) -> Part | None:
+    """FSDP's layer-by-layer units at the first layer's backward on a stage of two layers:
+    the last unit the backward gathers, so none prefetched (on more, the first-layer moments
+    are the second layer's, the first prefetched: `_layer_below`)."""
+    values = _layer_units(x, ms)
+    if values is None or (stage.unit or stage).layers > 2:
+        return below
+    _, P_lt, P_ll, g_u, g_r = values
+    return _regathered(ms, GATHERED_GRADS(0, P_lt, P_ll, g_u, g_r), detail)
+
+
 def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt: int,
                       accumulating: bool, below: Term | None
                       ) -> tuple[Term | Part | None, Part | None, Term | Part, Term] | None:
@@ -1377,7 +1526,6 @@ def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt:
     layers, an RMSNorm upcast to fp32, trained weights) or eager attention its softmax's
     (any). It sets the peak where a layer's parameters are large beside its activations
     (FSDP, checkpointing, routed experts) or the attention's scores beside the rest."""
-    act = ly.widest
     local = ms.local
     norm = (not x.lora and x.arch.traits.norm_upcast in ("llama", "fp32_weight")
             and local.per_layer_mlp)
@@ -1385,18 +1533,15 @@ def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt:
     if x.megatron or not (norm or eager):
         return None
     n = x.n
-    a_mlp = act.mlp_bytes
-    if ckpt:
-        first = FIRST_LAYER_LATE(act.checkpoint_input.bytes - ly.received, ly.recomputed(act),
-                                 a_mlp, act.kept_in_saved)
-    else:
-        first = FIRST_LAYER_LATE(0, ly.alive(act) - ly.received, a_mlp, 0)
+    first = _late_own(ly, ckpt)
     grads = ms.gradients
     fsdp = ms.gathered_layer is not None or ms.gathered_model is not None
     if fsdp:
         written: Term | Part | None = _written(x, stage, ms, accumulating)
         g_u, g_r = n.fsdp_grads(n.grad)
-        prefetched = ms.gathered_layer.bytes if ms.gathered_layer is not None else 0
+        # the second layer's moment, the first prefetched, where a third reduces above it
+        prefetched = ms.gathered_layer.bytes if ms.gathered_layer is not None \
+            and (stage.unit or stage).layers > 2 else 0
         unsharded = LATE_GATHERED(prefetched, local.per_layer_trainable, local.per_layer_mlp,
                                   g_u, g_r)
         if ms.gathered_model is not None and x.pp == 1:  # (resharded after its backward)
@@ -1430,8 +1575,8 @@ def _layer_below(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt: int
                  ) -> Term | None:
     """Under FSDP's layer-by-layer prefetch the first-layer moments are the second layer's
     (`LAYER_BELOW`): what the first keeps beside it."""
-    if ms.gathered_layer is None or (stage.unit or stage).layers < 2:
-        return None
+    if ms.gathered_layer is None or (stage.unit or stage).layers < 3:  # (two: the first
+        return None  # layer's moments are its own, the layer above it the top one)
     act = ly.widest
     return LAYER_BELOW((act.checkpoint_input.bytes if ckpt else ly.alive(act)) - ly.received)
 
@@ -1672,13 +1817,15 @@ def _end_of_backward(x: Setup, stage: Stage, ms: ModelStates, states: Part | Non
     if (ms.gathered_layer or ms.gathered_model) and root:
         # FSDP2's last post-backward is the root's: its parameters are resharded, its
         # unsharded gradients and the reduce-scatter input (in the reduce dtype) coexist
+        # (offloaded: not on the GPU; accumulating, an earlier backward wrote the root's shard)
         rest = ROOT_GRADIENTS(ms.gradients.bytes, root, x.N, n.grad) \
-            if accumulated(ms.gradients) else ms.gradients  # offloaded: not on the GPU
+            if accumulated(ms.gradients) and not accumulating else ms.gradients
         # one unsharded gradient stays referenced past the copy (not under torch TP, whose
         # redistributed gradients are new tensors, all released: traced)
         kept = min(root, x.counts.embedding if stage.embedding else x.counts.lm_head
                    if stage.head else 0) if x.tp == 1 else 0
-        scatter = ROOT_REDUCE_SCATTER(root, n.gathered_weight, n.grad, kept, x.N)
+        g_u, g_r = n.fsdp_grads(n.grad)
+        scatter = ROOT_REDUCE_SCATTER(root, g_u, g_r, kept, x.N, n.grad if n.grad != g_r else 0)
         if tied and (not x.whole_embedding_grad(stage) or ms.expert_units is not None):
             # the sum of the head's and the embedding's gradients comes first, apart (under
             # torch TP the whole gradient's redistribution below: not traced tied)

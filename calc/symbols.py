@@ -126,6 +126,12 @@ _LEGEND: tuple[tuple[str, str, str], ...] = (
      "low-precision input's dtype (0 for an fp32 input)"),
     ("E_k", "E_k", "elements of the root's unsharded gradient FSDP's post-backward still "
      "references after releasing the others (the embedding's, or the head's)"),
+    ("A_b", "A_b", "one micro-batch's saved activations of a stage's layers (not the head's)"),
+    ("A_k", "A_k", "what one layer keeps in `A_b` (its input, where checkpointed)"),
+    ("g_s", "g_s", "bytes of a sharded gradient's cast from FSDP's reduce dtype to its own (0 "
+     "where they match)"),
+    ("A_t", "A_t", "the top layer's activations its backward frees (its input, where "
+     "checkpointed)"),
     ("g_w", "g_w", "bytes per element of a layer's incoming gradient, and of its cast where "
      "a projection's input is wider than the compute dtype"),
     ("u_n", "u_n", "bytes an element of the head's input and the final norm's output that a "

@@ -1079,6 +1079,32 @@ case("test", inline("mistral-7b", num_hidden_layers=4), 1, 4096, attn="eager", a
      tag="mistral-7b-4L", notes=ER + "LoRA, amp, 4K tokens")
 case("test", inline("qwen2.5-7b", num_hidden_layers=4), 1, 4096, attn="eager", ac="full",
      tag="qwen2.5-7b-4L", notes=ER + "amp, full training")
+# FSDP2's moments where its buffers outweigh the activations (found by random runs, read off
+# a whole 70B, 405B and 70B widths and Qwen3-0.6B): the top layer has no reduce-scatter
+# above it, the layer below it has the top's; the top's post-backward copies its gradients
+# into the reduce-scatter input; the late moment of the layer below the top, every layer
+# below it alive; the forward's start, the root's all-gather output held beside the first
+# layer's; bf16 parameters reduce in fp32 and cast the root's shard back
+FS = "FSDP2's buffers beside the activations: "
+case("dev", L405_2, 2, 1536, gas=2, dp=2, tp=2, sp=True, tag="llama-3.1-405b-2L",
+     notes=FS + "the top layer's post-backward, accumulating, x TP2 + SP")
+case("dev", "llama-3.1-70b", 2, 1024, mp=AC, dp=2, tp=2,
+     notes=FS + "the late moment of the layer below the top, the whole 70B")
+case("dev", inline("qwen3-32b", num_hidden_layers=2), 1, 512, mp="pure", ac="full", every=2,
+     dp=2, cp=2, tag="qwen3-32b-2L", notes=FS + "the forward's start under CP")
+case("dev", L70_2, 1, 2048, mp=AC, ac="full", every=2, dp=1, cp=2, tag="llama-3.1-70b-2L",
+     notes=FS + "bf16 parameters: the root's shard reduced in fp32, cast back")
+case("test", "llama-3.1-8b", 1, 512, dp=32, notes=FS + "32 ranks, the layer below the top")
+case("test", "llama-3.1-8b", 1, 1024, mp=AC, dp=4, notes=FS + "the layer below the top, bf16")
+case("dev", L70_2, 1, 1024, gas=2, dp=2, tp=2, sp=True, tag="llama-3.1-70b-2L",
+     notes=FS + "accumulating, the root's shard an earlier backward wrote beside its "
+     "redistribution (scored before tracing at -5.25%, then read off)")
+case("test", "llama-3.1-8b", 1, 256, gas=2, dp=2, notes=FS + "accumulating, the root's shard")
+case("test", inline("qwen2.5-72b", num_hidden_layers=2), 1, 1024, gas=2, dp=2, tp=2, sp=True,
+     tag="qwen2.5-72b-2L", notes=FS + "accumulating x TP2 + SP, the root's shard")
+case("test", "llama-3.2-1b", 1, 128, mp=AC, lora=16, dp=2, notes=FS + "LoRA, the forward's start")
+case("test", "qwen3-8b", 1, 256, mp=AC, dp=2, notes=FS + "bf16 parameters, the root's cast")
+case("test", "llama-3.1-8b", 1, 256, mp=AC, dp=4, notes=FS + "bf16 parameters, the root's cast")
 
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
