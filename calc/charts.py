@@ -51,7 +51,7 @@ STEP_ORDER = ("forward.fsdp_start", "forward.experts_router", "forward.last_laye
               "forward.experts_combine", "forward.fsdp_prefetch", "forward.loss",
               "backward.loss_grad", "backward.head_weight", "backward.head_norm",
               "backward.last_layer", "backward.layer_reduce", "backward.below_top_late",
-              "backward.experts_partitioned",
+              "backward.experts_fsdp", "backward.experts_partitioned",
               "backward.experts_accumulating", "backward.experts_combine", "backward.experts",
               "backward.experts_reduce", "backward.first_layer", "backward.weight_pass",
               "backward.first_layer_late", "backward.fsdp_root_redistribute",

@@ -126,6 +126,9 @@ _LEGEND: tuple[tuple[str, str, str], ...] = (
      "low-precision input's dtype (0 for an fp32 input)"),
     ("E_k", "E_k", "elements of the root's unsharded gradient FSDP's post-backward still "
      "references after releasing the others (the embedding's, or the head's)"),
+    ("P_dn", "P_dn", "elements of an MoE layer's routed experts' down projections on one GPU"),
+    ("u_r", "u_r", "1 in the layer below the top, where the top's reduce-scatter is in flight, "
+     "else 0"),
     ("A_b", "A_b", "one micro-batch's saved activations of a stage's layers (not the head's)"),
     ("A_k", "A_k", "what one layer keeps in `A_b` (its input, where checkpointed)"),
     ("g_s", "g_s", "bytes of a sharded gradient's cast from FSDP's reduce dtype to its own (0 "

@@ -668,3 +668,19 @@ def test_bf16_parameters_reduce_their_root_in_fp32_and_cast_it_back() -> None:
     assert scatter.id == "peak.root_reduce_scatter"
     _, g_u, g_r, E_k, N, g_s = scatter.values
     assert (g_u, g_r, g_s, N) == (2, 4, 2, 4) and E_k == 128256 * 4096
+
+
+def test_fsdp2_holds_an_moe_layer_s_expert_gradients_unsharded() -> None:
+    """Under FSDP2 an MoE layer's expert backward computes the gate/up weight gradient of
+    every local expert in one unsharded tensor, beside its down projections' (not reduced
+    yet) and, in the layer below the top, the top's reduce-scatter input (traced: a 4-layer
+    Qwen3-30B-A3B cut under FSDP2 x 4, -1.8% without it)."""
+    moments = _moments({"model": "qwen3-30b-a3b", "training": {"seq_len": 1024,
+                                                               "mixed_precision": "autocast"},
+                        "parallelism": {"dp": 8, "zero": 3}})
+    experts = moments["backward.experts_fsdp"]
+    assert max(moments.values(), key=lambda m: m.bytes) is experts
+    transient = experts.parts[-1]
+    assert transient.id == "peak.experts_backward" and transient.values[1] == 2  # bf16, whole
+    assert "backward.experts_fsdp" not in _moments({"model": "llama-3.1-8b",
+                                                    "parallelism": {"dp": 8, "zero": 3}})
