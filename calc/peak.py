@@ -1663,16 +1663,18 @@ def _experts_fsdp(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt: int
     kept = moe.checkpoint_input.bytes if ckpt else ly.alive(moe)  # one layer's in `body`
     A_l = ly.recomputed(moe) if ckpt else ly.alive(moe)
     x_e = expert_width(x)
-    below = layers > 2 and ly.kind_of[-2] == "moe"
+    below = layers > 1 and ly.kind_of[-2] == "moe"
     candidates = []
     for n_r in (0, 1) if below else (0,):
+        # (on two layers the one below the top is the first: nothing left to prefetch)
+        G_n = 0 if n_r and layers == 2 else G_l
         A_d = ly.body.bytes - (1 + n_r) * kept
         written: Term | None = ms.gradients if accumulating else None
         if n_r and accumulated(ms.gradients) and not accumulating:
             shard = -(-ms.local.per_layer_trainable // x.N)
             root = -(-ms.local.root_trainable // x.N) if ms.root_grads is not None else 0
             written = GRADIENTS_WRITTEN(ms.gradients.bytes, root, (layers - 1) * shard, x.n.grad)
-        gathered = _regathered(ms, EXPERTS_FSDP(G_l, down, g_u, P_lt, g_r, n_r), detail)
+        gathered = _regathered(ms, EXPERTS_FSDP(G_n, down, g_u, P_lt, g_r, n_r), detail)
         alive = EXPERTS_ALIVE(A_d, A_l, moe.mlp_bytes, x.routed, x.H, x_e)
         transient = EXPERTS_BACKWARD(gate_up, g_u, x.routed,
                                      x.arch.expert_intermediate_size // x.tp, x.H, x_e)
