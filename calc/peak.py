@@ -299,11 +299,19 @@ BELOW_TOP = Formula(
     title="The activations saved below the layer under the top: all but the top layer's "
           "(A_t) and that layer's own (A_k, counted apart)")
 LAYER_REDUCE = Formula(
-    "temporaries/layer_backward", "lambda P_lt, g_u, g_r, A_t: P_lt * (g_u + g_r) - A_t",
+    "temporaries/layer_backward",
+    "lambda P_lt, g_u, g_r, N, g_s, g_n, G_l, A_t: P_lt * g_r + max(P_lt * g_u, "
+    "ceil(P_lt / N) * (g_r + g_s), ceil(P_lt / N) * g_n + G_l) - A_t",
     id="peak.layer_reduce", source=TRACED_FSDP,
-    title="FSDP's post-backward of the top layer: its unsharded gradients and the "
-          "reduce-scatter input they are copied into, its activations (A_t) freed",
-    note="traced: a 2-layer 405B-wide model under FSDP2 x TP2 + SP, the step's peak")
+    title="FSDP's post-backward of the top layer, its activations (A_t) freed: the "
+          "reduce-scatter input beside the unsharded gradients copied into it; or, once they "
+          "are released, beside the output shard (and its cast to the gradients' dtype, g_s, "
+          "where the reduce runs wider: bf16 parameters); or, the reduce in flight, beside "
+          "the written shard (g_n: its width, 0 accumulating into an earlier one) and the "
+          "next layer's all-gather output as it is copied out",
+    note="traced: a 2-layer 405B-wide model under FSDP2 x TP2 + SP (at the copy), under "
+         "FSDP2 x 2 in bf16 (at the cast, -3.3% without it) and x 4 (at the next layer's "
+         "copy-out, -2.9%), each the step's peak")
 TOP_GATHERED_GRADS = Formula(
     "temporaries/gathered_grads",
     "lambda G_l, P_lt, P_ll, g_u, g_r, A_t: G_l + P_ll * g_u + max(0, P_lt * g_r - A_t)",
@@ -1225,7 +1233,7 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
                            or _first_written(x, ms, fl, accumulating, widest),
                            _top_gathered(x, stage, ms, ly, backward_gathered, ckpt, detail),
                            body, layer_bwd, bucket, schedule_kept))
-    units_reduce = _layer_reduce(x, stage, ms, ly, ckpt, detail)
+    units_reduce = _layer_reduce(x, stage, ms, ly, ckpt, accumulating, detail)
     if units_reduce is not None:
         moments.append(_moment("backward.layer_reduce", states, earlier, units_reduce[0], body,
                                units_reduce[1]))
@@ -1507,19 +1515,22 @@ def _top_gathered(x: Setup, stage: Stage, ms: ModelStates, ly: Layers,
 
 
 def _layer_reduce(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt: int,
-                  detail: bool) -> tuple[Part, Term] | None:
+                  accumulating: bool, detail: bool) -> tuple[Part, Term] | None:
     """FSDP's post-backward of the top layer (`LAYER_REDUCE`): resharded, the next layer
-    prefetched in its place, its gradients' reduce-scatter input beside them."""
+    prefetched in its place, its gradients' reduce-scatter input beside them (accumulating,
+    the output is added into the shard an earlier backward wrote: no new one)."""
     values = _layer_units(x, ms)
     if values is None or not values[1] or (stage.unit or stage).layers < 2:
         return None
-    _, P_lt, _, g_u, g_r = values
+    G_l, P_lt, _, g_u, g_r = values
     act = ly.widest
     freed = act.checkpoint_input.bytes if ckpt else ly.alive(act)
     assert ms.gathered is not None
     gathered = extended(ms.gathered, ((ms.root_grads, 1),), detail) if ms.root_grads \
         else ms.gathered
-    return gathered, LAYER_REDUCE(P_lt, g_u, g_r, freed)
+    g = x.n.grad
+    return gathered, LAYER_REDUCE(P_lt, g_u, g_r, x.N, g if g != g_r else 0,
+                                  0 if accumulating else g, G_l, freed)
 
 
 def _first_gathered(x: Setup, stage: Stage, ms: ModelStates, below: Part | None,

@@ -129,6 +129,8 @@ _LEGEND: tuple[tuple[str, str, str], ...] = (
     ("P_dn", "P_dn", "elements of an MoE layer's routed experts' down projections on one GPU"),
     ("u_r", "u_r", "1 in the layer below the top, where the top's reduce-scatter is in flight, "
      "else 0"),
+    ("g_n", "g_n", "bytes of a gradient shard FSDP's reduce writes as a new tensor (0 where it "
+     "is added into the shard an earlier backward wrote)"),
     ("A_b", "A_b", "one micro-batch's saved activations of a stage's layers (not the head's)"),
     ("A_k", "A_k", "what one layer keeps in `A_b` (its input, where checkpointed)"),
     ("g_s", "g_s", "bytes of a sharded gradient's cast from FSDP's reduce dtype to its own (0 "

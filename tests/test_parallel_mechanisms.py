@@ -684,3 +684,21 @@ def test_fsdp2_holds_an_moe_layer_s_expert_gradients_unsharded() -> None:
     assert transient.id == "peak.experts_backward" and transient.values[1] == 2  # bf16, whole
     assert "backward.experts_fsdp" not in _moments({"model": "llama-3.1-8b",
                                                     "parallelism": {"dp": 8, "zero": 3}})
+
+
+@pytest.mark.parametrize(("mp", "dp", "branch"), [("autocast", 2, 1), ("autocast", 4, 2),
+                                                  ("amp", 4, 2)])
+def test_fsdp2_s_layer_reduce_takes_its_widest_moment(mp: str, dp: int, branch: int) -> None:
+    """FSDP2's post-backward of the top layer: the reduce-scatter input beside the unsharded
+    gradients copied into it, or beside the output shard and its cast to bf16 parameters
+    (two ranks), or, the reduce in flight, beside the written shard and the next layer's
+    all-gather output as it is copied out (four ranks) (traced on a 405B width, the step's
+    peak in each)."""
+    cut = {**json.loads((PRESETS / "llama-3.1-405b.json").read_text())["hf_config"],
+           "num_hidden_layers": 2}
+    moments = _moments({"model": {"hf_config": cut}, "parallelism": {"dp": dp, "zero": 3},
+                        "training": {"seq_len": 512, "mixed_precision": mp}})
+    reduce = moments["backward.layer_reduce"].parts[-1]
+    P, g_u, g_r, N, g_s, g_n, G_l, _ = reduce.values
+    forms = (P * g_u, -(-P // N) * (g_r + g_s), -(-P // N) * g_n + G_l)
+    assert max(range(3), key=lambda i: forms[i]) == branch

@@ -1124,6 +1124,19 @@ case("dev", MIXTRAL, 1, 1024, mp=AC, ac="full", dp=2, tag="mixtral-8x7b-2L",
 case("test", MIXTRAL, 2, 1024, dp=4, tag="mixtral-8x7b-2L", notes=EX + "two layers, amp")
 case("test", inline("qwen3-30b-a3b", num_hidden_layers=2, vocab_size=32768), 1, 2048, mp=AC,
      ac="full", dp=2, tag="qwen3-30b-a3b-2L-v32k", notes=EX + "two layers, checkpointed")
+# bf16 parameters: a layer's post-backward reduces in fp32 and casts its shard back, beside
+# the reduce-scatter input (-3.3% validated at the copy alone, found by random runs)
+case("dev", L405_2, 3, 512, mp=AC, dp=2, tag="llama-3.1-405b-2L",
+     notes=FS + "bf16 parameters, the top layer's shard cast back")
+case("test", L405_2, 1, 1024, mp=AC, dp=2, tag="llama-3.1-405b-2L",
+     notes=FS + "bf16 parameters, the top layer's shard cast back")
+case("dev", L405_2, 2, 512, mp=AC, dp=4, tag="llama-3.1-405b-2L",
+     notes=FS + "bf16 parameters on four ranks: the next layer's copy-out beside the reduce "
+     "in flight (scored before tracing at -2.89%, then read off)")
+case("test", L405_2, 1, 512, mp=AC, dp=8, tag="llama-3.1-405b-2L",
+     notes=FS + "bf16 parameters on eight ranks, the next layer's copy-out")
+case("test", L405_2, 1, 512, dp=4, tag="llama-3.1-405b-2L",
+     notes=FS + "amp on four ranks, the next layer's copy-out")
 
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
