@@ -217,9 +217,9 @@ BACKWARD_TRANSIENT = Formula(
     title="A layer's widest backward moment: MLP-wide gradients and the incoming gradient",
     note="n_x = 3 MLP-wide gradients when the MLP's weights train, 2 when they are frozen "
          "(LoRA, QLoRA); traced layer by layer on 4-layer llama-3-8b probes")
-FROZEN_MLP_BACKWARD = Formula(
-    "temporaries/layer_backward", "lambda T, f_w, c_m, n_a, q_a, h, r, c: "
-    "T * f_w * (3 * c_m - n_a * q_a) + T * h * max(r, c)", id="act.frozen_mlp_backward",
+QLORA_MLP_BACKWARD = Formula(
+    "temporaries/layer_backward", "lambda T, f_w, c_m, u_d, q_a, h, r, c: "
+    "T * f_w * (3 * c_m - u_d * q_a) + T * h * max(r, c)", id="act.qlora_mlp_backward",
     source=QLORA,
     title="A QLoRA layer's widest backward moment in its MLP: three MLP-wide gradients, c_m "
           "wide (the gating product's and the two it makes; or, with an adapter on the down "
@@ -230,17 +230,17 @@ FROZEN_MLP_BACKWARD = Formula(
          "autocast; a plain LoRA layer keeps BACKWARD_TRANSIENT's two (its attention-only "
          "recipes traced closer so)")
 DEQUANT_BACKWARD = Formula(
-    "temporaries/layer_backward", "lambda T, h, g_w, f_w, n_a, c_m, q_a, c, W: T * h * g_w + "
-    "T * f_w * (n_a * (c_m - q_a) + c) + W * c", id="act.dequant_backward", source=QLORA,
+    "temporaries/layer_backward", "lambda T, h, g_w, f_w, u_d, c_m, q_a, c, W_q: T * h * g_w + "
+    "T * f_w * (u_d * (c_m - q_a) + c) + W_q * c", id="act.dequant_backward", source=QLORA,
     title="A QLoRA layer's down projection, backward: bitsandbytes dequantises the whole "
-          "4-bit weight (W parameters) to the compute dtype for the input's gradient, beside "
+          "4-bit weight (W_q parameters) to the compute dtype for the input's gradient, beside "
           "that gradient, the adapter's (its saved input freed) and the incoming gradient")
 DEQUANT_FORWARD = Formula(
     "temporaries/layer_forward",
-    "lambda T, f_w, c_d, W, c, h, n_s, r, z: T * f_w * c_d + W * c + T * h * (c + n_s * r + z)",
+    "lambda T, f_w, c_d, W_q, c, h, n_s, r, z: T * f_w * c_d + W_q * c + T * h * (c + n_s * r + z)",
     id="act.dequant_forward", source=QLORA,
     title="A QLoRA layer's widest forward moment, at its down projection's base: the whole "
-          "4-bit weight dequantised to the compute dtype (W parameters) and the output, "
+          "4-bit weight dequantised to the compute dtype (W_q parameters) and the output, "
           "beside the projection's input where the layer does not keep it (its adapter's "
           "copy not made yet), the MLP's input, which its forward holds (z: its width, 0 "
           "where its adapters keep it as it is), and the layer's input and the residual "
@@ -532,10 +532,10 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
     # --- transients --------------------------------------------------------------------------
     f_w = layer.widest_row_input // tp
     n_x = 3 if trainable else 2
-    mlp_bwd = qlora_mlp_backward(x, layer, w_m, f_w) if x.qlora and not layer.moe \
+    gated_qlora = x.qlora and not layer.moe and arch.traits.mlp == "gated"
+    mlp_bwd = qlora_mlp_backward(x, layer, w_m, f_w) if gated_qlora \
         else BACKWARD_TRANSIENT(n_x, T, f_w, c, x.h, r)
-    dequant = dequant_forward(x, layer, saved, w_m, f_w, z_width) \
-        if x.qlora and not layer.moe else None
+    dequant = dequant_forward(x, layer, saved, w_m, f_w, z_width) if gated_qlora else None
     if math or (x.eager and not x.selective_attention):
         # the softmax's backward runs after the MLP's, whose activations it has freed, in a
         # recomputed layer too (traced: Phi-3 with LoRA, checkpointed, +6.1% counted beside
@@ -788,13 +788,13 @@ def dequant_forward(x: Setup, layer: LayerParams, saved: list[Term], w: int, f_w
 
 def qlora_mlp_backward(x: Setup, layer: LayerParams, w: int, f_w: int) -> Term:
     """The widest backward moment of a dense QLoRA layer's MLP, `w` bytes wide
-    (`FROZEN_MLP_BACKWARD`), or its down projection's dequantised weight beside the
+    (`QLORA_MLP_BACKWARD`), or its down projection's dequantised weight beside the
     gradients (`DEQUANT_BACKWARD`), the larger."""
     n, T, c = x.n, x.T, x.n.compute
     down = [lin for lin in layer.linears if lin.group == "mlp"][-1]
     n_a, q_a = int(adapted(down, x.lora_targets)), n.adapter_compute  # lora_A's saved input
     cast = c if w != c else 0  # bitsandbytes' cast of a wider input to the compute dtype
-    moment = FROZEN_MLP_BACKWARD(T, f_w, w, n_a, q_a, x.h, n.residual, c)
+    moment = QLORA_MLP_BACKWARD(T, f_w, w, n_a, q_a, x.h, n.residual, c)
     dequant = DEQUANT_BACKWARD(T, x.h, max(n.residual, c) + cast, f_w, n_a, w, q_a, c,
                                down.local_counts(x.tp, x.ep)[0])
     return max(moment, dequant, key=lambda t: t.bytes)

@@ -597,8 +597,9 @@ def gathered(counts: ParamCounts, stage: Stage, checkpointed: tuple[bool, ...] |
                 and "forward_mlp" not in at and (mod is router or replay.flat_holds(top_experts)):
             # before the experts' fetch, a wait that completed a coalesced prefetch of them
             # (the router's, or with LoRA on the attention its last adapter's): copied out
-            at["forward_router"] = max(at.get("forward_router", 0), replay.memory)
-            before_norm = mod is not router
+            if replay.memory >= at.get("forward_router", 0):  # (with the widest wait's)
+                at["forward_router"] = replay.memory
+                before_norm = mod is not router
         elif kind == "f" and mod is m.head:
             at["forward_head"] = replay.memory
         elif kind == "B" and mod is m.chain[-1]:  # the loss's backward runs next

@@ -90,7 +90,8 @@ PARTS: dict[str, tuple[str, str]] = {
     "other_micro_batches": ("A_o", "the saved activations of the other micro-batches in flight "
                             "(and what a pipeline schedule keeps beside them)"),
     "forward_extra": ("A_x", "autocast's weight copies of checkpointed layers; the eager mask; "
-                      "FSDP2's last all-gather buffer at stage 2"),
+                      "the embedding's output the model's forward holds; FSDP2's last "
+                      "all-gather buffer at stage 2"),
     "loss": ("Z", "the logits and the loss"),
     "stage_output": ("Z_p", "pipeline parallelism: the last stage's logits, kept by the schedule"),
     "schedule_kept": ("K_p", "pipeline parallelism on the head's stage: the logits the schedule "
@@ -272,8 +273,8 @@ ROOT_ALL_GATHER = Formula(
     id="peak.root_all_gather", source=TRACED_FSDP,
     title="FSDP2 as the forward starts: the root's all-gather output, held until the next "
           "all-gather is copied out, and the first layer's, beside both gathered",
-    note="traced: Qwen3-0.6B under FSDP2 x CP2, the step's peak (-4.1% without it) where the "
-         "sharded states are small beside the root (embedding and head)")
+    note="traced: a 2-layer Qwen3-32B width under FSDP2 x CP2, the step's peak (-4.1% without "
+         "it) where the sharded states are small beside the root (embedding and head)")
 ALL_GATHER = Formula("temporaries/all_gather_buffers", "lambda G_l: 2 * G_l", id="peak.all_gather",
                      title="FSDP2's all-gather outputs: this layer's and the next one's",
                      source=TRACED_FSDP)
@@ -294,31 +295,35 @@ LATE_TRANSIENT = Formula(
     title="A layer's backward past its MLP: the norm's four T h fp32 temporaries beside the "
           "incoming gradient")
 BELOW_TOP = Formula(
-    "activations/last_layer", "lambda A_b, A_t, A_k: A_b - A_t - A_k", id="peak.below_top",
+    "activations/last_layer", "lambda A_s, A_t, A_k: A_s - A_t - A_k", id="peak.below_top",
     source=TRACED_FSDP,
     title="The activations saved below the layer under the top: all but the top layer's "
           "(A_t) and that layer's own (A_k, counted apart)")
+TOP_FREED = Formula(
+    "activations/last_layer", "lambda A_t: A_t", id="peak.top_freed", source=TRACED_FSDP,
+    title="The top layer's activations, freed by its backward")
 LAYER_REDUCE = Formula(
     "temporaries/layer_backward",
-    "lambda P_lt, g_u, g_r, N, g_s, g_n, G_l, A_t: P_lt * g_r + max(P_lt * g_u, "
-    "ceil(P_lt / N) * (g_r + g_s), ceil(P_lt / N) * g_n + G_l) - A_t",
+    "lambda P_lt, g_u, g_r, N, g_s, g_n, G_l: P_lt * g_r + max(P_lt * g_u, "
+    "ceil(P_lt / N) * (g_r + g_s), ceil(P_lt / N) * g_n + G_l)",
     id="peak.layer_reduce", source=TRACED_FSDP,
-    title="FSDP's post-backward of the top layer, its activations (A_t) freed: the "
-          "reduce-scatter input beside the unsharded gradients copied into it; or, once they "
-          "are released, beside the output shard (and its cast to the gradients' dtype, g_s, "
-          "where the reduce runs wider: bf16 parameters); or, the reduce in flight, beside "
-          "the written shard (g_n: its width, 0 accumulating into an earlier one) and the "
-          "next layer's all-gather output as it is copied out",
+    title="FSDP's post-backward of the top layer: the reduce-scatter input beside the "
+          "unsharded gradients copied into it; or, once they are released, beside the output "
+          "shard (and its cast to the gradients' dtype, g_s, where the reduce runs wider: "
+          "bf16 parameters); or, the reduce in flight, beside the written shard (g_n: its "
+          "width, 0 accumulating into an earlier one) and the next layer's all-gather output "
+          "as it is copied out",
     note="traced: a 2-layer 405B-wide model under FSDP2 x TP2 + SP (at the copy), under "
          "FSDP2 x 2 in bf16 (at the cast, -3.3% without it) and x 4 (at the next layer's "
          "copy-out, -2.9%), each the step's peak")
 TOP_GATHERED_GRADS = Formula(
     "temporaries/gathered_grads",
-    "lambda G_l, P_lt, P_ll, g_u, g_r, A_t: G_l + P_ll * g_u + max(0, P_lt * g_r - A_t)",
+    "lambda G_l, P_lt, P_ll, g_u, g_r, u_r, A_t: G_l + P_ll * g_u + u_r * max(0, P_lt * g_r - A_t)",
     id="peak.top_gathered_grads", source=TRACED_FSDP,
     title="FSDP at the top layer's backward: the next layer prefetched and its last "
-          "projection's unsharded gradient; no reduce-scatter in flight above it, but the top's "
-          "own in the layer below, where the top's activations (A_t) are freed",
+          "projection's unsharded gradient; no reduce-scatter in flight above it, but the "
+          "top's own in the layer below (u_r = 1 where that layer is not the first), where "
+          "the top's activations (A_t) are freed: the wider of the two moments",
     note="traced: a 2-layer 405B-wide model under FSDP2 x TP2 + SP, accumulating (+5.6% with "
          "a reduce-scatter input counted above the top layer)")
 LATE_GATHERED = Formula(
@@ -1231,12 +1236,12 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     moments.append(_moment("backward.last_layer", states,
                            earlier or _late_written(x, ms, fl, accumulating, widest)
                            or _first_written(x, ms, fl, accumulating, widest),
-                           _top_gathered(x, stage, ms, ly, backward_gathered, ckpt, detail),
+                           _top_gathered(x, stage, ms, ly, backward_gathered, detail),
                            body, layer_bwd, bucket, schedule_kept))
-    units_reduce = _layer_reduce(x, stage, ms, ly, ckpt, accumulating, detail)
+    units_reduce = _layer_reduce(x, stage, ms, ly, accumulating, detail) if mix is None \
+        else None
     if units_reduce is not None:
-        moments.append(_moment("backward.layer_reduce", states, earlier, units_reduce[0], body,
-                               units_reduce[1]))
+        moments.append(_moment("backward.layer_reduce", states, earlier, *units_reduce))
     # the layers below the top one: beside the other micro-batches
     # (a split backward's input pass popped it from fwd_cache: gone by the weights' pass)
     others = _beside(others, kept_items, detail)
@@ -1256,7 +1261,7 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     if late is not None:
         moments.append(_moment("backward.first_layer_late", states, late[0], late[1], others,
                                late[2], late[3], bucket))
-        top_late = _below_top_late(x, stage, ms, ly, ckpt, accumulating, late, detail) \
+        top_late = _below_top_late(x, stage, ms, ly, accumulating, late, detail) \
             if mix is None and times == 1 else None
         if top_late is not None:
             moments.append(top_late)
@@ -1274,7 +1279,7 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         if combine is not None:
             moments.append(_moment("backward.experts_combine", states, combine[0], others,
                                    combine[1], combine[2]))
-    fsdp_experts = _experts_fsdp(x, stage, ms, ly, ckpt, accumulating, detail) \
+    fsdp_experts = _experts_fsdp(x, stage, ms, ly, accumulating, detail) \
         if mix is None and times == 1 else None
     if fsdp_experts is not None:
         moments.append(_moment("backward.experts_fsdp", states, *fsdp_experts))
@@ -1464,8 +1469,9 @@ def _regathered(ms: ModelStates, grads: Term, detail: bool) -> Part:
                     detail)
 
 
-def _late_own(ly: Layers, ckpt: int) -> Term:
-    """The widest layer's own activations past its MLP's backward (`FIRST_LAYER_LATE`)."""
+def _late_own(ly: Layers, ckpt: int | bool) -> Term:
+    """The widest layer's own activations past its MLP's backward (`FIRST_LAYER_LATE`),
+    `ckpt`: recomputed."""
     act = ly.widest
     if ckpt:
         return FIRST_LAYER_LATE(act.checkpoint_input.bytes - ly.received, ly.recomputed(act),
@@ -1473,7 +1479,27 @@ def _late_own(ly: Layers, ckpt: int) -> Term:
     return FIRST_LAYER_LATE(0, ly.alive(act) - ly.received, act.mlp_bytes, 0)
 
 
-def _below_top_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt: int,
+def _kept(ly: Layers, checkpointed: bool, act: LayerActivations | None = None) -> int:
+    """What one layer (`act`, or the widest) keeps in `Layers.body`: its input where
+    checkpointed, else its saved activations."""
+    act = act or ly.widest
+    return act.checkpoint_input.bytes if checkpointed else ly.alive(act)
+
+
+def _top_shard_written(x: Setup, stage: Stage, ms: ModelStates, accumulating: bool
+                       ) -> Term | None:
+    """The gradients written when only the top layer's shard is (`GRADIENTS_WRITTEN`), or
+    all of them, accumulating into an earlier backward's."""
+    grads = ms.gradients
+    if accumulating or x.lora or not accumulated(grads):
+        return grads if accumulating else None
+    local, layers = ms.local, (stage.unit or stage).layers
+    shard = -(-local.per_layer_trainable // x.N)
+    root = -(-local.root_trainable // x.N) if local.root_trainable else 0
+    return GRADIENTS_WRITTEN(grads.bytes, root, (layers - 1) * shard, x.n.grad)
+
+
+def _below_top_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers,
                     accumulating: bool, late: tuple[Term | Part | None, Part | None,
                                                     Term | Part, Term], detail: bool
                     ) -> Moment | None:
@@ -1485,64 +1511,58 @@ def _below_top_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt: i
     layers = (stage.unit or stage).layers
     if values is None or layers < 3 or ly.kinds[0][0] != "dense" or len(ly.kinds) > 1:
         return None
-    act = ly.widest
-    own = act.checkpoint_input.bytes if ckpt else ly.alive(act)  # in `body`, per layer
-    below = BELOW_TOP(ly.body.bytes, own, own)
-    grads, local = ms.gradients, ms.local
-    written: Term | Part | None = grads
-    if not (accumulating or x.lora or not accumulated(grads)):
-        shard = -(-local.per_layer_trainable // x.N)
-        root = -(-local.root_trainable // x.N) if ms.root_grads is not None else 0
-        written = GRADIENTS_WRITTEN(grads.bytes, root, (layers - 1) * shard, x.n.grad)
-    return _moment("backward.below_top_late", _with_buffers(x, stage, ms, detail), written,
-                   late[1], part(((below, 1), (_late_own(ly, ckpt), 1)), detail), late[3])
+    below = BELOW_TOP(ly.body.bytes, _kept(ly, ly.flags[-1]), _kept(ly, ly.flags[-2]))
+    return _moment("backward.below_top_late", _with_buffers(x, stage, ms, detail),
+                   _top_shard_written(x, stage, ms, accumulating), late[1],
+                   part(((below, 1), (_late_own(ly, ly.flags[-2]), 1)), detail), late[3])
 
 
 def _top_gathered(x: Setup, stage: Stage, ms: ModelStates, ly: Layers,
-                  backward_gathered: Part | None, ckpt: int, detail: bool) -> Part | None:
+                  backward_gathered: Part | None, detail: bool) -> Part | None:
     """FSDP's layer-by-layer units at the top layer's backward: no layer above it has a
     reduce-scatter in flight (the root reduces last); the layer below it has the top's, the
-    top's activations freed by then (`TOP_GATHERED_GRADS`: the wider of the two moments)."""
+    top's activations freed by then (`TOP_GATHERED_GRADS`: the wider of the two moments; on
+    a stage of two layers the one below the top is the first, with moments of its own)."""
     values = _layer_units(x, ms)
     if values is None:
         return backward_gathered
     G_l, P_lt, P_ll, g_u, g_r = values
-    act = ly.widest
-    # (on a stage of two layers the one below the top is the first, with moments of its own)
-    freed = P_lt * g_r if (stage.unit or stage).layers < 3 \
-        else act.checkpoint_input.bytes if ckpt else ly.alive(act)
-    return _regathered(ms, TOP_GATHERED_GRADS(G_l, P_lt, P_ll, g_u, g_r, freed), detail)
+    u_r = int((stage.unit or stage).layers > 2)
+    return _regathered(ms, TOP_GATHERED_GRADS(G_l, P_lt, P_ll, g_u, g_r, u_r,
+                                              _kept(ly, ly.flags[-1])), detail)
 
 
-def _layer_reduce(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt: int,
-                  accumulating: bool, detail: bool) -> tuple[Part, Term] | None:
+def _layer_reduce(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, accumulating: bool,
+                  detail: bool) -> tuple[Part, Part, Term] | None:
     """FSDP's post-backward of the top layer (`LAYER_REDUCE`): resharded, the next layer
     prefetched in its place, its gradients' reduce-scatter input beside them (accumulating,
-    the output is added into the shard an earlier backward wrote: no new one)."""
+    the output is added into the shard an earlier backward wrote: no new one); the top's
+    activations freed (`TOP_FREED`, out of the saved activations)."""
     values = _layer_units(x, ms)
     if values is None or not values[1] or (stage.unit or stage).layers < 2:
         return None
     G_l, P_lt, _, g_u, g_r = values
-    act = ly.widest
-    freed = act.checkpoint_input.bytes if ckpt else ly.alive(act)
     assert ms.gathered is not None
     gathered = extended(ms.gathered, ((ms.root_grads, 1),), detail) if ms.root_grads \
         else ms.gathered
+    saved = extended(ly.body, ((TOP_FREED(_kept(ly, ly.flags[-1])), -1),), detail)
     g = x.n.grad
-    return gathered, LAYER_REDUCE(P_lt, g_u, g_r, x.N, g if g != g_r else 0,
-                                  0 if accumulating else g, G_l, freed)
+    return gathered, saved, LAYER_REDUCE(P_lt, g_u, g_r, x.N, g if g != g_r else 0,
+                                         0 if accumulating else g, G_l)
 
 
 def _first_gathered(x: Setup, stage: Stage, ms: ModelStates, below: Part | None,
                     detail: bool) -> Part | None:
-    """FSDP's layer-by-layer units at the first layer's backward on a stage of two layers:
-    the last unit the backward gathers, so none prefetched (on more, the first-layer moments
-    are the second layer's, the first prefetched: `_layer_below`)."""
+    """FSDP's layer-by-layer units at the first layer's backward on a stage of one or two
+    layers: the last unit the backward gathers, so none prefetched, and on two the top's
+    reduce-scatter in flight (on more, the first-layer moments are the second layer's, the
+    first prefetched: `_layer_below`)."""
     values = _layer_units(x, ms)
-    if values is None or (stage.unit or stage).layers > 2:
+    layers = (stage.unit or stage).layers
+    if values is None or layers > 2:
         return below
     _, P_lt, P_ll, g_u, g_r = values
-    return _regathered(ms, GATHERED_GRADS(0, P_lt, P_ll, g_u, g_r), detail)
+    return _regathered(ms, GATHERED_GRADS(0, P_lt if layers == 2 else 0, P_ll, g_u, g_r), detail)
 
 
 def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt: int,
@@ -1652,7 +1672,7 @@ def _experts_backward(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, accum
     return written, alive, EXPERTS_BACKWARD(gate_up, n.grad, x.routed, f, x.H, x_e)
 
 
-def _experts_fsdp(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt: int,
+def _experts_fsdp(x: Setup, stage: Stage, ms: ModelStates, ly: Layers,
                   accumulating: bool, detail: bool
                   ) -> tuple[Term | None, Part, Term, Term] | None:
     """FSDP's layer-by-layer units at an MoE layer's expert backward (`EXPERTS_BACKWARD` in
@@ -1671,20 +1691,17 @@ def _experts_fsdp(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt: int
     routed = [lin for lin in layer.linears if lin.group == "experts"]
     gate_up = sum(sum(lin.local_counts(x.tp, x.ep)) for lin in routed if lin.tp != "row")
     down = sum(sum(lin.local_counts(x.tp, x.ep)) for lin in routed if lin.tp == "row")
-    kept = moe.checkpoint_input.bytes if ckpt else ly.alive(moe)  # one layer's in `body`
-    A_l = ly.recomputed(moe) if ckpt else ly.alive(moe)
     x_e = expert_width(x)
     below = layers > 1 and ly.kind_of[-2] == "moe"
     candidates = []
     for n_r in (0, 1) if below else (0,):
         # (on two layers the one below the top is the first: nothing left to prefetch)
         G_n = 0 if n_r and layers == 2 else G_l
-        A_d = ly.body.bytes - (1 + n_r) * kept
-        written: Term | None = ms.gradients if accumulating else None
-        if n_r and accumulated(ms.gradients) and not accumulating:
-            shard = -(-ms.local.per_layer_trainable // x.N)
-            root = -(-ms.local.root_trainable // x.N) if ms.root_grads is not None else 0
-            written = GRADIENTS_WRITTEN(ms.gradients.bytes, root, (layers - 1) * shard, x.n.grad)
+        recomputed = ly.flags[-1 - n_r]  # the running layer's
+        A_l = ly.recomputed(moe) if recomputed else ly.alive(moe)
+        A_d = ly.body.bytes - _kept(ly, ly.flags[-1], moe) - n_r * _kept(ly, recomputed, moe)
+        written = _top_shard_written(x, stage, ms, accumulating) if n_r or accumulating \
+            else None
         gathered = _regathered(ms, EXPERTS_FSDP(G_n, down, g_u, P_lt, g_r, n_r), detail)
         alive = EXPERTS_ALIVE(A_d, A_l, moe.mlp_bytes, x.routed, x.H, x_e)
         transient = EXPERTS_BACKWARD(gate_up, g_u, x.routed,

@@ -117,7 +117,10 @@ _LEGEND: tuple[tuple[str, str, str], ...] = (
      "a QLoRA base's input width, which its 4-bit layers return (fp32 under amp)"),
     ("c_d", "c_d", "bytes per element of a QLoRA down projection's input alive in its forward "
      "beyond what the layer saves: the input where no adapter shares it, its cast to the "
-     "compute dtype where it is wider, less an adapter's own copy, made after"),
+     "compute dtype where it is wider, less an adapter's own copy, made after (so it can be "
+     "negative: that copy, counted among the saved, not made yet)"),
+    ("u_d", "u_d", "1 with a LoRA adapter on the down projection, else 0"),
+    ("W_q", "W_q", "elements of a dense layer's down projection on one GPU (a QLoRA 4-bit one)"),
     ("n_s", "n_s", "hidden states alive in a layer's forward that its norms do not keep: its "
      "input and the residual after attention (2, or 0 where the norms keep them)"),
     ("u_p", "u_p", "1 where the model adds learned position embeddings to the tokens' "
@@ -131,8 +134,8 @@ _LEGEND: tuple[tuple[str, str, str], ...] = (
      "else 0"),
     ("g_n", "g_n", "bytes of a gradient shard FSDP's reduce writes as a new tensor (0 where it "
      "is added into the shard an earlier backward wrote)"),
-    ("A_b", "A_b", "one micro-batch's saved activations of a stage's layers (not the head's)"),
-    ("A_k", "A_k", "what one layer keeps in `A_b` (its input, where checkpointed)"),
+    ("A_s", "A_s", "one micro-batch's saved activations of a stage's layers (not the head's)"),
+    ("A_k", "A_k", "what one layer keeps in `A_s` (its input, where checkpointed)"),
     ("g_s", "g_s", "bytes of a sharded gradient's cast from FSDP's reduce dtype to its own (0 "
      "where they match)"),
     ("A_t", "A_t", "the top layer's activations its backward frees (its input, where "

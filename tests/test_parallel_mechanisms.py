@@ -699,6 +699,18 @@ def test_fsdp2_s_layer_reduce_takes_its_widest_moment(mp: str, dp: int, branch: 
     moments = _moments({"model": {"hf_config": cut}, "parallelism": {"dp": dp, "zero": 3},
                         "training": {"seq_len": 512, "mixed_precision": mp}})
     reduce = moments["backward.layer_reduce"].parts[-1]
-    P, g_u, g_r, N, g_s, g_n, G_l, _ = reduce.values
+    P, g_u, g_r, N, g_s, g_n, G_l = reduce.values
     forms = (P * g_u, -(-P // N) * (g_r + g_s), -(-P // N) * g_n + G_l)
     assert max(range(3), key=lambda i: forms[i]) == branch
+
+
+def test_fsdp2_s_top_layer_moments_follow_the_top_layer_s_own_checkpointing() -> None:
+    """Checkpointing the first layers only leaves the top ones whole: the moments at the top
+    free the top's activations, not its input (found by review: with two layers recomputed
+    the layer below the top came out above the same moment with no checkpointing)."""
+    base = {"model": "llama-3.1-8b", "parallelism": {"dp": 8, "zero": 3}}
+    plain = _moments({**base, "training": {"seq_len": 4096}})
+    partial = _moments({**base, "training": {"seq_len": 4096, "activation_checkpointing": "full",
+                                             "recompute_layers": 2}})
+    for name in ("backward.below_top_late", "backward.layer_reduce"):
+        assert partial[name].bytes < plain[name].bytes, name
