@@ -772,6 +772,7 @@ COVERED: frozenset[tuple[str, str, str, str]] = frozenset({
     ('mixed_precision', 'autocast', 'loss', 'standard'),
     ('mixed_precision', 'autocast', 'model_parallel', 'cp'),
     ('mixed_precision', 'autocast', 'model_parallel', 'none'),
+    ('mixed_precision', 'autocast', 'model_parallel', 'pp:1f1b'),
     ('mixed_precision', 'autocast', 'model_parallel', 'tp'),
     ('mixed_precision', 'autocast', 'optimizer', 'adamw:for_loop'),
     ('mixed_precision', 'autocast', 'optimizer', 'adamw:fused'),

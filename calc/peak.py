@@ -233,7 +233,8 @@ MOMENTS: dict[str, MomentKind] = {
         ("states", "earlier_gradients", "gathered", "saved", "loss", "stage_output")),
     "backward.head_weight": MomentKind(
         "a later micro-batch: the head's new weight gradient, before it is added in place to "
-        "the one in .grad", ("states", "earlier_gradients", "gathered", "saved", "head_grad")),
+        "the one in .grad", ("states", "earlier_gradients", "gathered", "saved", "head_grad",
+                             "stage_output")),
     "backward.head_norm": MomentKind(
         "the start of backward: the final norm's backward, every activation saved",
         ("states", "earlier_gradients", "gathered", "saved", "head_norm", "schedule_kept")),
@@ -1299,7 +1300,7 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         head_grad = _head_weight_grad(x, stage, ms, ly, fl, accumulating)
         if head_grad is not None:
             moments.append(_moment("backward.head_weight", states, earlier, head_bwd, saved,
-                                   head_grad))
+                                   head_grad, kept))
         norm = head_norm_backward(x)
         if norm:
             moments.append(_moment("backward.head_norm", states, earlier, head_bwd, saved, norm,
@@ -1353,11 +1354,12 @@ def _head_weight_grad(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: F
                       accumulating: bool) -> Term | None:
     """The head's backward (`HEAD_WEIGHT_GRAD`) where its new weight gradient is a temporary:
     a later micro-batch's, added in place to the one an earlier backward wrote, or under
-    DeepSpeed's ZeRO-3, which reduces it into its partition (not FSDP's unsharded gradients,
-    a frozen head, the fused loss's, which it computes in the forward, or a pipeline's)."""
+    DeepSpeed's ZeRO-3, which reduces it into its partition; on a pipeline's last stage too,
+    beside the logits the schedule keeps (not FSDP's unsharded gradients, a frozen head, or
+    the fused loss's, which it computes in the forward)."""
     later = accumulating and ms.gathered_grads is None and _weights_written(x, ms, fl)
     reduced = ms.live is not None and not x.lora  # (traced: Llama 3.2 1B, ZeRO-3 x 4)
-    if not ((later or reduced) and stage.head and x.pp == 1 and not x.chunked_loss):
+    if not ((later or reduced) and stage.head and not x.chunked_loss):
         return None
     n = x.n
     cast = n.grad if n.weight_copies else 0
