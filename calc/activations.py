@@ -501,7 +501,8 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
     if layer.moe:
         _moe(x, layer, saved, z_width, trainable)
     else:
-        down = [lin for lin in layer.linears if lin.group == "mlp"][-1]
+        mlp = [lin for lin in layer.linears if lin.group == "mlp"]
+        down = mlp[-1]
         f = down.in_features // tp
         # the down projection's input is kept by the projection (full training), by its
         # LoRA adapter (its own copy in pure mode), or by nobody (no adapter on it)
@@ -533,9 +534,9 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
     f_w = layer.widest_row_input // tp
     n_x = 3 if trainable else 2
     gated_qlora = x.qlora and not layer.moe and arch.traits.mlp == "gated"
-    mlp_bwd = qlora_mlp_backward(x, layer, w_m, f_w) if gated_qlora \
+    mlp_bwd = qlora_mlp_backward(x, mlp, w_m, f_w) if gated_qlora \
         else BACKWARD_TRANSIENT(n_x, T, f_w, c, x.h, r)
-    dequant = dequant_forward(x, layer, saved, w_m, f_w, z_width) if gated_qlora else None
+    dequant = dequant_forward(x, mlp, saved, w_m, f_w, z_width) if gated_qlora else None
     if math or (x.eager and not x.selective_attention):
         # the softmax's backward runs after the MLP's, whose activations it has freed, in a
         # recomputed layer too (traced: Phi-3 with LoRA, checkpointed, +6.1% counted beside
@@ -768,13 +769,13 @@ def _adapter_copies(x: Setup, dropout: float, width: int = 0) -> bool:
     return bool(dropout) or not (n.fsdp_mixed or n.compute == n.adapter)
 
 
-def dequant_forward(x: Setup, layer: LayerParams, saved: list[Term], w: int, f_w: int,
+def dequant_forward(x: Setup, mlp: list[Linear], saved: list[Term], w: int, f_w: int,
                     z_width: int) -> Term:
-    """A QLoRA layer's down projection in forward (`DEQUANT_FORWARD`): its input, `w` bytes
-    wide, counts where no adapter keeps it as it is; an adapter's own copy of it (in `saved`)
-    comes after. The MLP's input, `z_width` wide, counts where its adapters do not keep it."""
+    """A QLoRA layer's down projection (the last of its `mlp` projections) in forward
+    (`DEQUANT_FORWARD`): its input, `w` bytes wide, counts where no adapter keeps it as it
+    is; an adapter's own copy of it (in `saved`) comes after. The MLP's input, `z_width` wide,
+    counts where its adapters do not keep it."""
     c = x.n.compute
-    mlp = [lin for lin in layer.linears if lin.group == "mlp"]
     down = mlp[-1]
     copies = _adapter_copies(x, x.lora_dropout, w)
     adapter = x.n.adapter_compute if adapted(down, x.lora_targets) else 0
@@ -786,16 +787,16 @@ def dequant_forward(x: Setup, layer: LayerParams, saved: list[Term], w: int, f_w
                            0 if kept else 2, x.n.residual, 0 if shared else z_width)
 
 
-def qlora_mlp_backward(x: Setup, layer: LayerParams, w: int, f_w: int) -> Term:
+def qlora_mlp_backward(x: Setup, mlp: list[Linear], w: int, f_w: int) -> Term:
     """The widest backward moment of a dense QLoRA layer's MLP, `w` bytes wide
-    (`QLORA_MLP_BACKWARD`), or its down projection's dequantised weight beside the
-    gradients (`DEQUANT_BACKWARD`), the larger."""
+    (`QLORA_MLP_BACKWARD`), or its down projection's (the last of `mlp`) dequantised weight
+    beside the gradients (`DEQUANT_BACKWARD`), the larger."""
     n, T, c = x.n, x.T, x.n.compute
-    down = [lin for lin in layer.linears if lin.group == "mlp"][-1]
-    n_a, q_a = int(adapted(down, x.lora_targets)), n.adapter_compute  # lora_A's saved input
+    down = mlp[-1]
+    u_d, q_a = int(adapted(down, x.lora_targets)), n.adapter_compute  # lora_A's saved input
     cast = c if w != c else 0  # bitsandbytes' cast of a wider input to the compute dtype
-    moment = QLORA_MLP_BACKWARD(T, f_w, w, n_a, q_a, x.h, n.residual, c)
-    dequant = DEQUANT_BACKWARD(T, x.h, max(n.residual, c) + cast, f_w, n_a, w, q_a, c,
+    moment = QLORA_MLP_BACKWARD(T, f_w, w, u_d, q_a, x.h, n.residual, c)
+    dequant = DEQUANT_BACKWARD(T, x.h, max(n.residual, c) + cast, f_w, u_d, w, q_a, c,
                                down.local_counts(x.tp, x.ep)[0])
     return max(moment, dequant, key=lambda t: t.bytes)
 

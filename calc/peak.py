@@ -1089,8 +1089,7 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         saved_after = extended(saved_after, holds_after, detail)
     # the layers' forward runs before the head's: the running micro-batch's head keeps nothing
     # yet (a frozen fp32 head's autocast copy under LoRA is V h c)
-    head_items = tuple((t, -1) for t in ly.ends[len(embedding_activations(x))
-                                                 if stage.embedding else 0:])
+    head_items = tuple((t, -1) for t in _ends(x, stage, ly)[1])
     ahead = extended(saved, head_items, detail) if head_items else saved
     mask = forward_mask(x) if stage.embedding or x.pp == 1 else None
     extra: list[tuple[Term, int]] = []
@@ -1913,14 +1912,13 @@ def _end_of_backward(x: Setup, stage: Stage, ms: ModelStates, states: Part | Non
                    if stage.head else 0) if x.tp == 1 else 0
         g_u, g_r = n.fsdp_grads(n.grad)
         scatter = ROOT_REDUCE_SCATTER(root, g_u, g_r, kept, x.N, n.grad if n.grad != g_r else 0)
+        # (every other unit resharded by its post-backward, ZeRO-2's too; the root not)
+        gathered_root = ms.gathered_root or GATHERED_ROOT(ms.local.root, n.gathered_weight)
         if tied and (not x.whole_embedding_grad(stage) or ms.expert_units is not None):
             # the sum of the head's and the embedding's gradients comes first, apart (under
             # torch TP the whole gradient's redistribution below: not traced tied)
-            g_u, g_r = n.fsdp_grads(n.grad)
-            # (every other unit resharded by its post-backward, ZeRO-2's too; the root not)
-            summed = _moment("backward.embedding", states, rest,
-                             ms.gathered_root or GATHERED_ROOT(ms.local.root, n.gathered_weight),
-                             others, EMBEDDING_GRAD_TIED_FSDP(
+            summed = _moment("backward.embedding", states, rest, gathered_root, others,
+                             EMBEDDING_GRAD_TIED_FSDP(
                                  x.counts.embedding, x.tp, g_u, x.T, x.h, n.residual,
                                  n.compute, ms.local.per_layer_trainable, g_r), None, None)
             return summed, _moment("backward.fsdp_root", states, rest, others,
@@ -1931,18 +1929,14 @@ def _end_of_backward(x: Setup, stage: Stage, ms: ModelStates, states: Part | Non
         if not x.whole_embedding_grad(stage):
             if not stage.embedding:
                 return (reduce,)
-            g_u, g_r = n.fsdp_grads(n.grad)
             # the embedding's gradient computed beside the head's, both unsharded, before the
-            # root's post-backward (every other unit resharded by its own)
-            computed = _moment("backward.embedding", states, rest,
-                               ms.gathered_root or GATHERED_ROOT(ms.local.root,
-                                                                 n.gathered_weight),
-                               others, EMBEDDING_GRAD_FSDP(
-                                   x.counts.embedding, x.tp, (x.counts.lm_head or 0) // x.tp
+            # root's post-backward
+            computed = _moment("backward.embedding", states, rest, gathered_root, others,
+                               EMBEDDING_GRAD_FSDP(
+                                   x.counts.embedding, x.tp, x.counts.lm_head // x.tp
                                    if stage.head else 0, g_u, x.T, x.h, n.residual, n.compute,
                                    ms.local.per_layer_trainable, g_r), None, None)
             return computed, reduce
-        g_u, g_r = n.fsdp_grads(n.grad)
         whole = ROOT_REDISTRIBUTE(x.counts.embedding, x.tp, x.counts.lm_head // x.tp, g_u,
                                   ms.local.per_layer_trainable, g_r)
         return (_moment("backward.fsdp_root_redistribute", states, rest, ms.gathered_root,
