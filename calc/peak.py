@@ -1494,10 +1494,12 @@ def _top_shard_written(x: Setup, stage: Stage, ms: ModelStates, accumulating: bo
     grads = ms.gradients
     if accumulating or x.lora or not accumulated(grads):
         return grads if accumulating else None
-    local, layers = ms.local, (stage.unit or stage).layers
+    local, g = ms.local, x.n.grad
     shard = -(-local.per_layer_trainable // x.N)
     root = -(-local.root_trainable // x.N) if local.root_trainable else 0
-    return GRADIENTS_WRITTEN(grads.bytes, root, (layers - 1) * shard, x.n.grad)
+    # unwritten: all but the top's shard (counted from the whole, so that stages mixing
+    # dense and MoE layers, whose layers differ in size, count the top's only)
+    return GRADIENTS_WRITTEN(grads.bytes, root, max(0, grads.bytes // g - root - shard), g)
 
 
 def _below_top_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers,
