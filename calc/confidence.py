@@ -89,7 +89,8 @@ def confidence(r: Resolved) -> dict[str, Any]:
         if value not in allowed:
             missing.append(f"{path} = {value!r} is not in the traced cases")
         elif path in PARALLEL_FEATURES and value != _UNUSED[path] and \
-                not (path == "parallelism.zero" and r.parallelism.shard_group == 1):
+                not (path == "parallelism.zero"
+                     and not r.parallelism.zero_in_effect(r.training.mixed_precision)):
             traced.append(f"{PARALLEL_FEATURES[path]} ({path.partition('.')[2]} = {value!r})")
     missing += _sharding_gaps(r)
     if not missing:  # each setting traced: are they traced together? (calc.coverage)
@@ -155,19 +156,20 @@ def _sharding_gaps(r: Resolved) -> list[str]:
         gaps.append("expert parallelism is traced as transformers' all-to-all with FSDP2 (zero "
                     "3, full training, no tp, cp or pp), not with DDP, ZeRO-1/2, DeepSpeed or "
                     "Megatron-LM")
-    if deepspeed and p.zero in (1, 2) and p.shard_group > 1 and (p.ep > 1 or model_parallel):
+    zero = p.zero_in_effect(t.mixed_precision)
+    if deepspeed and zero in (1, 2) and (p.ep > 1 or model_parallel):
         gaps.append(f"DeepSpeed's ZeRO-{p.zero} is traced (its engine, DeepSpeed 0.19.8) for full "
                     "training, LoRA and QLoRA, without tp, cp, pp or ep")
     if deepspeed and t.mixed_precision != "master" and p.zero == 0 and p.shard_group > 1:
         gaps.append("DeepSpeed's engine without ZeRO is estimated as DDP without its buckets "
                     "(the engine all-reduces through transient flat buffers), not traced")
-    if deepspeed and p.zero == 3 and p.shard_group > 1 and (
+    if deepspeed and zero == 3 and (
             t.mixed_precision not in ("master", "amp") or p.ep > 1 or model_parallel):
         gaps.append("DeepSpeed's ZeRO-3 is traced (its engine, DeepSpeed 0.19.8: the parameter "
                     "coordinator, the gradient partitions, ZeRO-Offload and -Infinity) for full "
                     "training, LoRA and QLoRA with master weights or torch_autocast, without tp, "
                     "cp, pp or ep")
-    if deepspeed and p.zero == 3 and p.shard_group > 1 and t.mixed_precision == "amp" and (
+    if deepspeed and zero == 3 and t.mixed_precision == "amp" and (
             t.finetuning == "qlora" or (t.finetuning == "lora" and r.arch.is_moe)):
         gaps.append("DeepSpeed's ZeRO-3 under torch_autocast is traced for full training and "
                     "LoRA on dense models, not QLoRA nor LoRA on MoE models")
@@ -175,8 +177,7 @@ def _sharding_gaps(r: Resolved) -> list[str]:
         gaps.append("DeepSpeed's ZeRO-3 stops at the second step with LoRA on the routed experts "
                     "of a MoE block it does not hook as one leaf (traced): no step checks this "
                     "figure")
-    zero_offload = deepspeed and p.zero and p.shard_group > 1 and \
-        (not p.offload_params or p.zero == 3)
+    zero_offload = deepspeed and zero and (not p.offload_params or p.zero == 3)
     if p.offload_optimizer and not (p.offload_params and p.zero == 3 and not deepspeed) \
             and not zero_offload:
         gaps.append("optimizer offload alone is DeepSpeed's ZeRO-Offload, traced with its "

@@ -112,6 +112,12 @@ class Live(NamedTuple):
     # (the last adapter's), not at the router after it
 
 
+def one_rank(layers: int) -> Live:
+    """ZeRO-3 on one rank: nothing gathered apart from the partitions, at any moment
+    (`layers`: the stage's)."""
+    return Live(0, 0, 0, 0, 0, 0, (0,) * layers, (0,) * layers, 0, 0)
+
+
 @dataclass(eq=False)
 class Module:
     """An nn.Module as the coordinator sees it: its own parameters, its children in the order

@@ -44,8 +44,10 @@ def dimensions(r: Resolved) -> dict[str, str]:
         checkpointing += ":partial"
     deepspeed = p.engine(t.mixed_precision) == "deepspeed"
     engine = "deepspeed-" if deepspeed else ""
-    if p.shard_group == 1 and not (p.offload_optimizer or p.offload_params):
-        data = "single"  # (ZeRO on one rank shards nothing)
+    if p.shard_group == 1:
+        # ZeRO on one rank shards nothing; a wrapper's buffers stay, unlike on many ranks
+        zero = p.zero_in_effect(t.mixed_precision)
+        data = f"{engine}zero{zero}:one-rank" if zero else "single"
     elif p.zero == 0:
         data = engine + "ddp"
     else:

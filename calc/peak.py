@@ -156,6 +156,10 @@ MOMENTS: dict[str, MomentKind] = {
         "unsharded gradients copied into the reduce-scatter input beside the layers below's "
         "activations", ("states", "earlier_gradients", "backward_gathered", "saved_layers",
                         "layer_backward")),
+    "backward.first_reduce": MomentKind(
+        "FSDP: the first layer's post-backward, every layer above reduced and its shard "
+        "written, the first's unsharded gradients copied into the reduce-scatter input",
+        ("states", "gradients_written", "gathered", "layer_backward")),
     "backward.first_layer": MomentKind(
         "the backward of the first layer (under FSDP's prefetch the second's, the first "
         "gathered beside it), the gradients almost all written",
@@ -270,13 +274,13 @@ LAYER_BACKWARD_RECOMPUTE = Formula(
     note="D_l, W_n: the backward's two moments (LAYER_BACKWARD); where the stage sends its "
          "output, X_l and g_i without the incoming gradient, which arrives in a receive buffer")
 ROOT_ALL_GATHER = Formula(
-    "temporaries/all_gather_buffers", "lambda R, w_g, G_l: R * w_g + G_l",
+    "temporaries/fsdp_collectives", "lambda R, w_g, G_l: R * w_g + G_l",
     id="peak.root_all_gather", source=TRACED_FSDP,
     title="FSDP2 as the forward starts: the root's all-gather output, held until the next "
           "all-gather is copied out, and the first layer's, beside both gathered",
     note="traced: a 2-layer Qwen3-32B width under FSDP2 x CP2, the step's peak (-4.1% without "
          "it) where the sharded states are small beside the root (embedding and head)")
-ALL_GATHER = Formula("temporaries/all_gather_buffers", "lambda G_l: 2 * G_l", id="peak.all_gather",
+ALL_GATHER = Formula("temporaries/fsdp_collectives", "lambda G_l: 2 * G_l", id="peak.all_gather",
                      title="FSDP2's all-gather outputs: this layer's and the next one's",
                      source=TRACED_FSDP)
 FIRST_LAYER = Formula("activations/last_layer", "lambda A_l: A_l", id="peak.first_layer",
@@ -1118,6 +1122,10 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     loss = logits_memory(x) if stage.head and (mix is None or run.heads) else None
     units = ms.expert_units is not None
     head_fwd = head_bwd = gathered
+    if ms.gathered_layer is not None and not x.fsdp_collectives:
+        # the layer FSDP counts beside the root at the head is the last one's all-gather output
+        # (left behind in forward, prefetched for backward): none on one rank
+        head_fwd = head_bwd = part_of(ms.gathered_root)
     if ms.live is not None:
         head_fwd, head_bwd = _live(x, ms, "forward_head"), _live(x, ms, "backward_head")
     if units:
@@ -1161,11 +1169,13 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
                                forward_extra, EP_COMBINE(x.routed, x.H, expert_width(x), x.T)))
     if ms.live is not None and ms.live.forward_router:
         moments.append(_router_zero3(x, ms, ly, states, ahead, forward_extra))
-    if ms.gathered_layer and ms.gathered_root and ms.live is None and x.pp == 1 and not units:
+    flat = x.fsdp_collectives
+    if ms.gathered_layer and ms.gathered_root and ms.live is None and x.pp == 1 and not units \
+            and flat:
         moments.append(_moment("forward.fsdp_start", states, earlier, gathered,
                                ROOT_ALL_GATHER(ms.local.root, n.gathered_weight,
                                                ms.gathered_layer.bytes)))
-    if ms.gathered_layer and not units:  # the last layer's prefetch: it has saved nothing yet
+    if ms.gathered_layer and not units and flat:  # the last layer's prefetch: nothing saved yet
         moments.append(_moment("forward.fsdp_prefetch", states, earlier, gathered,
                                _before_last(ly, ahead, detail), forward_extra,
                                ALL_GATHER(ms.gathered_layer.bytes)))
@@ -1242,6 +1252,9 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         else None
     if units_reduce is not None:
         moments.append(_moment("backward.layer_reduce", states, earlier, *units_reduce))
+        first_reduce = _first_reduce(x, stage, ms, accumulating, detail)
+        if first_reduce is not None:
+            moments.append(_moment("backward.first_reduce", states, *first_reduce))
     # the layers below the top one: beside the other micro-batches
     # (a split backward's input pass popped it from fwd_cache: gone by the weights' pass)
     others = _beside(others, kept_items, detail)
@@ -1446,7 +1459,8 @@ def _written(x: Setup, stage: Stage, ms: ModelStates, accumulating: bool, late: 
         m_e = -(-(x.counts.embedding // x.tp) // x.N) if x.z >= 2 else \
             x.counts.embedding // x.vocab_grad_split
     if ms.gathered_layer is not None or ms.gathered_model is not None:
-        m_l = 2 * -(-local.per_layer_trainable // x.N)
+        # (on one rank nothing is prefetched: the moment is the first layer's own)
+        m_l = (2 if x.fsdp_collectives else 1) * -(-local.per_layer_trainable // x.N)
     else:
         m_l = local.per_layer_trainable - (local.per_layer_mlp if late else local.per_layer_last)
     if not m_e and not m_l:
@@ -1546,12 +1560,31 @@ def _layer_reduce(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, accumulat
         return None
     G_l, P_lt, _, g_u, g_r = values
     assert ms.gathered is not None
-    gathered = extended(ms.gathered, ((ms.root_grads, 1),), detail) if ms.root_grads \
-        else ms.gathered
+    # (on one rank nothing is prefetched: the next layer is gathered as its backward starts)
+    held = ms.gathered if x.fsdp_collectives else part_of(ms.gathered_root)
+    assert held is not None
+    gathered = extended(held, ((ms.root_grads, 1),), detail) if ms.root_grads else held
     saved = extended(ly.body, ((TOP_FREED(_kept(ly, ly.flags[-1])), -1),), detail)
     g = x.n.grad
     return gathered, saved, LAYER_REDUCE(P_lt, g_u, g_r, x.N, g if g != g_r else 0,
                                          0 if accumulating else g, G_l)
+
+
+def _first_reduce(x: Setup, stage: Stage, ms: ModelStates, accumulating: bool, detail: bool
+                  ) -> tuple[Term | None, Part, Term] | None:
+    """FSDP's post-backward of the first layer (`LAYER_REDUCE`, nothing left to prefetch):
+    every layer above reduced, its shard written, the layers' activations all freed. On one
+    rank the shards are whole and nothing is prefetched in their place: the first layer's
+    reduce outweighs the top's where the parameters outweigh the activations."""
+    values = _layer_units(x, ms)
+    if values is None or not values[1] or (stage.unit or stage).layers < 2:
+        return None
+    _, P_lt, _, g_u, g_r = values
+    gathered = part_of(ms.gathered_root, ms.root_grads)
+    assert gathered is not None
+    g = x.n.grad
+    return (_written(x, stage, ms, accumulating), gathered,
+            LAYER_REDUCE(P_lt, g_u, g_r, x.N, g if g != g_r else 0, 0 if accumulating else g, 0))
 
 
 def _first_gathered(x: Setup, stage: Stage, ms: ModelStates, below: Part | None,
@@ -1591,7 +1624,7 @@ def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt:
         g_u, g_r = n.fsdp_grads(n.grad)
         # the second layer's moment, the first prefetched, where a third reduces above it
         prefetched = ms.gathered_layer.bytes if ms.gathered_layer is not None \
-            and (stage.unit or stage).layers > 2 else 0
+            and (stage.unit or stage).layers > 2 and x.fsdp_collectives else 0
         unsharded = LATE_GATHERED(prefetched, local.per_layer_trainable, local.per_layer_mlp,
                                   g_u, g_r)
         if ms.gathered_model is not None and x.pp == 1:  # (resharded after its backward)
@@ -1770,9 +1803,9 @@ def _experts_zero3(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, states: 
     best: Moment | None = None
     for i in reversed(range(stage.layers)):
         above += kept[i].checkpoint_input.bytes if checkpointed[i] else ly.alive(kept[i])
-        gathered = ms.live.backward_moe[i]
-        if not gathered:
+        if ly.kind_of[i] != "moe":
             continue
+        gathered = ms.live.backward_moe[i]
         ckpt = checkpointed[i]
         A_l = ly.recomputed(moe) if ckpt else ly.alive(moe)
         live = part_of(DS_GATHERED(gathered, n.weight))
@@ -1908,10 +1941,14 @@ def _end_of_backward(x: Setup, stage: Stage, ms: ModelStates, states: Part | Non
         # (offloaded: not on the GPU; accumulating, an earlier backward wrote the root's shard)
         rest = ROOT_GRADIENTS(ms.gradients.bytes, root, x.N, n.grad) \
             if accumulated(ms.gradients) and not accumulating else ms.gradients
-        # one unsharded gradient stays referenced past the copy (not under torch TP, whose
-        # redistributed gradients are new tensors, all released: traced)
-        kept = min(root, x.counts.embedding if stage.embedding else x.counts.lm_head
-                   if stage.head else 0) if x.tp == 1 else 0
+        # the root's last parameter's unsharded gradient stays referenced past the copy: an
+        # untied head's (tied, the final norm's), or a first stage's embedding (traced on one
+        # rank and on two: a tied Llama 3.2 3B on one rank was +0.8% with its embedding's
+        # counted; not under torch TP, whose redistributed gradients are new tensors, all
+        # released)
+        last = (0 if x.arch.tie_word_embeddings else x.counts.lm_head) if stage.head else \
+            x.counts.embedding if stage.embedding else 0
+        kept = min(root, last) if x.tp == 1 else 0
         g_u, g_r = n.fsdp_grads(n.grad)
         scatter = ROOT_REDUCE_SCATTER(root, g_u, g_r, kept, x.N, n.grad if n.grad != g_r else 0)
         # (every other unit resharded by its post-backward, ZeRO-2's too; the root not)

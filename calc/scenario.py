@@ -192,6 +192,24 @@ class Parallelism(_Strict):
         """Ranks that ZeRO/FSDP shard over: data parallel times context parallel."""
         return self.dp * self.cp
 
+    def zero_in_effect(self, mixed_precision: str) -> int:
+        """The ZeRO stage the job runs. Over several ranks, or with offload (ZeRO-Offload's
+        first use is one GPU), the stage asked for; on one rank, the stage where something
+        still wraps the model: DeepSpeed's engine at any stage, FSDP at stages 2-3 (as
+        Accelerate launches it on one GPU), unless a tp or pp mesh leaves data parallelism
+        out (torchtitan shards only a dimension with ranks); else 0 (torch's
+        ZeroRedundancyOptimizer on one rank is the plain optimizer)."""
+        if self.shard_group > 1 or self.offload_optimizer or self.offload_params:
+            return self.zero
+        wrapped = 1 if self.engine(mixed_precision) == "deepspeed" else 2
+        return self.zero if self.zero >= wrapped and self.tp == self.pp == 1 else 0
+
+    def one_rank_wrapper(self, mixed_precision: str) -> bool:
+        """ZeRO in effect on one rank without offload: nothing sharded, the wrapper's buffers
+        (`zero_in_effect`)."""
+        return (self.shard_group == 1 and not (self.offload_optimizer or self.offload_params)
+                and self.zero_in_effect(mixed_precision) > 0)
+
 
 class HFConfigSource(_Strict):
     """A pasted Hugging Face `config.json` (unknown keys inside it are ignored)."""
@@ -524,9 +542,12 @@ def _check(s: Scenario, arch: Architecture, gpu: GpuPreset) -> list[EstimateWarn
     if problem:
         fail("parallelism.framework", problem)
     if p.zero and p.shard_group == 1:
+        wrapper = "DeepSpeed's engine" if p.engine(t.mixed_precision) == "deepspeed" else "FSDP"
         warn("zero_without_dp", "parallelism.zero",
              "ZeRO shards over dp x cp, which is 1: nothing is sharded"
-             + (" (offload still applies)" if p.offload_optimizer or p.offload_params else ""))
+             + (" (offload still applies)" if p.offload_optimizer or p.offload_params else
+                f", but {wrapper} still wraps the model and its buffers are counted (zero 0 "
+                "leaves them out)" if p.one_rank_wrapper(t.mixed_precision) else ""))
     for name in ZERO_SIZES:
         if getattr(p, name) is None:
             continue

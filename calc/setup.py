@@ -166,8 +166,10 @@ class Setup:
         self.dp, self.tp, self.pp, self.cp, self.ep = p.dp, p.tp, p.pp, p.cp, p.ep
         self.N = p.dp * p.cp
         self.zero = p.zero
-        # one rank shards nothing, but offload works on one GPU (ZeRO-Offload's first use)
-        self.z = p.zero if self.N > 1 or p.offload_optimizer or p.offload_params else 0
+        # one rank shards nothing, but offload works on one GPU, and FSDP or DeepSpeed wrap one
+        # rank as they wrap many: their copies and buffers stay (`fsdp_collectives`, and
+        # `coordinator.one_rank`)
+        self.z = p.zero_in_effect(t.mixed_precision)
         self.sequence_parallel = p.sequence_parallel
         self.offload_optimizer = p.offload_optimizer
         self.offload_params = p.offload_params
@@ -238,6 +240,16 @@ class Setup:
         Under torch_autocast it casts inside the function: the input is kept as given (fp32
         from the norms), not autocast's cast of it (traced)."""
         return self.deepspeed and self.z == 3
+
+    @property
+    def fsdp_collectives(self) -> bool:
+        """Whether FSDP2 runs its collectives, over dp x cp > 1 ranks. Across ranks it gathers
+        a unit into one flat output and copies that out into the unsharded parameters,
+        keeping the output past the copy in forward (until the next unit's) and prefetching
+        the next unit's in both passes; on one rank it copies each shard straight into its
+        unsharded parameter as the unit runs, so no output is held, left behind or
+        prefetched (torch 2.13's FSDPParamGroup.unshard and wait_for_unshard, world size 1)."""
+        return self.N > 1
 
     @property
     def fsdp(self) -> bool:

@@ -300,7 +300,7 @@ EXPERT_UNIT_GRADS = Formula(
     title="FSDP2, the experts their own unit: in a MoE layer's backward, its experts' unsharded "
           "gradients")
 LINGERING_ALL_GATHER = Formula(
-    "temporaries/all_gather_buffers", "lambda P_l, w_g: P_l * w_g",
+    "temporaries/fsdp_collectives", "lambda P_l, w_g: P_l * w_g",
     id="states.lingering_all_gather", source=TRACED_FSDP,
     title="FSDP2 in forward: the last layer's all-gather buffer, freed when backward starts")
 UNSHARDED_GRADS = Formula(
@@ -449,10 +449,15 @@ def model_states(x: Setup, stage: Stage) -> ModelStates:
 
 def coordinated(x: Setup, stage: Stage) -> coordinator.Live | None:
     """What DeepSpeed's ZeRO-3 coordinator holds gathered, where calc models it: DeepSpeed's
-    own stage 3 over data parallelism alone."""
-    if not (x.deepspeed and x.z == 3 and x.N > 1 and x.dp > 1 and x.tp == x.pp == x.ep == 1
+    own stage 3 over data parallelism alone. On one rank every parameter it gathers is its
+    own partition (DeepSpeed's _no_gather_coalesced points the parameter at it): none is held
+    apart, at any moment (`coordinator.one_rank`), unless the partition lies on the host
+    (offload_params), where that is a copy to the GPU."""
+    if not (x.deepspeed and x.z == 3 and x.tp == x.pp == x.ep == 1
             and not x.megatron):
         return None
+    if x.N == 1 and not x.offload_params:
+        return coordinator.one_rank(stage.layers)
     lora, packed = replayed(x)
     return coordinator.gathered(x.counts, stage, x.checkpointed(stage), lora, x.zero_sizes,
                                 packed)
@@ -548,15 +553,15 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
     # a unit of its own, reduced after its backward)
     root_grads = None
     head_grads = ROOT_UNSHARDED_GRADS(local.head_trainable, g_u) \
-        if fsdp2 and N > 1 and local.head_trainable and not megatron else None
+        if fsdp2 and local.head_trainable and not megatron else None
     w_g = n.gathered_weight
-    if fsdp2 and N > 1 and pp > 1:
+    if fsdp2 and pp > 1:
         # torchtitan under pipeline parallelism: reshard_after_forward=False, and the schedule
         # keeps every layer gathered and its gradients unsharded until the last micro-batch
         everything = GATHERED_MODEL(P, w_g)
         accumulated = PIPELINED_GRADS(P_t, E_r, g_r)
         gathered_grads = PIPELINED_LAYER_GRADS(local.per_layer_last, g_u)
-    elif z == 3 and fsdp2 and N > 1 and ex is not None and not megatron:
+    elif z == 3 and fsdp2 and ex is not None and not megatron:
         gathered = GATHERED_LAYER(local.per_layer, w_g)
         gathered_grads = EXPERT_UNIT_GRADS(local.per_layer_experts, g_u)
         units = EXPERT_UNITS_GATHERED(local.per_layer, local.per_layer_experts, w_g)
@@ -565,18 +570,18 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
             gathered = GATHERED_LAYER_NF4(local.per_layer, local.per_layer_linear, w_g)
         else:
             gathered = GATHERED_LAYER(local.per_layer, w_g)
-        gathered_grads = GATHERED_GRADS(gathered.bytes, local.per_layer_trainable,
+        gathered_grads = GATHERED_GRADS(gathered.bytes if N > 1 else 0, local.per_layer_trainable,
                                         local.per_layer_last, g_u, g_r)
         root = GATHERED_ROOT(local.root, w_g)
         root_grads = head_grads
-    elif fsdp2 and N > 1:  # every layer stays gathered; one all-gather buffer lingers
+    elif fsdp2:  # every layer stays gathered; one all-gather buffer lingers
         root_grads = head_grads
         everything = GATHERED_MODEL(P, w_g)
-        lingering = LINGERING_ALL_GATHER(local.per_layer, w_g)
+        lingering = LINGERING_ALL_GATHER(local.per_layer, w_g) if N > 1 else None
         gathered_grads = UNSHARDED_GRADS(local.per_layer_trainable, local.per_layer_last, g_u,
                                          g_r)
     ddp = reduce = None
-    if N > 1 and dp > 1 and not fsdp2:
+    if ((N > 1 and dp > 1) or (deepspeed and z)) and not fsdp2:
         # buckets hold the gradients in their own dtype: fp32 for LoRA adapters
         if z <= 1 and not deepspeed:  # DDP, under ZeroRedundancyOptimizer too
             ddp = DDP_BUCKET(P_t, g)
@@ -585,7 +590,7 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
     step_grads = sharded(STEP_GRADIENTS, ex, P_t, N_2, n.master) \
         if n.master and not lora and not offloaded else gradients  # (offloaded: none here)
     partition_copy = None
-    if deepspeed and z in (1, 2) and N > 1 and dp > 1 and ex is None and not offloaded:
+    if deepspeed and z in (1, 2) and ex is None and not offloaded:
         # DeepSpeed's stage_1_and_2.py (traced): the gradients reduced in backward are copied
         # into the rank's partition buffer, which the step reads (the norm, the fp32 copy)
         share, held, largest, pieces = deepspeed_partition(local.ordered, N)
@@ -607,7 +612,7 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
         resident = (OFFLOAD_GRAD_BUFFER(local.largest_tensor, g),)
         if z == 1:  # ZeRO-1 keeps every gradient whole to its last backward, as without offload
             gradients = GRADIENTS(P_t, 1, g)
-        elif accumulating and dp > 1:
+        elif accumulating:
             big = sum(t for t in partition_tensors(local.ordered, N)[1]
                       if t > sizes.reduce_bucket)
             gradients, per_backward = OFFLOAD_ACCUMULATING(big, g), True

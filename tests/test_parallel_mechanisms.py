@@ -723,3 +723,67 @@ def test_fsdp2_s_written_shards_stay_whole_on_a_stage_of_mixed_layers() -> None:
     r = estimate({"model": "deepseek-v3", "training": {"precision": "fp32"},
                   "parallelism": {"dp": 8, "tp": 2, "zero": 3}}).as_dict()
     assert all(v >= 0 for v in r["breakdown"].values())
+
+
+def test_fsdp2_on_one_rank_holds_no_all_gather_output() -> None:
+    """On one rank FSDP2 copies each shard straight into its unsharded parameter: no root or
+    layer all-gather output as the forward starts, none left behind at the loss, none
+    prefetched; the wrapper's copies stay (the calc dropped them: -14.7% on a 70B width)."""
+    base = {"model": "llama-3.2-1b", "training": {"finetuning": "lora", "seq_len": 128,
+                                                  "mixed_precision": "autocast"}}
+    one = _moments({**base, "parallelism": {"dp": 1, "zero": 3}})
+    two = _moments({**base, "parallelism": {"dp": 2, "zero": 3}})
+    assert "forward.fsdp_start" in two and "forward.fsdp_prefetch" in two
+    assert "forward.fsdp_start" not in one and "forward.fsdp_prefetch" not in one
+    x = _setup({**base, "parallelism": {"dp": 1, "zero": 3}})
+    ms = model_states(x, x.stages[0])
+    assert ms.gathered_layer is not None and ms.gathered_root is not None
+    loss = one["forward.loss"].breakdown
+    assert loss["temporaries/gathered_root"] == ms.gathered_root.bytes  # not the last layer
+    assert "temporaries/gathered_params" not in loss
+    plain = _setup({**base, "parallelism": {"dp": 1, "zero": 0}})
+    assert (x.z, plain.z) == (3, 0)
+
+
+def test_fsdp2_on_one_rank_reduces_the_first_layer_beside_every_written_shard() -> None:
+    """Without a prefetch the first layer's post-backward holds every other layer's written
+    shard, whole on one rank, beside its reduce-scatter input and output: above the top
+    layer's reduce (traced: Mixtral's width, two layers, one rank)."""
+    scenario, traced = traced_case("mixtral-8x7b-2L_b1_s1024_autocast_flash_acfull_fsdp1")
+    x = _setup(scenario)
+    moments = {m.name: m for m in stage_peak(x, x.stages[0], True).moments}
+    first, top = moments["backward.first_reduce"], moments["backward.layer_reduce"]
+    ms = model_states(x, x.stages[0])
+    # the top layer's shard (bf16) is what the first one's moment holds beyond the top's
+    assert first.bytes - top.bytes == pytest.approx(ms.local.per_layer_trainable * 2, rel=0.01)
+    assert estimate(scenario).peak_bytes == pytest.approx(traced["peak_bytes"], rel=0.005)
+
+
+def test_deepspeed_zero3_on_one_rank_gathers_into_the_partitions() -> None:
+    """DeepSpeed's ZeRO-3 on one rank points each gathered parameter at its own partition:
+    no gathered bytes at any moment, unless the partitions lie on the host."""
+    base = {"model": "qwen2.5-1.5b", "training": {"mixed_precision": "master"}}
+    x = _setup({**base, "parallelism": {"dp": 1, "zero": 3}})
+    live = model_states(x, x.stages[0]).live
+    assert live is not None and max(live.forward_mlp, live.backward_top, live.embedding) == 0
+    off = _setup({**base, "parallelism": {"dp": 1, "zero": 3, "offload_optimizer": True,
+                                          "offload_params": True}})
+    live = model_states(off, off.stages[0]).live
+    assert live is not None and live.backward_top > 0
+    for case in ("gpt2-medium_b4_s1024_master_flash_deepspeed-zero3x1",
+                 "qwen2.5-1.5b_b1_s2048_master_flash_deepspeed-zero3x1"):
+        scenario, traced = traced_case(case)
+        assert estimate(scenario).peak_bytes == pytest.approx(traced["peak_bytes"], rel=0.005)
+
+
+@pytest.mark.parametrize("parallelism, data", [
+    ({"zero": 3}, "zero3:one-rank"),
+    ({"zero": 2, "framework": "deepspeed"}, "deepspeed-zero2:one-rank"),
+    ({"zero": 1}, "single"),  # torch's ZeroRedundancyOptimizer on one rank: the plain optimizer
+    ({"zero": 3, "tp": 2}, "single"),  # torchtitan shards only a dimension with ranks
+    ({"zero": 3, "dp": 2}, "zero3"),
+])
+def test_zero_on_one_rank_is_a_layout_of_its_own(parallelism: dict, data: str) -> None:
+    from calc.coverage import dimensions
+    r = resolve(parse_scenario({"model": "llama-3.2-1b", "parallelism": parallelism}))
+    assert dimensions(r)["data_parallel"] == data

@@ -66,9 +66,10 @@ def case(split, model, b, s, mp="amp", attn="flash", prec="bf16", opt="adamw", i
         parts.append(f"ep{ep}")
     deepspeed = zero and (framework or ("deepspeed" if mp == "master" else None)) \
         == "deepspeed"  # DeepSpeed's engine traced (validation/harness/deepspeed_engine.py)
-    if dp > 1 and deepspeed:
+    one = dp == cp == 1 and zero  # a wrapper on one rank (calc's Parallelism.zero_in_effect)
+    if deepspeed and (dp > 1 or one):
         parts.append(f"deepspeed-zero{zero}x{dp}")
-    elif dp > 1:
+    elif dp > 1 or (one and zero >= 2 and tp == pp == 1):
         parts.append({0: "ddp", 1: "zero1-ddp", 2: "zero2-fsdp", 3: "fsdp"}[zero] + str(dp))
     if tp > 1:
         parts.append(f"tp{tp}" + ("sp" if sp else ""))
@@ -1149,6 +1150,65 @@ case("test", inline("qwen2.5-7b", num_hidden_layers=4), 1, 512, mp="pure", gas=4
      tag="qwen2.5-7b-4L", notes=HP + "bf16")
 case("test", inline("qwen3-8b", num_hidden_layers=4), 1, 512, mp=AC, gas=4, pp=2,
      tag="qwen3-8b-4L", notes=HP + "autocast")
+# ZeRO on one rank: nothing sharded, the wrapper still there (Accelerate's FSDP or DeepSpeed
+# launched on one GPU; the calc treated it as no wrapper: -14.7% validated on a 70B width).
+# FSDP2 copies each shard straight into its unsharded parameter (no all-gather output held,
+# left behind or prefetched), so the first layer's reduce, beside every layer's written
+# shard, can set the peak; DeepSpeed's ZeRO-3 points each gathered parameter at its own
+# partition (no copy, but from the host under offload_params)
+OR = "ZeRO on one rank: "
+case("dev", "qwen2.5-0.5b", 2, 1024, zero=3, notes=OR + "FSDP2, tied: nothing left behind at the loss")
+case("dev", L70_2, 1, 1024, zero=3, tag="llama-3.1-70b-2L",
+     notes=OR + "FSDP2, a 70B width: the root's reduce")
+case("dev", QWEN3MOE, 1, 1024, gas=2, zero=3, tag="qwen3-30b-a3b-4L-v32k",
+     notes=OR + "FSDP2, accumulating: no layer prefetched at the top's reduce")
+case("dev", MIXTRAL, 1, 1024, mp=AC, ac="full", zero=3, tag="mixtral-8x7b-2L",
+     notes=OR + "FSDP2, bf16 parameters: the first layer's reduce beside the top's shard")
+case("dev", "llama-3.2-1b", 1, 128, mp=AC, lora=16, zero=3,
+     notes=OR + "FSDP2, LoRA: no root all-gather output as the forward starts")
+case("dev", inline("qwen2-57b-a14b", num_hidden_layers=2), 1, 2048, mp=AC, ac="full", lora=16,
+     zero=3, tag="qwen2-57b-a14b-2L", notes=OR + "FSDP2, LoRA on a MoE model: nothing prefetched")
+case("dev", "qwen2.5-1.5b", 1, 2048, mp="pure", zero=2, notes=OR + "FSDP2 at stage 2")
+case("dev", "gpt2-medium", 4, 1024, mp="master", zero=3,
+     notes=OR + "DeepSpeed's ZeRO-3: gathered parameters are their partitions")
+case("dev", "qwen2.5-1.5b", 1, 2048, mp="master", zero=3, notes=OR + "DeepSpeed's ZeRO-3")
+case("dev", QWEN3MOE, 1, 1024, mp="master", lora=16, zero=3, tag="qwen3-30b-a3b-4L-v32k",
+     notes=OR + "DeepSpeed's ZeRO-3, LoRA on a MoE model")
+case("dev", L8_4, 1, 1024, mp="master", gas=2, zero=1, tag="llama-3.1-8b-4L",
+     notes=OR + "DeepSpeed's ZeRO-1: its partition and reduce bucket stay")
+case("dev", L8_4, 1, 1024, zero=2, framework="deepspeed", tag="llama-3.1-8b-4L",
+     notes=OR + "DeepSpeed's ZeRO-2 under amp")
+case("dev", "llama-3.2-1b", 2, 2048, gas=2, zero=3, framework="deepspeed",
+     notes=OR + "DeepSpeed's ZeRO-3 under amp, accumulating")
+case("dev", L4["mistral-7b"], 1, 2048, mp="master", ac="full", gas=2, zero=2,
+     optimizer_offload=True, tag="mistral-7b-4L",
+     notes=OR + "ZeRO-Offload accumulating: the big gradients kept to the backward's end")
+case("dev", "llama-3.2-1b", 1, 2048, zero=3, offload=True, optimizer_offload=True,
+     notes=OR + "FSDP2's CPUOffloadPolicy")
+# held out: scored before tracing
+case("dev", "llama-3.2-3b", 1, 4096, ac="full", zero=3,
+     notes=OR + "FSDP2, checkpointed, tied: the root's reduce keeps no embedding gradient "
+     "(scored before tracing at +0.77%, then read off)")
+case("test", "qwen3-8b", 1, 1024, mp=AC, lora=16, zero=3, notes=OR + "FSDP2, LoRA")
+case("test", "gemma-3-1b", 2, 2048, mp="pure", zero=2, notes=OR + "FSDP2 at stage 2, bf16")
+case("test", MIXTRAL, 1, 2048, zero=3, tag="mixtral-8x7b-2L", notes=OR + "FSDP2, amp")
+case("test", "llama-3.1-8b", 1, 4096, mp=AC, ac="full", lora=16, qlora=True, zero=3,
+     notes=OR + "FSDP2, QLoRA")
+case("test", L4["qwen2.5-7b"], 1, 1024, gas=4, zero=2, tag="qwen2.5-7b-4L",
+     notes=OR + "FSDP2 at stage 2, accumulating")
+case("test", L4["qwen3-8b"], 1, 2048, mp="pure", zero=3, tag="qwen3-8b-4L",
+     notes=OR + "FSDP2, bf16, four layers")
+case("test", "llama-3.2-3b", 1, 2048, mp="master", zero=3, notes=OR + "DeepSpeed's ZeRO-3")
+case("test", L4["qwen3-8b"], 1, 1024, mp="master", gas=2, zero=2, tag="qwen3-8b-4L",
+     notes=OR + "DeepSpeed's ZeRO-2, accumulating")
+case("test", L4["llama-3.1-8b"], 1, 2048, mp="master", zero=1, tag="llama-3.1-8b-4L",
+     notes=OR + "DeepSpeed's ZeRO-1")
+case("test", "qwen2.5-0.5b", 2, 2048, mp="master", lora=16, zero=3,
+     notes=OR + "DeepSpeed's ZeRO-3, LoRA")
+case("test", QWEN3MOE, 1, 2048, mp="master", ac="full", zero=3, tag="qwen3-30b-a3b-4L-v32k",
+     notes=OR + "DeepSpeed's ZeRO-3 on a MoE model, checkpointed")
+case("test", "qwen2.5-1.5b", 1, 2048, zero=3, offload=True, optimizer_offload=True,
+     notes=OR + "FSDP2's CPUOffloadPolicy")
 
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]

@@ -5,6 +5,9 @@ each ZeRO stage with `amp` or `pure` precision:
 - zero 1: DDP + `ZeroRedundancyOptimizer` (optimizer states sharded by whole parameters).
 - zero 2: FSDP2 `fully_shard(reshard_after_forward=False)` (Accelerate's SHARD_GRAD_OP).
 - zero 3: FSDP2 `fully_shard` on every decoder layer, then the root (Accelerate's FULL_SHARD).
+  Zero 2 and 3 wrap one rank too (dp 1, as Accelerate's FSDP launched on one GPU): nothing
+  is sharded, but FSDP2 still keeps unsharded copies of the gathered units and reduces
+  through its own buffers; zero 1 on one rank is the plain optimizer.
   `offload_params`: FSDP2's CPUOffloadPolicy (parameters, gradients and the optimizer step on
   the host; needs `offload_optimizer` too, since the step runs where the states are).
 - ep > 1 (zero 3): transformers' own expert parallelism (`DistributedConfig(fsdp_size=dp,
@@ -75,7 +78,7 @@ def kind(par: dict) -> str:
             raise Untraceable("ep is traced as transformers' EP + FSDP2: zero 3, ep dividing dp, "
                               "no offload")
         return "ep"
-    if dp == 1 and zero in (0, 1, 2):
+    if dp == 1 and zero in (0, 1):
         return "single"
     return {0: "ddp", 1: "zero1"}.get(zero, "fsdp")
 

@@ -45,9 +45,9 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
     dp, tp, cp = n["dp"], n["tp"], n["cp"]
     meshed = tp > 1 or cp > 1 or n["pp"] > 1
     ds_cfg = None
-    if deepspeed_engine.uses_deepspeed(tr, par) and dp > 1 and int(par.get("zero", 0)) \
+    if deepspeed_engine.uses_deepspeed(tr, par) and int(par.get("zero", 0)) \
             and not meshed and int(par.get("ep", 1) or 1) == 1:
-        layout = "deepspeed"  # DeepSpeed's own engine, its ZeRO-Offload too
+        layout = "deepspeed"  # DeepSpeed's own engine, its ZeRO-Offload too (one GPU too)
         ds_cfg = deepspeed_engine.ds_config(scenario)
     else:
         layout = parallel.kind(par)
