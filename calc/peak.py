@@ -156,6 +156,11 @@ MOMENTS: dict[str, MomentKind] = {
         "unsharded gradients copied into the reduce-scatter input beside the layers below's "
         "activations", ("states", "earlier_gradients", "backward_gathered", "saved_layers",
                         "layer_backward")),
+    "backward.recomputed_layer": MomentKind(
+        "checkpointing leaves the top layers out: the highest checkpointed layer recomputes "
+        "its activations and runs its backward, the layers above it done",
+        ("states", "earlier_gradients", "backward_gathered", "saved_layers",
+         "layer_backward", "bucket", "schedule_kept")),
     "backward.first_reduce": MomentKind(
         "FSDP: the first layer's post-backward, every layer above reduced and its shard "
         "written, the first's unsharded gradients copied into the reduce-scatter input",
@@ -307,6 +312,10 @@ BELOW_TOP = Formula(
 TOP_FREED = Formula(
     "activations/last_layer", "lambda A_t: A_t", id="peak.top_freed", source=TRACED_FSDP,
     title="The top layer's activations, freed by its backward")
+ABOVE_FREED = Formula(
+    "activations/last_layer", "lambda A_a: A_a", id="peak.above_freed", source=TRACED_PEAK,
+    title="The activations of the layers above the highest checkpointed one (not "
+          "checkpointed), freed by their backward before it recomputes")
 LAYER_REDUCE = Formula(
     "temporaries/layer_backward",
     "lambda P_lt, g_u, g_r, N, g_s, g_n, G_l: P_lt * g_r + max(P_lt * g_u, "
@@ -1143,21 +1152,23 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     # keeps the graph (retain_graph) for the weights'
     freed = 0 if fl.split else widest.last_input
     new = _new_last_grad(x, ms, fl, accumulating, pipelined) if freed else 0
+    # the top layer's own checkpointing: every Nth layer or the first N may leave it out
+    top_ckpt = bool(ly.flags) and ly.flags[-1]
+    recompute = None
     if ckpt:
         shared = widest.kept_in_saved
         layer_fwd = LAYER_FORWARD_RECOMPUTE(widest.forward_transient.bytes, alive, shared)
-        layer_bwd = LAYER_BACKWARD_RECOMPUTE(
+        recompute = layer_bwd = LAYER_BACKWARD_RECOMPUTE(
             widest.backward_transient.bytes - incoming, widest.forward_transient.bytes,
             residual - incoming, alive, shared, freed, new)
         layer_bwd_after = LAYER_BACKWARD_RECOMPUTE(  # its weights recast: autocast's cache empty
             widest.backward_transient.bytes, widest.forward_transient.bytes, residual,
             ly.recomputed(widest), shared, freed, new) if ly.cleared else layer_bwd
-    else:
+    if not top_ckpt:
         layer_fwd = widest.forward_transient
-        layer_bwd = layer_bwd_after = LAYER_BACKWARD(widest.backward_transient.bytes, 0, freed,
-                                                     new)
-        if incoming:
-            layer_bwd = LAYER_BACKWARD(widest.backward_transient.bytes, incoming, freed, new)
+        layer_bwd = LAYER_BACKWARD(widest.backward_transient.bytes, incoming, freed, new)
+        if not ckpt:
+            layer_bwd_after = LAYER_BACKWARD(widest.backward_transient.bytes, 0, freed, new)
     moments = []
     if loss:
         moments.append(_moment("forward.loss", states, earlier, head_fwd, saved, loss_extra,
@@ -1248,6 +1259,13 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
                            or _first_written(x, ms, fl, accumulating, widest),
                            _top_gathered(x, stage, ms, ly, backward_gathered, detail),
                            body, layer_bwd, bucket, schedule_kept))
+    if recompute is not None and not top_ckpt:
+        # the highest checkpointed layer recomputes below the top ones, their backward done
+        moments.append(_moment("backward.recomputed_layer", states,
+                               earlier or _first_written(x, ms, fl, accumulating, widest),
+                               _top_gathered(x, stage, ms, ly, backward_gathered, detail),
+                               _below_recomputed(ly, body, detail), recompute, bucket,
+                               schedule_kept))
     units_reduce = _layer_reduce(x, stage, ms, ly, accumulating, detail) if mix is None \
         else None
     if units_reduce is not None:
@@ -1492,6 +1510,15 @@ def _late_own(ly: Layers, ckpt: int | bool) -> Term:
         return FIRST_LAYER_LATE(act.checkpoint_input.bytes - ly.received, ly.recomputed(act),
                                 act.mlp_bytes, act.kept_in_saved)
     return FIRST_LAYER_LATE(0, ly.alive(act) - ly.received, act.mlp_bytes, 0)
+
+
+def _below_recomputed(ly: Layers, body: Part, detail: bool) -> Part:
+    """`body` at the highest checkpointed layer's backward: the layers above it (not
+    checkpointed) have run theirs and freed what they saved (`ABOVE_FREED`)."""
+    top = max(i for i, flag in enumerate(ly.flags) if flag)
+    acts = {kind: act for kind, act, _ in ly.kinds}
+    above = sum(ly.alive(acts[kind]) for kind in ly.kind_of[top + 1:])
+    return extended(body, ((ABOVE_FREED(above), -1),), detail)
 
 
 def _kept(ly: Layers, checkpointed: bool, act: LayerActivations | None = None) -> int:

@@ -87,14 +87,14 @@ def sample(rng: random.Random, models: list[Any]) -> dict[str, Any] | None:
         t["optimizer"] = rng.choice(["sgd_momentum", "adafactor", "adam"])
     layout = rng.choice(["single", "single", "fsdp", "ddp", "zero12", "deepspeed", "tp", "cp",
                          "pp", "ep", "tp+pp", "fsdp x tp"])
-    if layout == "fsdp":
-        p.update(dp=rng.choice([2, 4]), zero=3)
+    if layout == "fsdp":  # (one rank: the wrapper without sharding)
+        p.update(dp=rng.choice([1, 2, 4]), zero=3)
     elif layout == "ddp":
         p.update(dp=2, zero=0)
     elif layout == "zero12":
-        p.update(dp=rng.choice([2, 4]), zero=rng.choice([1, 2]))
+        p.update(dp=rng.choice([1, 2, 4]), zero=rng.choice([1, 2]))
     elif layout == "deepspeed":
-        p.update(dp=rng.choice([2, 4]), zero=rng.choice([1, 2, 3]), framework="deepspeed")
+        p.update(dp=rng.choice([1, 2, 4]), zero=rng.choice([1, 2, 3]), framework="deepspeed")
         if rng.random() < 0.3:
             p["offload_optimizer"] = True
     elif layout == "tp":
