@@ -50,15 +50,14 @@ FIRST_SEQ_LEN = 256
 STEP_ORDER = ("forward.fsdp_start", "forward.experts_router", "forward.last_layer",
               "forward.experts_combine", "forward.fsdp_prefetch", "forward.loss",
               "backward.loss_grad", "backward.head_weight", "backward.head_norm",
-              "backward.last_layer", "backward.recomputed_layer", "backward.layer_reduce",
-              "backward.first_reduce",
-              "backward.experts_fsdp",
-              "backward.below_top_late", "backward.experts_partitioned",
-              "backward.experts_accumulating", "backward.experts_combine", "backward.experts",
-              "backward.experts_reduce", "backward.first_layer", "backward.weight_pass",
-              "backward.first_layer_late", "backward.fsdp_root_redistribute",
-              "backward.fsdp_root", "backward.embedding", "backward.deepspeed_partition",
-              "backward.weight_copies", "backward.fsdp_stage_reduce", "optimizer_step")
+              "backward.last_layer", "backward.layer_reduce", "backward.experts_fsdp",
+              "backward.below_top_late", "backward.recomputed_layer",
+              "backward.experts_partitioned", "backward.experts_accumulating",
+              "backward.experts_combine", "backward.experts", "backward.experts_reduce",
+              "backward.first_layer", "backward.weight_pass", "backward.first_layer_late",
+              "backward.first_reduce", "backward.fsdp_root_redistribute", "backward.fsdp_root",
+              "backward.embedding", "backward.deepspeed_partition", "backward.weight_copies",
+              "backward.fsdp_stage_reduce", "optimizer_step")
 
 
 def _num(v: float) -> str:

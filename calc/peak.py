@@ -1270,9 +1270,10 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         else None
     if units_reduce is not None:
         moments.append(_moment("backward.layer_reduce", states, earlier, *units_reduce))
-        first_reduce = _first_reduce(x, stage, ms, accumulating, detail)
-        if first_reduce is not None:
-            moments.append(_moment("backward.first_reduce", states, *first_reduce))
+    first_reduce = _first_reduce(x, stage, ms, accumulating, detail) \
+        if mix is None and not units else None
+    if first_reduce is not None:
+        moments.append(_moment("backward.first_reduce", states, *first_reduce))
     # the layers below the top one: beside the other micro-batches
     # (a split backward's input pass popped it from fwd_cache: gone by the weights' pass)
     others = _beside(others, kept_items, detail)
@@ -1448,8 +1449,8 @@ def _weights_written(x: Setup, ms: ModelStates, fl: Flight) -> bool:
     return not (fl.split or x.lora or x.megatron or x.deepspeed) and accumulated(ms.gradients)
 
 
-def _written(x: Setup, stage: Stage, ms: ModelStates, accumulating: bool, late: bool = False
-             ) -> Term | None:
+def _written(x: Setup, stage: Stage, ms: ModelStates, accumulating: bool, late: bool = False,
+             own: bool = False) -> Term | None:
     """Gradients at the first layer's backward (`late`: past its MLP). Under pipelining FSDP2
     writes its sharded gradients only after the last micro-batch's backward (torch's stage
     turns gradient sync off for every backward): none. Unless `accumulating` into gradients an
@@ -1477,12 +1478,18 @@ def _written(x: Setup, stage: Stage, ms: ModelStates, accumulating: bool, late: 
         m_e = -(-(x.counts.embedding // x.tp) // x.N) if x.z >= 2 else \
             x.counts.embedding // x.vocab_grad_split
     if ms.gathered_layer is not None or ms.gathered_model is not None:
-        # (on one rank nothing is prefetched: the moment is the first layer's own)
-        m_l = (2 if x.fsdp_collectives else 1) * -(-local.per_layer_trainable // x.N)
+        # the second layer's moment, the first's beside it (prefetched across ranks, or its
+        # activations counted below: `_layer_below`), or the first layer's own (`own`: its
+        # post-backward; on one rank, nothing prefetched, two layers)
+        second = not own and (x.fsdp_collectives or _layer_below_counted(stage, ms))
+        m_l = (2 if second else 1) * -(-local.per_layer_trainable // x.N)
     else:
         m_l = local.per_layer_trainable - (local.per_layer_mlp if late else local.per_layer_last)
     if not m_e and not m_l:
         return grads
+    # (from the whole: a stage mixing dense and MoE layers has smaller first layers than the
+    # widest these count)
+    m_l = min(m_l, max(0, grads.bytes // x.n.grad - m_e))
     return GRADIENTS_WRITTEN(grads.bytes, m_e, m_l, x.n.grad)
 
 
@@ -1600,17 +1607,27 @@ def _layer_reduce(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, accumulat
 def _first_reduce(x: Setup, stage: Stage, ms: ModelStates, accumulating: bool, detail: bool
                   ) -> tuple[Term | None, Part, Term] | None:
     """FSDP's post-backward of the first layer (`LAYER_REDUCE`, nothing left to prefetch):
-    every layer above reduced, its shard written, the layers' activations all freed. On one
-    rank the shards are whole and nothing is prefetched in their place: the first layer's
-    reduce outweighs the top's where the parameters outweigh the activations."""
+    every layer above reduced, its shard written, the layers' activations all freed, only
+    the root gathered (at stage 2 too: each unit's post-backward reshards it). On one rank
+    the shards are whole and nothing is prefetched in their place: the first layer's reduce
+    outweighs the top's where the parameters outweigh the activations. (Not on a stage
+    mixing dense and MoE layers, whose first layer is not the widest these count.)"""
     values = _layer_units(x, ms)
-    if values is None or not values[1] or (stage.unit or stage).layers < 2:
+    local = ms.local
+    if values is not None:
+        P_lt, g_u, g_r = values[1], values[3], values[4]
+    elif ms.gathered_model is not None and x.pp == 1 and ms.live is None:
+        P_lt = local.per_layer_trainable
+        g_u, g_r = x.n.fsdp_grads(x.n.grad)
+    else:
         return None
-    _, P_lt, _, g_u, g_r = values
-    gathered = part_of(ms.gathered_root, ms.root_grads)
+    if not P_lt or (stage.unit or stage).layers < 2 or (stage.dense_layers and stage.moe_layers):
+        return None
+    gathered = part_of(ms.gathered_root or GATHERED_ROOT(local.root, x.n.gathered_weight),
+                       ms.root_grads)
     assert gathered is not None
     g = x.n.grad
-    return (_written(x, stage, ms, accumulating), gathered,
+    return (_written(x, stage, ms, accumulating, own=True), gathered,
             LAYER_REDUCE(P_lt, g_u, g_r, x.N, g if g != g_r else 0, 0 if accumulating else g, 0))
 
 
@@ -1681,12 +1698,18 @@ def _resharded_below(x: Setup, ms: ModelStates, grads: Term | None) -> Part | No
                    grads, ms.root_grads)
 
 
+def _layer_below_counted(stage: Stage, ms: ModelStates) -> bool:
+    """Whether FSDP's first-layer moments are the second layer's, the first's activations
+    beside it (`_layer_below`): layer-by-layer units, three layers or more."""
+    return ms.gathered_layer is not None and (stage.unit or stage).layers >= 3
+
+
 def _layer_below(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt: int
                  ) -> Term | None:
     """Under FSDP's layer-by-layer prefetch the first-layer moments are the second layer's
     (`LAYER_BELOW`): what the first keeps beside it."""
-    if ms.gathered_layer is None or (stage.unit or stage).layers < 3:  # (two: the first
-        return None  # layer's moments are its own, the layer above it the top one)
+    if not _layer_below_counted(stage, ms):  # (two: the first layer's moments are its own,
+        return None  # the layer above it the top one)
     act = ly.widest
     return LAYER_BELOW((act.checkpoint_input.bytes if ckpt else ly.alive(act)) - ly.received)
 
@@ -1973,7 +1996,9 @@ def _end_of_backward(x: Setup, stage: Stage, ms: ModelStates, states: Part | Non
         # rank and on two: a tied Llama 3.2 3B on one rank was +0.8% with its embedding's
         # counted; not under torch TP, whose redistributed gradients are new tensors, all
         # released)
-        last = (0 if x.arch.tie_word_embeddings else x.counts.lm_head) if stage.head else \
+        # (with the experts their own units the root is the embedding alone)
+        last = root if ms.expert_units is not None else \
+            (0 if x.arch.tie_word_embeddings else x.counts.lm_head) if stage.head else \
             x.counts.embedding if stage.embedding else 0
         kept = min(root, last) if x.tp == 1 else 0
         g_u, g_r = n.fsdp_grads(n.grad)

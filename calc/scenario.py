@@ -408,7 +408,7 @@ def selective_autocast_pipeline(t: Training, p: Parallelism) -> bool:
     copies and more than one micro-batch: torch.utils.checkpoint raises in the step (traced,
     torch 2.13), so no step exists to check the figure against."""
     return (t.policy == "ops" and p.pp > 1 and t.gradient_accumulation_steps > 1
-            and numerics_for(t.precision, t.mixed_precision, p.zero,
+            and numerics_for(t.precision, t.mixed_precision, p.zero_in_effect(t.mixed_precision),
                              p.engine(t.mixed_precision) == "deepspeed").weight_copies)
 
 
@@ -559,6 +559,11 @@ def _check(s: Scenario, arch: Architecture, gpu: GpuPreset) -> list[EstimateWarn
     if p.offload_optimizer and p.zero == 0:
         fail("parallelism.offload_optimizer", "needs zero >= 1 (ZeRO-Offload of the sharded "
              "optimizer)")
+    if p.offload_params and p.shard_group == 1 and p.tp * p.pp > 1 \
+            and p.engine(t.mixed_precision) != "deepspeed":
+        fail("parallelism.offload_params", "parameter offload is FSDP2's CPUOffloadPolicy, and a "
+             "tp or pp mesh shards data parallelism only where it has ranks (torchtitan): needs "
+             "dp x cp > 1 beside tp or pp")
     if p.offload_params and p.zero < 3:
         warn("offload_params_below_zero3", "parallelism.offload_params",
              "parameter offload needs ZeRO-3; ignored")

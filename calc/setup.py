@@ -148,7 +148,8 @@ class Setup:
         # DeepSpeed's engine (master weights, or asked for): its own ZeRO, never FSDP2
         self.deepspeed = p.engine(t.mixed_precision) == "deepspeed"
         self.zero_sizes = zero_sizes(arch.hidden_size, p)
-        self.n = numerics_for(t.precision, t.mixed_precision, p.zero, self.deepspeed)
+        self.n = numerics_for(t.precision, t.mixed_precision, p.zero_in_effect(t.mixed_precision),
+                              self.deepspeed)
         self.stages = stages(self.counts, p.pp, p.pipeline_schedule, p.virtual_stages)
         self.schedule, self.virtual_stages = p.pipeline_schedule, p.virtual_stages
         self.seq_len = t.seq_len

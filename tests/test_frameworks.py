@@ -128,3 +128,18 @@ def test_schedules_a_framework_lacks_are_refused_by_name(fmt: str, schedule: str
     with pytest.raises(ExportError) as err:
         export(_pipelined(fmt, schedule), fmt)
     assert err.value.field == "parallelism.pipeline_schedule"
+
+
+def test_torchtitan_refuses_fsdp_on_one_gpu_by_name() -> None:
+    """torchtitan applies FSDP only over a dimension with ranks: its command on one GPU would
+    train unwrapped, unlike the estimate (FSDP wrapping one rank)."""
+    with pytest.raises(ExportError) as err:
+        export({"model": "llama-3.1-8b", "parallelism": {"zero": 3}}, "torchtitan")
+    assert err.value.field == "parallelism.zero"
+
+
+def test_deepspeed_qlora_on_one_gpu_packs_the_4bit_weights_as_estimated() -> None:
+    scenario = {"model": "llama-3.2-1b", "parallelism": {"zero": 3},
+                "training": {"finetuning": "qlora", "mixed_precision": "master"}}
+    out = export(scenario, "deepspeed")
+    assert any("bnb_4bit_quant_storage=torch.bfloat16" in note for note in out.notes)

@@ -309,7 +309,9 @@ MAIN_BEFORE_ALLOW_LORA = [
         ((1, 1, 8, 1, 1, "master", False, "selective", 1), 4.501892754528391),
         ((2, 1, 4, 1, 1, "master", False, "none", 2), 4.441106929790543),
         ((1, 1, 8, 1, 2, "pure", False, "none", 1), 4.542687700208321)]),
-    (("qwen2.5-7b", "a100-40gb", 4, 4096, 32, {"finetuning": "lora"}), 121, [
+    # (116 estimates, were 121: parameter offload beside tp on one data-parallel rank is no
+    # layout, as FSDP shards and offloads only over ranks; the plans are the same)
+    (("qwen2.5-7b", "a100-40gb", 4, 4096, 32, {"finetuning": "lora"}), 116, [
         ((2, 1, 2, 1, 1, "autocast", False, "none", 1), 8.959859257238975),
         ((4, 1, 1, 1, 0, "autocast", False, "none", 2), 9.31044288774564),
         ((2, 1, 2, 1, 3, "autocast", False, "none", 1), 9.369993102572309)]),

@@ -55,6 +55,8 @@ def _with(**groups):
     (_with(extra=1), "extra", "not a known field"),
     (_with(schema_version=2), "schema_version", "newer"),
     (_with(parallelism={"offload_optimizer": True}), "parallelism.offload_optimizer", "zero"),
+    (_with(parallelism={"zero": 3, "pp": 2, "offload_optimizer": True, "offload_params": True}),
+     "parallelism.offload_params", "dp x cp > 1 beside tp or pp"),
     (_with(model="mixtral-8x7b", parallelism={"ep": 3, "dp": 3}), "parallelism.ep",
      "must divide the number of experts"),
 ])

@@ -99,6 +99,10 @@ def export_torchtitan(r: Resolved) -> Export:
         raise ExportError("parallelism.offload_params", "torchtitan offloads through FSDP2: "
                           "use zero 2 or 3")
     shard = p.dp if p.zero else 1
+    if p.zero and p.shard_group == 1 and p.tp == p.pp == 1:
+        raise ExportError("parallelism.zero", "torchtitan applies FSDP only over a dimension "
+                          "with ranks: on one GPU it trains unwrapped, while the estimate counts "
+                          "FSDP wrapping one rank (Accelerate's); use zero 0 for torchtitan")
     if (shard * p.cp * p.tp) % p.ep:
         raise ExportError("parallelism.ep", "torchtitan takes the expert-parallel ranks from the "
                           f"FSDP x cp x tp ranks ({shard * p.cp * p.tp}); ep must divide them"

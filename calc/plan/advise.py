@@ -290,11 +290,15 @@ def _layouts(c: _Ctx, rejected: dict[str, int]) -> list[tuple[int, int, int, int
     return out
 
 
-def _shardings(dp: int, cp: int, offloads: tuple[int, ...]) -> Iterator[tuple[int, int]]:
+def _shardings(dp: int, cp: int, offloads: tuple[int, ...], meshed: bool = False
+               ) -> Iterator[tuple[int, int]]:
     """(zero, offload) pairs: ZeRO 1-3 over dp x cp > 1 ranks (0 on one rank); optimizer
-    offload needs ZeRO >= 1 (DeepSpeed's ZeRO-Offload), parameter offload ZeRO-3."""
+    offload needs ZeRO >= 1 (DeepSpeed's ZeRO-Offload), parameter offload ZeRO-3, and beside
+    tp or pp (`meshed`) more than one rank (FSDP shards, and offloads, only over ranks)."""
     for zero in ((1, 2, 3) if dp * cp > 1 else (0,)):
         for off in offloads:
+            if off == 2 and meshed and dp * cp == 1:
+                continue
             if off == 0:
                 yield zero, 0
             elif off == 1:
@@ -495,7 +499,7 @@ def _search_layouts(base: Scenario, r: Resolved, peak: float, keep_precision: bo
                 rejected["dominated"] = rejected.get("dominated", 0) + len(CHECKPOINTING) \
                     * len(precisions)
             held: Held | None = None
-            for zero, off in _shardings(dp, cp, offloads):
+            for zero, off in _shardings(dp, cp, offloads, tp * pp > 1):
                 for mixed in precisions:
                     lay = _Layout(tp, pp, dp, cp, ep, zero, mixed, off)
                     if framework and framework_problem(t.precision, mixed, t.implementation,
