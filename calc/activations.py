@@ -581,7 +581,7 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
         bwd = EXPERT_WEIGHT_GRAD(bwd.bytes, sum(lin.local_counts(tp, x.ep)[0] for lin in
                                                 layer.linears
                                                 if lin.group == "experts" and lin.tp == "row"),
-                                 n.weight)
+                                 n.gathered_weight if n.fsdp_mixed else n.weight)
     # the experts' combine runs first in the layer's backward, alone; under EP the combine
     # runs through the all-to-all instead, which this sum does not describe
     if layer.moe and x.ep == 1:
@@ -887,10 +887,13 @@ def _moe(x: Setup, layer: LayerParams, saved: list[Term], z_width: int, trainabl
     else:
         _mlp_core(x, saved, x.routed, f, experts_train, expert_width(x))
     if experts_train and not trainable:
+        # folded in the weights' dtype as the GEMM reads them: FSDP2's mixed-precision policy
+        # gathers weights and factors alike in the compute dtype (no cast to fold)
         saved.append(EXPERT_WEIGHTS(sum(lin.local_counts(x.tp, x.ep)[0] for lin in routed),
-                                    n.weight))
-        if n.adapter != n.weight:  # fp32 factors (peft's autocast_adapter_dtype) cast for
-            # the fold; DeepSpeed's engine keeps them in the weights' dtype already
+                                    n.gathered_weight if n.fsdp_mixed else n.weight))
+        if n.adapter != n.weight and not n.fsdp_mixed:  # fp32 factors (peft's
+            # autocast_adapter_dtype) cast for the fold; DeepSpeed's engine keeps them in the
+            # weights' dtype already
             saved.append(EXPERT_ADAPTER_COPIES(
                 sum(m * k for lin in routed for m, k in adapter_shapes(
                     lin, x.lora_rank, x.tp, x.ep)), n.weight))
