@@ -90,7 +90,7 @@ def confidence(r: Resolved) -> dict[str, Any]:
             missing.append(f"{path} = {value!r} is not in the traced cases")
         elif path in PARALLEL_FEATURES and value != _UNUSED[path] and \
                 not (path == "parallelism.zero"
-                     and not r.parallelism.zero_in_effect(r.training.mixed_precision)):
+                     and not r.parallelism.zero_in_effect(r.training)):
             traced.append(f"{PARALLEL_FEATURES[path]} ({path.partition('.')[2]} = {value!r})")
     missing += _sharding_gaps(r)
     if not missing:  # each setting traced: are they traced together? (calc.coverage)
@@ -156,7 +156,7 @@ def _sharding_gaps(r: Resolved) -> list[str]:
         gaps.append("expert parallelism is traced as transformers' all-to-all with FSDP2 (zero "
                     "3, full training, no tp, cp or pp), not with DDP, ZeRO-1/2, DeepSpeed or "
                     "Megatron-LM")
-    zero = p.zero_in_effect(t.mixed_precision)
+    zero = p.zero_in_effect(t)
     if deepspeed and zero in (1, 2) and (p.ep > 1 or model_parallel):
         gaps.append(f"DeepSpeed's ZeRO-{p.zero} is traced (its engine, DeepSpeed 0.19.8) for full "
                     "training, LoRA and QLoRA, without tp, cp, pp or ep")

@@ -46,7 +46,7 @@ def dimensions(r: Resolved) -> dict[str, str]:
     engine = "deepspeed-" if deepspeed else ""
     if p.shard_group == 1:
         # ZeRO on one rank shards nothing; a wrapper's buffers stay, unlike on many ranks
-        zero = p.zero_in_effect(t.mixed_precision)
+        zero = p.zero_in_effect(t)
         data = f"{engine}zero{zero}:one-rank" if zero else "single"
     elif p.zero == 0:
         data = engine + "ddp"

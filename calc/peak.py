@@ -310,12 +310,16 @@ BELOW_TOP = Formula(
     title="The activations saved below the layer under the top: all but the top layer's "
           "(A_t) and that layer's own (A_k, counted apart)")
 TOP_FREED = Formula(
-    "activations/last_layer", "lambda A_t: A_t", id="peak.top_freed", source=TRACED_FSDP,
-    title="The top layer's activations, freed by its backward")
+    "activations/last_layer", "lambda A_s, A_t: A_s - A_t", id="peak.top_freed",
+    source=TRACED_FSDP,
+    title="The activations saved below the top layer: all but the top's (A_t), freed by its "
+          "backward")
 ABOVE_FREED = Formula(
-    "activations/last_layer", "lambda A_a: A_a", id="peak.above_freed", source=TRACED_PEAK,
-    title="The activations of the layers above the highest checkpointed one (not "
-          "checkpointed), freed by their backward before it recomputes")
+    "activations/last_layer", "lambda A_s, A_a: A_s - A_a", id="peak.above_freed",
+    source=TRACED_PEAK,
+    title="The activations saved up to the highest checkpointed layer: all but those of the "
+          "layers above it (not checkpointed, A_a), freed by their backward before it "
+          "recomputes")
 LAYER_REDUCE = Formula(
     "temporaries/layer_backward",
     "lambda P_lt, g_u, g_r, N, g_s, g_n, G_l: P_lt * g_r + max(P_lt * g_u, "
@@ -1521,11 +1525,12 @@ def _late_own(ly: Layers, ckpt: int | bool) -> Term:
 
 def _below_recomputed(ly: Layers, body: Part, detail: bool) -> Part:
     """`body` at the highest checkpointed layer's backward: the layers above it (not
-    checkpointed) have run theirs and freed what they saved (`ABOVE_FREED`)."""
+    checkpointed) have run theirs and freed what they saved (`ABOVE_FREED`): one term, so
+    that no category of the breakdown goes below zero."""
     top = max(i for i, flag in enumerate(ly.flags) if flag)
     acts = {kind: act for kind, act, _ in ly.kinds}
     above = sum(ly.alive(acts[kind]) for kind in ly.kind_of[top + 1:])
-    return extended(body, ((ABOVE_FREED(above), -1),), detail)
+    return part(((ABOVE_FREED(body.bytes, above), 1),), detail)
 
 
 def _kept(ly: Layers, checkpointed: bool, act: LayerActivations | None = None) -> int:
@@ -1598,7 +1603,7 @@ def _layer_reduce(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, accumulat
     held = ms.gathered if x.fsdp_collectives else part_of(ms.gathered_root)
     assert held is not None
     gathered = extended(held, ((ms.root_grads, 1),), detail) if ms.root_grads else held
-    saved = extended(ly.body, ((TOP_FREED(_kept(ly, ly.flags[-1])), -1),), detail)
+    saved = part(((TOP_FREED(ly.body.bytes, _kept(ly, ly.flags[-1])), 1),), detail)
     g = x.n.grad
     return gathered, saved, LAYER_REDUCE(P_lt, g_u, g_r, x.N, g if g != g_r else 0,
                                          0 if accumulating else g, G_l)

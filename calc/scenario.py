@@ -192,23 +192,26 @@ class Parallelism(_Strict):
         """Ranks that ZeRO/FSDP shard over: data parallel times context parallel."""
         return self.dp * self.cp
 
-    def zero_in_effect(self, mixed_precision: str) -> int:
+    def zero_in_effect(self, t: Training) -> int:
         """The ZeRO stage the job runs. Over several ranks, or with offload (ZeRO-Offload's
         first use is one GPU), the stage asked for; on one rank, the stage where something
         still wraps the model: DeepSpeed's engine at any stage, FSDP at stages 2-3 (as
         Accelerate launches it on one GPU), unless a tp or pp mesh leaves data parallelism
-        out (torchtitan shards only a dimension with ranks); else 0 (torch's
+        out (torchtitan shards only a dimension with ranks) or Megatron-LM trains it (its
+        distributed optimizer over one rank is the plain one); else 0 (torch's
         ZeroRedundancyOptimizer on one rank is the plain optimizer)."""
         if self.shard_group > 1 or self.offload_optimizer or self.offload_params:
             return self.zero
-        wrapped = 1 if self.engine(mixed_precision) == "deepspeed" else 2
-        return self.zero if self.zero >= wrapped and self.tp == self.pp == 1 else 0
+        if t.implementation != "hf" or self.tp > 1 or self.pp > 1:
+            return 0
+        wrapped = 1 if self.engine(t.mixed_precision) == "deepspeed" else 2
+        return self.zero if self.zero >= wrapped else 0
 
-    def one_rank_wrapper(self, mixed_precision: str) -> bool:
+    def one_rank_wrapper(self, t: Training) -> bool:
         """ZeRO in effect on one rank without offload: nothing sharded, the wrapper's buffers
         (`zero_in_effect`)."""
         return (self.shard_group == 1 and not (self.offload_optimizer or self.offload_params)
-                and self.zero_in_effect(mixed_precision) > 0)
+                and self.zero_in_effect(t) > 0)
 
 
 class HFConfigSource(_Strict):
@@ -408,7 +411,7 @@ def selective_autocast_pipeline(t: Training, p: Parallelism) -> bool:
     copies and more than one micro-batch: torch.utils.checkpoint raises in the step (traced,
     torch 2.13), so no step exists to check the figure against."""
     return (t.policy == "ops" and p.pp > 1 and t.gradient_accumulation_steps > 1
-            and numerics_for(t.precision, t.mixed_precision, p.zero_in_effect(t.mixed_precision),
+            and numerics_for(t.precision, t.mixed_precision, p.zero_in_effect(t),
                              p.engine(t.mixed_precision) == "deepspeed").weight_copies)
 
 
@@ -547,7 +550,7 @@ def _check(s: Scenario, arch: Architecture, gpu: GpuPreset) -> list[EstimateWarn
              "ZeRO shards over dp x cp, which is 1: nothing is sharded"
              + (" (offload still applies)" if p.offload_optimizer or p.offload_params else
                 f", but {wrapper} still wraps the model and its buffers are counted (zero 0 "
-                "leaves them out)" if p.one_rank_wrapper(t.mixed_precision) else ""))
+                "leaves them out)" if p.one_rank_wrapper(t) else ""))
     for name in ZERO_SIZES:
         if getattr(p, name) is None:
             continue

@@ -148,7 +148,7 @@ class Setup:
         # DeepSpeed's engine (master weights, or asked for): its own ZeRO, never FSDP2
         self.deepspeed = p.engine(t.mixed_precision) == "deepspeed"
         self.zero_sizes = zero_sizes(arch.hidden_size, p)
-        self.n = numerics_for(t.precision, t.mixed_precision, p.zero_in_effect(t.mixed_precision),
+        self.n = numerics_for(t.precision, t.mixed_precision, p.zero_in_effect(t),
                               self.deepspeed)
         self.stages = stages(self.counts, p.pp, p.pipeline_schedule, p.virtual_stages)
         self.schedule, self.virtual_stages = p.pipeline_schedule, p.virtual_stages
@@ -170,7 +170,7 @@ class Setup:
         # one rank shards nothing, but offload works on one GPU, and FSDP or DeepSpeed wrap one
         # rank as they wrap many: their copies and buffers stay (`fsdp_collectives`, and
         # `coordinator.one_rank`)
-        self.z = p.zero_in_effect(t.mixed_precision)
+        self.z = p.zero_in_effect(t)
         self.sequence_parallel = p.sequence_parallel
         self.offload_optimizer = p.offload_optimizer
         self.offload_params = p.offload_params

@@ -150,7 +150,7 @@ def _quant_storage(r: Resolved) -> str:
     """DeepSpeed's ZeRO-3 partitions the 4-bit weights as parameters: transformers' recipe
     packs them in the compute dtype, as the estimate counts them."""
     p, t = r.parallelism, r.training
-    if p.zero_in_effect(t.mixed_precision) == 3 and p.engine(t.mixed_precision) == "deepspeed":
+    if p.zero_in_effect(t) == 3 and p.engine(t.mixed_precision) == "deepspeed":
         return f", bnb_4bit_quant_storage=torch.{'float16' if t.precision == 'fp16' else 'bfloat16'}"
     return ""
 
