@@ -300,7 +300,7 @@ EXPERT_UNIT_GRADS = Formula(
     title="FSDP2, the experts their own unit: in a MoE layer's backward, its experts' unsharded "
           "gradients")
 LINGERING_ALL_GATHER = Formula(
-    "temporaries/fsdp_collectives", "lambda P_l, w_g: P_l * w_g",
+    "temporaries/all_gather_buffers", "lambda P_l, w_g: P_l * w_g",
     id="states.lingering_all_gather", source=TRACED_FSDP,
     title="FSDP2 in forward: the last layer's all-gather buffer, freed when backward starts")
 UNSHARDED_GRADS = Formula(

@@ -1268,11 +1268,20 @@ case("test", L4["mistral-7b"], 1, 256, mp="pure", dp=4, tp=2, tag="mistral-7b-4L
 LX = "LoRA on routed experts under FSDP2's mixed precision: "
 case("dev", inline("qwen3-30b-a3b", num_hidden_layers=2, vocab_size=32768), 3, 1536, lora=16,
      dp=4, tag="qwen3-30b-a3b-2L-v32k", notes=LX + "amp")
-case("test", MIXTRAL, 1, 2048, lora=16, dp=2, tag="mixtral-8x7b-2L", notes=LX + "amp")
+case("dev", MIXTRAL, 1, 2048, lora=16, dp=2, tag="mixtral-8x7b-2L",
+     notes=LX + "amp (scored before tracing at -1.89%, then read off: FSDP2's prefetch casts "
+     "the local shard beside the all-gather output as the top layer's backward starts)")
 case("test", QWEN3MOE, 2, 1024, ac="full", lora=16, dp=2, tag="qwen3-30b-a3b-4L-v32k",
      notes=LX + "amp, checkpointed")
 case("test", inline("qwen2-57b-a14b", num_hidden_layers=2), 1, 2048, lora=16, dp=2,
      tag="qwen2-57b-a14b-2L", notes=LX + "amp, shared experts")
+# FSDP2 with parameters stored wider than it gathers them: as the top layer's backward starts
+# the next layer's all-gather output sits beside its input, the local shard cast to bf16
+PC2 = "FSDP2's prefetch casting the shard (fp32 parameters under amp), LoRA: "
+case("test", QWEN3MOE, 1, 2048, lora=16, dp=2, tag="qwen3-30b-a3b-4L-v32k", notes=PC2 + "MoE")
+case("test", L70_2, 1, 1024, lora=16, dp=2, tag="llama-3.1-70b-2L", notes=PC2 + "a 70B width")
+case("test", inline("qwen2-57b-a14b", num_hidden_layers=2), 1, 1024, lora=16, dp=4,
+     tag="qwen2-57b-a14b-2L", notes=PC2 + "shared experts, four ranks")
 
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
