@@ -50,7 +50,7 @@ FIRST_SEQ_LEN = 256
 STEP_ORDER = ("forward.fsdp_start", "forward.experts_router", "forward.last_layer",
               "forward.experts_combine", "forward.fsdp_prefetch", "forward.loss",
               "backward.loss_grad", "backward.head_weight", "backward.head_norm",
-              "backward.fsdp_prefetch", "backward.last_layer", "backward.layer_reduce", "backward.experts_fsdp",
+              "backward.offload_norm", "backward.fsdp_prefetch", "backward.last_layer", "backward.layer_reduce", "backward.experts_fsdp",
               "backward.below_top_late", "backward.recomputed_layer",
               "backward.experts_partitioned", "backward.experts_accumulating",
               "backward.experts_combine", "backward.experts", "backward.experts_reduce",

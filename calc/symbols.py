@@ -226,6 +226,8 @@ _LEGEND: tuple[tuple[str, str, str], ...] = (
      "optimizer's own step"),
     ("P_s", "P_s", "DeepSpeed ZeRO-1/2: one rank's share of the flat parameters (padded to a "
      "multiple of 2N, over N ranks)"),
+    ("M_h", "M_h", "ZeRO-Offload at stages 1-2: the head's elements in rank 0's share of the "
+     "flat parameters (the whole head on one rank)"),
     ("M_p", "M_p", "DeepSpeed: the largest piece of one tensor in a rank's partition (ZeRO-1/2: "
      "rank 0's share of the flat parameters; ZeRO-3: the largest tensor over N)"),
     ("G_o", "G_o", "DeepSpeed ZeRO-Offload: the elements of the tensors rank 0's share touches "
