@@ -118,6 +118,7 @@ PARTS: dict[str, tuple[str, str]] = {
     "pending": ("G_q", "DeepSpeed ZeRO-3: a whole gradient waiting for its reduce"),
     "offload_clone": ("X_o", "ZeRO-Offload: the embedding's gradient cloned as its hook runs"),
     "offload_norm": ("X_m", "ZeRO-Offload: the head's gradient and its partition piece in fp64"),
+    "embedding_norm": ("X_q", "ZeRO-Offload: the embedding's partition piece in fp64"),
     "step_gradients": ("G_s", "the gradients as the optimizer step sees them"),
     "step_temporary": ("X_s", "the optimizer step's temporaries"),
 }
@@ -236,6 +237,10 @@ MOMENTS: dict[str, MomentKind] = {
         "the end of backward: the gradient reaching the embedding",
         ("states", "gradients", "gathered", "other_micro_batches", "embedding_grad", "bucket",
          "offload_clone")),
+    "backward.offload_embedding_norm": MomentKind(
+        "ZeRO-Offload at stage 1, the end of backward: every gradient whole, rank 0's piece of "
+        "the embedding's normed in fp64",
+        ("states", "gradients", "other_micro_batches", "bucket", "embedding_norm")),
     "backward.deepspeed_partition": MomentKind(
         "DeepSpeed ZeRO-1, the end of backward: its gradient partition allocated beside every "
         "gradient", ("states", "gradients", "bucket", "partition")),
@@ -389,6 +394,15 @@ OFFLOAD_HEAD_NORM = Formula(
     note="M_h: the head's elements in rank 0's share of the flat parameters, the whole head on "
          "one rank; traced: an 8B-wide stack on one GPU under amp, the step's peak (-11.5% "
          "without it)")
+OFFLOAD_EMBEDDING_NORM = Formula(
+    "temporaries/offload_reduce", "lambda E_p: 8 * E_p", id="peak.offload_embedding_norm",
+    source=TRACED_DEEPSPEED,
+    title="ZeRO-Offload at stage 1 at the end of the step's last backward: every gradient "
+          "whole, the untied embedding's replaced by its clone, and its piece of rank 0's share "
+          "(E_p, its first tensor) normed in fp64 on the GPU as its reduce runs "
+          "(stage_1_and_2.py set_norm_for_param_grad_in_gpu)",
+    note="traced: an 8B-wide stack under ZeRO-1 with master weights on two ranks and under amp "
+         "on one, the step's peak (-24% and -3.4% without it)")
 OFFLOAD_CLONE = Formula(
     "temporaries/offload_clone", "lambda E, g: E * g", id="peak.offload_clone",
     source=TRACED_DEEPSPEED,
@@ -1648,6 +1662,19 @@ def _layer_reduce(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, accumulat
                                          0 if accumulating else g, G_l)
 
 
+def _offload_embedding_norm(x: Setup, stage: Stage, ms: ModelStates, accumulating: bool
+                            ) -> Term | None:
+    """ZeRO-Offload at stage 1, the step's last backward (`OFFLOAD_EMBEDDING_NORM`), else
+    None. (Its stage 2 offloads the gradients as backward goes; tied embeddings: not traced
+    apart.)"""
+    if not (x.deepspeed and x.offload_optimizer and x.z == 1 and stage.embedding
+            and not x.arch.tie_word_embeddings and not x.lora and x.pp == 1
+            and ms.local.ordered and (accumulating or x.micro_batches == 1)):
+        return None
+    share, _ = partition_tensors(ms.local.ordered, x.N)
+    return OFFLOAD_EMBEDDING_NORM(min(ms.local.ordered[0], share))
+
+
 def _offload_head_norm(x: Setup, stage: Stage, ms: ModelStates) -> Term | None:
     """ZeRO-Offload at stages 1-2 where rank 0's share holds part of an untied head
     (`OFFLOAD_HEAD_NORM`), else None."""
@@ -2112,6 +2139,10 @@ def _end_of_backward(x: Setup, stage: Stage, ms: ModelStates, states: Part | Non
     end = _moment("backward.embedding", states, held,
                   ms.gathered if ms.live is None else _live(x, ms, "embedding"), others,
                   incoming, ms.reduce_bucket, clone)
+    norm = _offload_embedding_norm(x, stage, ms, accumulating)
+    if norm is not None:  # (the clone in the gradient's place, the incoming one gone)
+        return (end, _moment("backward.offload_embedding_norm", states, held, others,
+                             ms.reduce_bucket, norm))
     if ms.partition_copy is None:
         return (end,)
     return (end, _moment("backward.deepspeed_partition", states, ms.gradients,
