@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 from .activations import (
     ATTENTION_BACKWARD_LAYER,
+    FORWARD_TRANSIENT_EAGER,
     HEAD_COPY,
     HEAD_INPUT,
     LayerActivations,
@@ -1205,7 +1206,12 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     recompute = None
     if ckpt:
         shared = widest.kept_in_saved
-        layer_fwd = LAYER_FORWARD_RECOMPUTE(widest.forward_transient.bytes, alive, shared)
+        # (autocast's weight copies of the forward are counted for every layer apart, below)
+        cached = sum(t.bytes for t in widest.weight_copies) if n.autocast and not ly.cache \
+            else 0
+        layer_fwd = LAYER_FORWARD_RECOMPUTE(widest.forward_transient.bytes,
+                                            alive - cached - _after_forward_peak(x, widest),
+                                            shared)
         recompute = layer_bwd = LAYER_BACKWARD_RECOMPUTE(
             widest.backward_transient.bytes - incoming, widest.forward_transient.bytes,
             residual - incoming, alive, shared, freed, new)
@@ -1574,6 +1580,17 @@ def _late_own(ly: Layers, ckpt: int | bool) -> Term:
         return FIRST_LAYER_LATE(act.checkpoint_input.bytes - ly.received, ly.recomputed(act),
                                 act.mlp_bytes, act.kept_in_saved)
     return FIRST_LAYER_LATE(0, ly.alive(act) - ly.received, act.mlp_bytes, 0)
+
+
+def _after_forward_peak(x: Setup, act: LayerActivations) -> int:
+    """What a checkpointed layer's forward has not built yet at its widest moment: the MLP's
+    activations where that moment is eager attention's softmax (its scores beside the
+    probabilities), which runs before the MLP."""
+    fwd = act.forward_transient
+    if fwd.formula is not FORWARD_TRANSIENT_EAGER:
+        return 0
+    T, H, h, r, b, a, s, m, c = fwd.values
+    return act.mlp_bytes if b * a * s * s * max(0, m - c) > T * H * 4 + T * h * r else 0
 
 
 def _below_recomputed(ly: Layers, body: Part, detail: bool) -> Part:
