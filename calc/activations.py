@@ -500,6 +500,7 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
     # --- MLP ---------------------------------------------------------------------------------
     last_input = 0
     w_m = c
+    bare = False  # a LoRA layer's down projection without an adapter
     if layer.moe:
         _moe(x, layer, saved, z_width, trainable)
     else:
@@ -510,10 +511,16 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
         # LoRA adapter (its own copy in pure mode), or by nobody (no adapter on it)
         w_m = projection_width(x, z_width)
         _mlp_core(x, saved, T, f, down_input=keeps, width=w_m)
-        # the gating product, down_proj's input (eager attention's widest backward moment
-        # can be the softmax's instead, after the MLP's: not split in two)
-        if trainable and arch.traits.mlp == "gated" and not (x.eager or x.math_attention):
-            last_input = T * f * c
+        # what down_proj's backward frees before the layer's widest backward moment (eager
+        # attention's can be the softmax's instead, after the MLP's: not split in two): the
+        # gating product, its input, where it trains; bare, the weight cast it keeps under
+        # autocast (WEIGHT_COPIES)
+        bare = x.lora and not adapted(down, targets)
+        if arch.traits.mlp == "gated" and not (x.eager or x.math_attention):
+            if trainable:
+                last_input = T * f * c
+            elif bare and n.weight_copies and not x.qlora:
+                last_input = down.local_counts(tp, x.ep)[0] * c
         copies = _adapter_copies(x, drop, w_m)
         if not trainable and adapted(down, targets) and (copies or not keeps):
             _adapter_input(x, saved, "mlp", f, drop, 0 if copies else w_m)
@@ -535,16 +542,9 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
     # --- transients --------------------------------------------------------------------------
     f_w = layer.widest_row_input // tp
     # three MLP-wide gradients (the down projection's input's, the gating product's two),
-    # beside the saved ones less what the down projection's backward frees (`last_input`):
-    # trained, its input; bare (frozen, no adapter), the weight cast it keeps under amp; an
-    # adapter's kept input is freed too (n_x = 2 stands for it, traced)
-    mlps = [lin for lin in layer.linears if lin.group == "mlp"]
-    bare = x.lora and not layer.moe and bool(mlps) and not adapted(mlps[-1], targets)
+    # beside the saved ones less `last_input`; an adapter's kept input is freed too (n_x = 2
+    # stands for it, traced)
     n_x = 3 if not x.lora or bare else 2
-    if bare and n.weight_copies and not x.qlora and arch.traits.mlp == "gated" \
-            and not (x.eager or x.math_attention):
-        # a frozen down projection keeps the cast of its weight, which its backward frees
-        last_input = mlps[-1].local_counts(tp, x.ep)[0] * c
     gated_qlora = x.qlora and not layer.moe and arch.traits.mlp == "gated"
     mlp_bwd = qlora_mlp_backward(x, mlp, w_m, f_w) if gated_qlora \
         else BACKWARD_TRANSIENT(n_x, T, f_w, c, x.h, r)

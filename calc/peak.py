@@ -335,17 +335,13 @@ BELOW_TOP = Formula(
     source=TRACED_FSDP,
     title="The activations saved below the layer under the top: all but the top layer's "
           "(A_t) and that layer's own (A_k, counted apart)")
-TOP_FREED = Formula(
-    "activations/last_layer", "lambda A_s, A_t: A_s - A_t", id="peak.top_freed",
-    source=TRACED_FSDP,
-    title="The activations saved below the top layer: all but the top's (A_t), freed by its "
-          "backward")
-ABOVE_FREED = Formula(
-    "activations/last_layer", "lambda A_s, A_a: A_s - A_a", id="peak.above_freed",
+SAVED_BELOW = Formula(
+    "activations/last_layer", "lambda A_s, A_a: A_s - A_a", id="peak.saved_below",
     source=TRACED_PEAK,
-    title="The activations saved up to the highest checkpointed layer: all but those of the "
-          "layers above it (not checkpointed, A_a), freed by their backward before it "
-          "recomputes")
+    title="The activations saved below the layers whose backward has run: all but theirs "
+          "(A_a), freed by it (one term: no category goes below zero)",
+    note="the top layer's at its post-backward under FSDP; under checkpointing that leaves "
+         "the top layers out, those above the highest checkpointed one as it recomputes")
 LAYER_REDUCE = Formula(
     "temporaries/layer_backward",
     "lambda P_lt, g_u, g_r, N, g_s, g_n, G_l: P_lt * g_r + max(P_lt * g_u, "
@@ -1155,7 +1151,9 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     ahead = extended(saved, head_items, detail) if head_items else saved
     mask = forward_mask(x) if stage.embedding or x.pp == 1 else None
     extra: list[tuple[Term, int]] = []
-    if ckpt and n.autocast and not ly.cache:  # autocast's weight cache lives for the forward
+    # autocast's weight cache lives for the forward: counted apart for every layer
+    forward_cache = bool(ckpt) and n.autocast and not ly.cache
+    if forward_cache:
         for (_, act, _), stored in zip(ly.kinds, ly.stored, strict=True):
             extra += [(t, stored) for t in act.weight_copies]
     if mask:
@@ -1206,9 +1204,8 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     recompute = None
     if ckpt:
         shared = widest.kept_in_saved
-        # (autocast's weight copies of the forward are counted for every layer apart, below)
-        cached = sum(t.bytes for t in widest.weight_copies) if n.autocast and not ly.cache \
-            else 0
+        # (the layer's weight copies are among the forward cache's, not again with it)
+        cached = sum(t.bytes for t in widest.weight_copies) if forward_cache else 0
         layer_fwd = LAYER_FORWARD_RECOMPUTE(widest.forward_transient.bytes,
                                             alive - cached - _after_forward_peak(x, widest),
                                             shared)
@@ -1595,12 +1592,11 @@ def _after_forward_peak(x: Setup, act: LayerActivations) -> int:
 
 def _below_recomputed(ly: Layers, body: Part, detail: bool) -> Part:
     """`body` at the highest checkpointed layer's backward: the layers above it (not
-    checkpointed) have run theirs and freed what they saved (`ABOVE_FREED`): one term, so
-    that no category of the breakdown goes below zero."""
+    checkpointed) have run theirs and freed what they saved (`SAVED_BELOW`)."""
     top = max(i for i, flag in enumerate(ly.flags) if flag)
     acts = {kind: act for kind, act, _ in ly.kinds}
     above = sum(ly.alive(acts[kind]) for kind in ly.kind_of[top + 1:])
-    return part(((ABOVE_FREED(body.bytes, above), 1),), detail)
+    return part(((SAVED_BELOW(body.bytes, above), 1),), detail)
 
 
 def _kept(ly: Layers, checkpointed: bool, act: LayerActivations | None = None) -> int:
@@ -1663,7 +1659,7 @@ def _layer_reduce(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, accumulat
     """FSDP's post-backward of the top layer (`LAYER_REDUCE`): resharded, the next layer
     prefetched in its place, its gradients' reduce-scatter input beside them (accumulating,
     the output is added into the shard an earlier backward wrote: no new one); the top's
-    activations freed (`TOP_FREED`, out of the saved activations)."""
+    activations freed (`SAVED_BELOW`)."""
     values = _layer_units(x, ms)
     if values is None or not values[1] or (stage.unit or stage).layers < 2:
         return None
@@ -1673,10 +1669,21 @@ def _layer_reduce(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, accumulat
     held = ms.gathered if x.fsdp_collectives else part_of(ms.gathered_root)
     assert held is not None
     gathered = extended(held, ((ms.root_grads, 1),), detail) if ms.root_grads else held
-    saved = part(((TOP_FREED(ly.body.bytes, _kept(ly, ly.flags[-1])), 1),), detail)
+    saved = part(((SAVED_BELOW(ly.body.bytes, _kept(ly, ly.flags[-1])), 1),), detail)
     g = x.n.grad
     return gathered, saved, LAYER_REDUCE(P_lt, g_u, g_r, x.N, g if g != g_r else 0,
                                          0 if accumulating else g, G_l)
+
+
+def _offload_share(x: Setup, ms: ModelStates, zero: int) -> int | None:
+    """Rank 0's share of the flat parameters (`partition_tensors`) where DeepSpeed's
+    ZeRO-Offload at stage `zero` norms each gradient's piece of it in fp64 on the GPU
+    (stage_1_and_2.py set_norm_for_param_grad_in_gpu): full training, untied embeddings, no
+    pipeline; else None."""
+    if not (x.deepspeed and x.offload_optimizer and x.z == zero and not x.lora and x.pp == 1
+            and not x.arch.tie_word_embeddings and ms.local.ordered):
+        return None
+    return partition_tensors(ms.local.ordered, x.N)[0]
 
 
 def _offload_embedding_norm(x: Setup, stage: Stage, ms: ModelStates, accumulating: bool
@@ -1684,24 +1691,20 @@ def _offload_embedding_norm(x: Setup, stage: Stage, ms: ModelStates, accumulatin
     """ZeRO-Offload at stage 1, the step's last backward (`OFFLOAD_EMBEDDING_NORM`), else
     None. (Its stage 2 offloads the gradients as backward goes; tied embeddings: not traced
     apart.)"""
-    if not (x.deepspeed and x.offload_optimizer and x.z == 1 and stage.embedding
-            and not x.arch.tie_word_embeddings and not x.lora and x.pp == 1
-            and ms.local.ordered and (accumulating or x.micro_batches == 1)):
+    share = _offload_share(x, ms, 1)
+    if share is None or not stage.embedding or not (accumulating or x.micro_batches == 1):
         return None
-    share, _ = partition_tensors(ms.local.ordered, x.N)
     return OFFLOAD_EMBEDDING_NORM(min(ms.local.ordered[0], share))
 
 
 def _offload_head_norm(x: Setup, stage: Stage, ms: ModelStates) -> Term | None:
-    """ZeRO-Offload at stages 1-2 where rank 0's share holds part of an untied head
+    """ZeRO-Offload at stage 2 where rank 0's share holds part of an untied head
     (`OFFLOAD_HEAD_NORM`), else None."""
-    if not (x.deepspeed and x.offload_optimizer and x.z == 2 and stage.head
-            and not x.arch.tie_word_embeddings and not x.lora and x.pp == 1
-            and ms.local.ordered):
+    share = _offload_share(x, ms, 2)
+    if share is None or not stage.head:
         return None
     ordered = ms.local.ordered
     head = ordered[-1]
-    share, _ = partition_tensors(ordered, x.N)
     piece = max(0, min(head, share - (sum(ordered) - head)))
     if not piece:
         return None

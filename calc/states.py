@@ -492,6 +492,7 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
     (`Setup.vocab_grad_split`), else 0. `live`: DeepSpeed's ZeRO-3, whose coordinator holds
     these parameters gathered (`coordinated`)."""
     fsdp2 = z >= 2 and not deepspeed
+    buffered = N > 1  # FSDP2 gathers through a flat buffer, prefetched (`Setup.fsdp_collectives`)
     N_1, N_2 = (N if z >= k else 1 for k in (1, 2))
     N_3 = N if z == 3 or fsdp2 else 1
     P, P_t = local.total, local.trainable
@@ -570,14 +571,14 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
             gathered = GATHERED_LAYER_NF4(local.per_layer, local.per_layer_linear, w_g)
         else:
             gathered = GATHERED_LAYER(local.per_layer, w_g)
-        gathered_grads = GATHERED_GRADS(gathered.bytes if N > 1 else 0, local.per_layer_trainable,
+        gathered_grads = GATHERED_GRADS(gathered.bytes if buffered else 0, local.per_layer_trainable,
                                         local.per_layer_last, g_u, g_r)
         root = GATHERED_ROOT(local.root, w_g)
         root_grads = head_grads
     elif fsdp2:  # every layer stays gathered; one all-gather buffer lingers
         root_grads = head_grads
         everything = GATHERED_MODEL(P, w_g)
-        lingering = LINGERING_ALL_GATHER(local.per_layer, w_g) if N > 1 else None
+        lingering = LINGERING_ALL_GATHER(local.per_layer, w_g) if buffered else None
         gathered_grads = UNSHARDED_GRADS(local.per_layer_trainable, local.per_layer_last, g_u,
                                          g_r)
     ddp = reduce = None

@@ -138,8 +138,9 @@ _LEGEND: tuple[tuple[str, str, str], ...] = (
     ("A_k", "A_k", "what one layer keeps in `A_s` (its input, where checkpointed)"),
     ("g_s", "g_s", "bytes of a sharded gradient's cast from FSDP's reduce dtype to its own (0 "
      "where they match)"),
-    ("A_a", "A_a", "the saved activations of the layers above the highest checkpointed "
-     "one, where checkpointing leaves the top layers out"),
+    ("A_a", "A_a", "the saved activations of the layers whose backward has run (the top "
+     "layer's, or those above the highest checkpointed one where checkpointing leaves the top "
+     "layers out)"),
     ("A_t", "A_t", "the top layer's activations its backward frees (its input, where "
      "checkpointed)"),
     ("g_w", "g_w", "bytes per element of a layer's incoming gradient, and of its cast where "
