@@ -335,11 +335,13 @@ BELOW_TOP = Formula(
     source=TRACED_FSDP,
     title="The activations saved below the layer under the top: all but the top layer's "
           "(A_t) and that layer's own (A_k, counted apart)")
+# (one term, not the saved activations less a negative one: no category of a report's
+# breakdown goes below zero)
 SAVED_BELOW = Formula(
     "activations/last_layer", "lambda A_s, A_a: A_s - A_a", id="peak.saved_below",
     source=TRACED_PEAK,
     title="The activations saved below the layers whose backward has run: all but theirs "
-          "(A_a), freed by it (one term: no category goes below zero)",
+          "(A_a), freed by it",
     note="the top layer's at its post-backward under FSDP; under checkpointing that leaves "
          "the top layers out, those above the highest checkpointed one as it recomputes")
 LAYER_REDUCE = Formula(
