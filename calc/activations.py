@@ -266,20 +266,26 @@ ATTENTION_BACKWARD_SINKS = Formula(
 ATTENTION_BACKWARD_LAYER = Formula(
     "temporaries/layer_backward", "lambda X_l, A_m: X_l - A_m", id="act.attention_backward_layer",
     source=SRC,
-    title="A layer's backward at its attention's softmax (eager with sinks, SDPA's math "
-          "kernel): its transient, beside the layer's activations less the MLP's and the "
-          "norms' after the attention, which their backward freed before",
+    title="A layer's backward at its attention's softmax (eager, SDPA's math kernel): its "
+          "transient, beside the layer's activations less what their backward freed before "
+          "(A_m): the MLP's and the norms' after the attention, autocast's copies of their "
+          "weights and the output projection's; eager's, that projection's input and the "
+          "values",
     note="traced: gpt-oss-20b-4L under 1F1B (+0.97% counted beside the MLP's activations), "
-         "mistral-7b-4L on a V100, checkpointed")
+         "mistral-7b-4L on a V100, checkpointed, and 8B-wide stacks at 4K tokens")
 ATTENTION_BACKWARD_MATH = Formula(
     "temporaries/layer_backward", "lambda b, a, s: 8 * b * a * s**2",
     id="act.attention_backward_math", source=SRC,
     title="SDPA's math kernel, backward: the fp32 probabilities' gradient and the scores' "
           "beside the saved probabilities (traced: fp16 on Volta and Turing GPUs)")
 ATTENTION_BACKWARD_EAGER = Formula(
-    "temporaries/layer_backward", "lambda b, a, s, c: b * a * s**2 * (8 - c)",
-    id="act.attention_backward_eager", source=SRC,
-    title="Eager attention, backward: the softmax's fp32 gradients")
+    "temporaries/layer_backward", "lambda b, a, s, c, T, h, r, d: b * a * s**2 * (8 - c) + "
+    "T * h * max(r, c) + T * a * d * c", id="act.attention_backward_eager", source=SRC,
+    title="Eager attention, backward: the softmax's fp32 gradients, beside the gradients "
+          "coming in (the residual's, waiting for the attention's to be added, and the "
+          "attention output's)",
+    note="traced op by op: mistral-7b-4L at 2K and 4K tokens, amp, checkpointed (-0.9% "
+         "without the incoming gradients)")
 # --- the ends of the model ----------------------------------------------------------------------
 HEAD_NORMS = tuple(f.booked("activations/head") for f in (
     NORM_INPUT, NORM_STATS, NORM_FP32_COPY, NORM_RSQRT, NORM_OUT_FP32, NORM_OUT))
@@ -368,11 +374,33 @@ class LayerActivations(NamedTuple):
     mlp_bytes: int  # bytes of `saved` that the MLP keeps (freed by the MLP's backward)
     last_input: int = 0  # bytes of `saved` freed before the widest backward moment: a gated
     # MLP's down projection's input, freed by that projection's backward, which runs first
+    # per-op selective checkpointing: the outputs checkpoint_input keeps that `saved` does
+    # not; its recomputation takes them back (each op it saved returns its kept output) and
+    # frees them once used, so past it the layer keeps nothing beside what it saves
+    consumed: int = 0
+    # eager attention (or SDPA's math kernel): the bytes of `saved` that its forward builds
+    # after the softmax and its backward frees before the softmax's (what the norms after the
+    # attention and the MLP keep, eager's the output projection's input), the part of them
+    # that is autocast's copies of the MLP's and the output projection's weights, the outputs
+    # checkpoint_input keeps by then, and the values (eager's, repeated) the probabilities
+    # multiply, built before the softmax, freed by their product's backward before its
+    after_softmax: int = 0
+    after_softmax_copies: int = 0
+    kept_after_softmax: int = 0
+    softmax_values: int = 0
+
+    @property
+    def recomputed_shared(self) -> int:
+        """Bytes of checkpoint_input that the layer's recomputed activations count too."""
+        return self.kept_in_saved + self.consumed
 
 
 def layer_activations(saved: tuple[Term, ...], forward: Term, backward: Term,
                       checkpoint_input: Term, frozen_base: bool = False,
-                      kept_outputs_in_saved: int = 0, last_input: int = 0) -> LayerActivations:
+                      kept_outputs_in_saved: int = 0, last_input: int = 0,
+                      kept_outputs: int = 0,
+                      after_softmax: tuple[int, int, int, int] = (0, 0, 0, 0)
+                      ) -> LayerActivations:
     # autocast caches the casts of leaf weights that train; a frozen base's casts are made
     # per op and saved, so a checkpointed layer drops them
     copies = tuple(t for t in saved if t.key == "activations/weight_copies"
@@ -386,7 +414,8 @@ def layer_activations(saved: tuple[Term, ...], forward: Term, backward: Term,
         if t.key == "activations/mlp" or (t.key == "activations/lora" and t.formula in FOLDED):
             mlp += t.bytes
     return LayerActivations(saved, forward, backward, checkpoint_input, total, copies, residual,
-                            shared, mlp, last_input)
+                            shared, mlp, last_input, kept_outputs - kept_outputs_in_saved,
+                            *after_softmax)
 
 
 def received_kept(kept: Term) -> tuple[Term, ...]:
@@ -489,6 +518,7 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
         if arch.attention_dropout:
             saved.append(SCORES_DROPOUT(x.b, a, x.s))
     o_proj = dict(layer.by_name).get("o_proj") if "o_proj" in targets else None
+    before_out = len(saved)
     if o_proj is not None:
         o_in = o_proj.local_shape(tp)[1]  # a d, or MLA's a d_v
         if _adapter_copies(x, drop):
@@ -497,6 +527,7 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
             # only the adapter keeps
             _adapter_input(x, saved, "attention", o_in, drop, c)
         # else o_proj's input is SDPA's output itself (already saved): nothing more
+    out_kept = sum(t.bytes for t in saved[before_out:])  # (what o_proj's adapter keeps)
     # --- MLP ---------------------------------------------------------------------------------
     last_input = 0
     w_m = c
@@ -549,6 +580,7 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
     mlp_bwd = qlora_mlp_backward(x, mlp, w_m, f_w) if gated_qlora \
         else BACKWARD_TRANSIENT(n_x, T, f_w, c, x.h, r)
     dequant = dequant_forward(x, mlp, saved, w_m, f_w, z_width) if gated_qlora else None
+    after = copies_after = values = 0
     if math or (x.eager and not x.selective_attention):
         # the softmax's backward runs after the MLP's, whose activations it has freed, in a
         # recomputed layer too (traced: Phi-3 with LoRA, checkpointed, +6.1% counted beside
@@ -564,14 +596,16 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
         input_norm = sum(t.bytes for t in saved[:pre_norms]) // 2 if times == 2 else 0
         after = sum(t.bytes for t in saved[:norms]) - input_norm + sum(
             t.bytes for t in saved if t.key == "activations/mlp")
+        if not math:  # and the output projection's input (or its adapter's), and the values
+            # the probabilities multiply (the math kernel's, in fp32: not traced)
+            after += sum(t.bytes for t in saved if t.formula is EAGER_OUT) + out_kept
+            values = T * a * d * c
         if n.weight_copies and not x.qlora:  # and autocast's copies of the MLP's weights and
             # the output projection's, whose backward ran before
-            attention = [lin for lin in layer.linears if lin.group == "attention"]
-            after += c * sum(lin.local_counts(tp, x.ep)[0] for lin in layer.linears
-                             if lin.group not in ("attention", "experts")
-                             or lin is attention[-1])
-        if softmax is not None and softmax.bytes - after > bwd.bytes:
-            bwd = ATTENTION_BACKWARD_LAYER(softmax.bytes, after)
+            copies_after = c * sum(lin.local_counts(tp, x.ep)[0]
+                                   for lin in _after_attention(layer))
+        if softmax is not None and softmax.bytes - after - copies_after - values > bwd.bytes:
+            bwd = ATTENTION_BACKWARD_LAYER(softmax.bytes, after + copies_after + values)
     else:
         fwd = FORWARD_TRANSIENT(T, x.H, x.h, r)
         bwd = mlp_bwd
@@ -596,11 +630,21 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
         if lora_fwd.bytes > fwd.bytes:
             fwd = lora_fwd
     if x.selective_ops:
-        kept, overlap = _sac_outputs(x, layer)
+        kept, overlap, kept_after = _sac_outputs(x, layer)
         return layer_activations(tuple(saved), fwd, bwd, SELECTIVE_KEPT(T, x.h, r, kept),
-                                 x.lora, overlap, last_input)
+                                 x.lora, overlap, last_input, kept,
+                                 (after, copies_after, kept_after, values))
     return layer_activations(tuple(saved), fwd, bwd, CHECKPOINT_INPUT(T, x.h, r), x.lora,
-                             last_input=last_input)
+                             last_input=last_input,
+                             after_softmax=(after, copies_after, 0, values))
+
+
+def _after_attention(layer: LayerParams) -> list[Linear]:
+    """The linears a layer runs after its attention core (the output projection and the MLP's,
+    not routed experts), in order."""
+    attention = [lin for lin in layer.linears if lin.group == "attention"]
+    return [lin for lin in layer.linears
+            if lin.group not in ("attention", "experts") or lin is attention[-1]]
 
 
 # Projections whose output the normal graph saves as it is (so an output the selective policy
@@ -612,17 +656,18 @@ _OUTPUT_SAVED = frozenset({"v_proj", "qkv_proj", "c_attn", "query_key_value", "W
                            "dense_h_to_4h"})
 
 
-def _sac_outputs(x: Setup, layer: LayerParams) -> tuple[int, int]:
-    """(bytes, bytes also saved by the normal graph) of the outputs torchtitan's per-op policy
-    keeps in one layer. In forward order, a biased projection runs addmm (always saved), an
-    unbiased one mm (saved every other time, counted per layer), the routed experts
-    aten._grouped_mm (neither saved nor counted); LoRA's lora_A and lora_B
-    are two more mm each. The attention kernel's outputs are saved too: flash keeps them
+def _sac_outputs(x: Setup, layer: LayerParams) -> tuple[int, int, int]:
+    """(bytes, bytes also saved by the normal graph, bytes made after the attention's softmax)
+    of the outputs torchtitan's per-op policy keeps in one layer. In forward order, a biased
+    projection runs addmm (always saved), an unbiased one mm (saved every other time, counted
+    per layer), the routed experts aten._grouped_mm (neither saved nor counted); LoRA's lora_A
+    and lora_B are two more mm each. The attention kernel's outputs are saved too: flash keeps them
     anyway; eager's two bmm (the scores and the weighted values) are extra."""
     T, c, tp = x.T, x.n.compute, x.tp
     rank, targets = x.lora_rank, x.lora_targets
     no_rotary = x.arch.traits.rotary == "none"
-    kept = overlap = count = 0
+    kept = overlap = after = count = 0
+    late = _after_attention(layer)
     for lin in layer.linears:
         if lin.group == "experts":  # transformers' grouped_mm: not on the policy's list (a
             continue  # compute-intensive op it saves), and not an mm it counts
@@ -640,14 +685,16 @@ def _sac_outputs(x: Setup, layer: LayerParams) -> tuple[int, int]:
                     continue
             kept += nbytes
             overlap += nbytes if in_saved else 0
+            after += nbytes if lin in late else 0
     if x.eager or x.math_attention:  # (the math kernel's bmm outputs in fp32)
         w = 4 if x.math_attention else c
         kept += x.b * x.a * x.s**2 * w + T * x.a * x.d * w
+        after += T * x.a * x.d * w  # (the weighted values)
     else:  # flash / memory-efficient: the output and the log-sum-exp, saved anyway
         flash = T * x.a * x.d * c + T * x.a * 4
         kept += flash
         overlap += flash
-    return kept, overlap
+    return kept, overlap, after
 
 
 def mask_width(x: Setup) -> int:
@@ -674,7 +721,7 @@ def attention_backward(x: Setup, sliding: bool = False) -> Term | None:
         return None
     if x.arch.traits.sinks:
         return ATTENTION_BACKWARD_SINKS(x.b, x.a, x.s, mask_width(x), sink_cast(x))
-    return ATTENTION_BACKWARD_EAGER(x.b, x.a, x.s, x.n.compute)
+    return ATTENTION_BACKWARD_EAGER(x.b, x.a, x.s, x.n.compute, x.T, x.h, x.n.residual, x.d)
 
 
 def forward_mask(x: Setup) -> Term | None:

@@ -321,10 +321,13 @@ FIRST_LAYER = Formula("activations/last_layer", "lambda A_l: A_l", id="peak.firs
 FIRST_LAYER_LATE = Formula(
     "activations/last_layer", "lambda x_l, A_l, A_m, x_c: x_l + A_l - A_m - x_c",
     id="peak.first_layer_late", source=TRACED_PEAK,
-    title="The first layer's activations past its MLP's backward: all but the MLP's",
-    note="checkpointed: its kept input and its recomputed activations (x_c: what both count); "
-         "else x_l = x_c = 0; on a pipeline stage that receives its input, that input is the "
-         "receive buffer, counted there")
+    title="The first layer's activations past its MLP's backward: all but the MLP's (A_m); "
+          "at eager attention's softmax, later, all but what the layer's backward freed by "
+          "then (as in act.attention_backward_layer)",
+    note="checkpointed: its kept input and its recomputed activations (x_c: what both count, "
+         "under per-op selective checkpointing all it kept: its recomputation takes each "
+         "kept output back and frees it once used); else x_l = x_c = 0; on a pipeline stage "
+         "that receives its input, that input is the receive buffer, counted there")
 LATE_TRANSIENT = Formula(
     "temporaries/layer_backward", "lambda T, h, r, c: T * h * 16 + T * h * max(r, c)",
     id="peak.late_transient", source=TRACED_PEAK,
@@ -743,11 +746,22 @@ class Layers:
         """Of each kind (`kinds`' order), the layers checkpointing keeps to their input."""
         return _stored(self.kinds, self.kind_of, self.flags)
 
+    def cached(self, act: LayerActivations) -> bool:
+        """Whether the layer's weight copies are the step's cache's (`cache`), not its own."""
+        return any(t is c for c, _ in self.cache for t in act.weight_copies)
+
     def alive(self, act: LayerActivations) -> int:
         """One layer's saved bytes for one micro-batch (its weight copies in the cache)."""
-        if not any(t is c for c, _ in self.cache for t in act.weight_copies):
+        if not self.cached(act):
             return act.total
         return act.total - sum(t.bytes for t in act.weight_copies)
+
+    def before_softmax(self, act: LayerActivations, recomputed: bool) -> int:
+        """What a layer's backward (its `recomputed` one: its weights cast anew where the
+        cache is `cleared`) has freed by its eager attention's softmax: `after_softmax`, with
+        the copies among them where they are the layer's own."""
+        own = (recomputed and self.cleared) or not self.cached(act)
+        return act.after_softmax + act.softmax_values + (act.after_softmax_copies if own else 0)
 
     @property
     def all_checkpointed(self) -> bool:
@@ -844,10 +858,20 @@ def layers(x: Setup, stage: Stage, detail: bool, receives: bool = False) -> Laye
         kept += [(term, 1) for term in head if term.formula is HEAD_COPY]
         head = tuple(term for term in head if term.formula is not HEAD_COPY)
     saved += [(term, 1) for term in embedding]
+    mask = _held_mask(x, stage, flags)
+    if mask is not None:
+        saved.append((mask, 1))
     body = part(tuple(saved), detail)
     whole = extended(body, tuple((term, 1) for term in head), detail) if head else body
     return Layers(tuple(kinds), kind_of, flags, x.in_flight(stage), (*embedding, *head), whole,
                   body, widest, tuple(cache), tuple(kept), received)
+
+
+def _held_mask(x: Setup, stage: Stage, flags: tuple[bool, ...]) -> Term | None:
+    """The attention mask (`forward_mask`) where checkpointed layers keep it to their
+    backward: each one's recomputation holds its arguments, the mask among them (traced:
+    eager attention, checkpointed, 32 MB at 2 x 2K tokens); else the forward frees it."""
+    return forward_mask(x) if any(flags) and (stage.embedding or x.pp == 1) else None
 
 
 def _before_last(ly: Layers, saved: Part, detail: bool) -> Part:
@@ -1084,7 +1108,7 @@ def _weight_pass(x: Setup, stage: Stage, ly: Layers) -> list[tuple[Term, int]]:
         return []
     act = ly.widest
     groups = sum(1 for lin in layer.linears) + x.arch.traits.norms_per_layer
-    return [(SPLIT_RECOMPUTED(ckpt, groups, ly.recomputed(act), act.kept_in_saved,
+    return [(SPLIT_RECOMPUTED(ckpt, groups, ly.recomputed(act), act.recomputed_shared,
                               weight_inputs(x, act, layer)), 1)]
 
 
@@ -1151,7 +1175,8 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     # yet (a frozen fp32 head's autocast copy under LoRA is V h c)
     head_items = tuple((t, -1) for t in _ends(x, stage, ly)[1])
     ahead = extended(saved, head_items, detail) if head_items else saved
-    mask = forward_mask(x) if stage.embedding or x.pp == 1 else None
+    # (held in `saved` where checkpointed layers keep it)
+    mask = forward_mask(x) if (stage.embedding or x.pp == 1) and not any(ly.flags) else None
     extra: list[tuple[Term, int]] = []
     # autocast's weight cache lives for the forward: counted apart for every layer
     forward_cache = bool(ckpt) and n.autocast and not ly.cache
@@ -1205,12 +1230,12 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     top_ckpt = bool(ly.flags) and ly.flags[-1]
     recompute = None
     if ckpt:
-        shared = widest.kept_in_saved
+        shared = widest.recomputed_shared
         # (the layer's weight copies are among the forward cache's, not again with it)
         cached = sum(t.bytes for t in widest.weight_copies) if forward_cache else 0
-        layer_fwd = LAYER_FORWARD_RECOMPUTE(widest.forward_transient.bytes,
-                                            alive - cached - _after_forward_peak(x, widest),
-                                            shared)
+        layer_fwd = LAYER_FORWARD_RECOMPUTE(
+            widest.forward_transient.bytes,
+            alive - cached - _after_forward_peak(widest, forward_cache), widest.kept_in_saved)
         recompute = layer_bwd = LAYER_BACKWARD_RECOMPUTE(
             widest.backward_transient.bytes - incoming, widest.forward_transient.bytes,
             residual - incoming, alive, shared, freed, new)
@@ -1277,7 +1302,10 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     if mix is None and times > 1:
         other_batches = scaled(one, times - 1, detail)
     weight_pass: list[tuple[Term, int]] = []
-    layer_below = _layer_below(x, stage, ms, ly, ckpt)
+    # beside the first layer's own: what FSDP's prefetch counts below it, and the mask the
+    # checkpointed layers hold to the last one's backward
+    layer_below = tuple(term for term in (_layer_below(x, stage, ms, ly, ckpt),
+                                          _held_mask(x, stage, ly.flags)) if term is not None)
     if fl.split:
         # zero bubble's input backward (retain_graph) frees nothing of the micro-batch it runs:
         # all of it stays beside the others, with its output gradients; the weight pass over
@@ -1485,12 +1513,17 @@ def _late_written(x: Setup, ms: ModelStates, fl: Flight, accumulating: bool,
     if (act.backward_transient.formula is not ATTENTION_BACKWARD_LAYER or accumulating
             or ms.gathered_grads is not None or not _weights_written(x, ms, fl)):
         return None
+    past = ms.local.per_layer_trainable - _before_softmax(x)
+    return LATE_WRITTEN(past, ms.local.head_trainable, x.n.grad)
+
+
+def _before_softmax(x: Setup) -> int:
+    """A layer's parameters whose gradients its backward writes after its attention's
+    softmax's: the projections before the attention core."""
     layer = x.counts.dense_layer or x.counts.moe_layer
     assert layer is not None
     attention = [lin for lin in layer.linears if lin.group == "attention"]
-    past = ms.local.per_layer_trainable - sum(
-        sum(lin.local_counts(x.tp, x.ep)) for lin in attention[:-1])
-    return LATE_WRITTEN(past, ms.local.head_trainable, x.n.grad)
+    return sum(sum(lin.local_counts(x.tp, x.ep)) for lin in attention[:-1])
 
 
 def _first_written(x: Setup, ms: ModelStates, fl: Flight, accumulating: bool,
@@ -1512,8 +1545,9 @@ def _weights_written(x: Setup, ms: ModelStates, fl: Flight) -> bool:
 
 
 def _written(x: Setup, stage: Stage, ms: ModelStates, accumulating: bool, late: bool = False,
-             own: bool = False) -> Term | None:
-    """Gradients at the first layer's backward (`late`: past its MLP). Under pipelining FSDP2
+             own: bool = False, softmax: bool = False) -> Term | None:
+    """Gradients at the first layer's backward (`late`: past its MLP; `softmax`: at its eager
+    attention's softmax, past its output projection too). Under pipelining FSDP2
     writes its sharded gradients only after the last micro-batch's backward (torch's stage
     turns gradient sync off for every backward): none. Unless `accumulating` into gradients an
     earlier backward wrote, an untied embedding's gradient is not written yet, nor the first
@@ -1546,7 +1580,8 @@ def _written(x: Setup, stage: Stage, ms: ModelStates, accumulating: bool, late: 
         second = not own and (x.fsdp_collectives or _layer_below_counted(stage, ms))
         m_l = (2 if second else 1) * -(-local.per_layer_trainable // x.N)
     else:
-        m_l = local.per_layer_trainable - (local.per_layer_mlp if late else local.per_layer_last)
+        m_l = _before_softmax(x) if softmax else \
+            local.per_layer_trainable - (local.per_layer_mlp if late else local.per_layer_last)
     if not m_e and not m_l:
         return grads
     # (from the whole: a stage mixing dense and MoE layers has smaller first layers than the
@@ -1571,25 +1606,30 @@ def _regathered(ms: ModelStates, grads: Term, detail: bool) -> Part:
                     detail)
 
 
-def _late_own(ly: Layers, ckpt: int | bool) -> Term:
-    """The widest layer's own activations past its MLP's backward (`FIRST_LAYER_LATE`),
-    `ckpt`: recomputed."""
+def _late_own(ly: Layers, ckpt: int | bool, softmax: bool = False) -> Term:
+    """The widest layer's own activations past its MLP's backward (`FIRST_LAYER_LATE`), or
+    at its eager attention's `softmax`, later; `ckpt`: recomputed."""
     act = ly.widest
+    freed = ly.before_softmax(act, bool(ckpt)) if softmax else act.mlp_bytes
     if ckpt:
         return FIRST_LAYER_LATE(act.checkpoint_input.bytes - ly.received, ly.recomputed(act),
-                                act.mlp_bytes, act.kept_in_saved)
-    return FIRST_LAYER_LATE(0, ly.alive(act) - ly.received, act.mlp_bytes, 0)
+                                freed, act.recomputed_shared)
+    return FIRST_LAYER_LATE(0, ly.alive(act) - ly.received, freed, 0)
 
 
-def _after_forward_peak(x: Setup, act: LayerActivations) -> int:
-    """What a checkpointed layer's forward has not built yet at its widest moment: the MLP's
-    activations where that moment is eager attention's softmax (its scores beside the
-    probabilities), which runs before the MLP."""
+def _after_forward_peak(act: LayerActivations, copies: bool) -> int:
+    """What a checkpointed layer's forward has not built yet at its widest moment where that
+    moment is eager attention's softmax (its scores beside the probabilities): all it saves
+    after the softmax, what its checkpoint keeps of it, and (`copies`: this forward makes
+    them) autocast's copies of the weights of the projections after it."""
     fwd = act.forward_transient
     if fwd.formula is not FORWARD_TRANSIENT_EAGER:
         return 0
     T, H, h, r, b, a, s, m, c = fwd.values
-    return act.mlp_bytes if b * a * s * s * max(0, m - c) > T * H * 4 + T * h * r else 0
+    if b * a * s * s * max(0, m - c) <= T * H * 4 + T * h * r:
+        return 0
+    return act.after_softmax + act.kept_after_softmax + (act.after_softmax_copies if copies
+                                                         else 0)
 
 
 def _below_recomputed(ly: Layers, body: Part, detail: bool) -> Part:
@@ -1765,7 +1805,7 @@ def _first_gathered(x: Setup, stage: Stage, ms: ModelStates, below: Part | None,
 
 
 def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt: int,
-                      accumulating: bool, below: Term | None
+                      accumulating: bool, below: tuple[Term, ...]
                       ) -> tuple[Term | Part | None, Part | None, Term | Part, Term] | None:
     """The first layer's backward once its MLP is done: the MLP's weight gradients written,
     its activations freed, the attention's norm running its fp32 backward (llama-style
@@ -1779,7 +1819,6 @@ def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt:
     if x.megatron or not (norm or eager):
         return None
     n = x.n
-    first = _late_own(ly, ckpt)
     grads = ms.gradients
     fsdp = ms.gathered_layer is not None or ms.gathered_model is not None
     if fsdp:
@@ -1798,13 +1837,21 @@ def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt:
     else:
         if accumulating or not accumulated(grads):
             return None
-        written = _written(x, stage, ms, accumulating, late=True)
         gathered = None
-    transient = LATE_TRANSIENT(x.T, x.h, n.residual, n.compute) if norm else eager
-    if eager is not None and transient is not None and eager.bytes > transient.bytes:
-        transient = eager
-    assert transient is not None
-    return (written, gathered, _with_below(first, below, True), transient)
+    # the wider of two moments: the norm after the attention running its fp32 backward, and
+    # later the softmax's, the norm's and the output projection's saved tensors freed, its
+    # gradient written
+    candidates = []
+    for softmax, transient in ((False, LATE_TRANSIENT(x.T, x.h, n.residual, n.compute) if norm
+                                else None), (True, eager)):
+        if transient is None:
+            continue
+        if not fsdp:
+            written = _written(x, stage, ms, accumulating, late=True, softmax=softmax)
+        candidates.append((written, _late_own(ly, ckpt, softmax), transient))
+    written, own, transient = max(candidates, key=lambda moment: sum(
+        term.bytes for term in moment if term is not None))
+    return (written, gathered, _with_below(own, below, True), transient)
 
 
 def _resharded_below(x: Setup, ms: ModelStates, grads: Term | None) -> Part | None:
@@ -1833,8 +1880,9 @@ def _layer_below(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt: int
     return LAYER_BELOW((act.checkpoint_input.bytes if ckpt else ly.alive(act)) - ly.received)
 
 
-def _with_below(first: Term, below: Term | None, detail: bool) -> Term | Part:
-    return part(((first, 1), (below, 1)), detail) if below is not None else first
+def _with_below(first: Term, below: tuple[Term, ...], detail: bool) -> Term | Part:
+    """The first layer's own (`first`) beside what the moment holds below it."""
+    return part(((first, 1), *((term, 1) for term in below)), detail) if below else first
 
 
 def _experts_backward(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, accumulating: bool
@@ -2061,7 +2109,7 @@ def _experts_reduce(x: Setup, stage: Stage, ms: ModelStates, states: Part | None
                            local.per_layer_experts_down, g_u)
     if ly.checkpointed:
         alive = EXPERTS_REDUCED_ALIVE(A_d, moe.checkpoint_input.bytes, ly.recomputed(moe),
-                                      moe.mlp_bytes, moe.kept_in_saved)
+                                      moe.mlp_bytes, moe.recomputed_shared)
     else:
         alive = EXPERTS_REDUCED_ALIVE(A_d, 0, ly.alive(moe), moe.mlp_bytes, 0)
     return _moment("backward.experts_reduce", states, written, reduce, others, alive,

@@ -164,7 +164,8 @@ _LEGEND: tuple[tuple[str, str, str], ...] = (
     ("P_la", "P_\\text{layer,late}", "the trainable part of a layer past its attention's "
      "softmax on one GPU: its MLP, output projection and the norms after the attention"),
     ("P_lm", "P_\\text{layer,MLP}", "the trainable part of a layer's MLP on one GPU"),
-    ("A_m", "A_\\text{MLP}", "the MLP's part of a layer's saved activations"),
+    ("A_m", "A_\\text{MLP}", "the MLP's part of a layer's saved activations (at eager "
+     "attention's softmax, all its backward freed before it)"),
     ("A_h", "A_\\text{head}", "what the head saved for its backward: its input and autocast's "
      "copy of its weight"),
     ("g_c", "g_c", "bytes of the head's weight gradient cast to the weight's dtype under "
@@ -273,7 +274,8 @@ _LEGEND: tuple[tuple[str, str, str], ...] = (
     ("g_i", "g_\\text{in}", "the gradient arriving at a layer's output, T h at residual width"),
     ("A_l", "A_\\text{layer}", "the widest layer's saved activations (one micro-batch)"),
     ("x_c", "x_c", "what a checkpointed layer keeps that its recomputation rebuilds too (the "
-     "residual a norm keeps, the outputs the selective policy saves)"),
+     "residual a norm keeps, the outputs the selective policy saves; past the recomputation, "
+     "which takes them back, all those outputs)"),
     ("x_l", "x_\\text{layer}", "a layer's input, kept when checkpointed"),
     ("A_0", "A_0", "what the first layer keeps (its input when checkpointed, else every "
      "activation it saves)"),
