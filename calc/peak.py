@@ -65,10 +65,10 @@ from .states import (
     DS_GRAD_PARTITION,
     DS_PENDING,
     GATHERED_GRADS,
-    GATHERED_LAYER,
     GATHERED_ROOT,
     ModelStates,
     accumulated,
+    gathered_layer,
     model_states,
     partition_tensors,
 )
@@ -1264,6 +1264,14 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         moments.append(_moment("forward.fsdp_start", states, earlier, gathered,
                                ROOT_ALL_GATHER(ms.local.root, n.gathered_weight,
                                                ms.gathered_layer.bytes)))
+    elif ms.gathered_model and not pipelined and ms.live is None and not units and flat:
+        # at stage 2 too: the root resharded by its post-backward, gathered again, and the
+        # first layer's all-gather beside its output (traced: QLoRA on a 70B width, +38.9%
+        # with every weight at the compute width and this moment missing, random runs)
+        layer = gathered_layer(ms.local, n.gathered_weight, x.qlora)
+        moments.append(_moment("forward.fsdp_start", states, earlier,
+                               part_of(GATHERED_ROOT(ms.local.root, n.gathered_weight), layer),
+                               ROOT_ALL_GATHER(ms.local.root, n.gathered_weight, layer.bytes)))
     if ms.gathered_layer and not units and flat:  # the last layer's prefetch: nothing saved yet
         moments.append(_moment("forward.fsdp_prefetch", states, earlier, gathered,
                                _before_last(ly, ahead, detail), forward_extra,
@@ -1860,7 +1868,7 @@ def _resharded_below(x: Setup, ms: ModelStates, grads: Term | None) -> Part | No
     stays gathered beside the root, not the whole model (traced: the whole Llama 3.1 70B,
     FSDP2 x 4 at 512 tokens, +13.7% when every layer was counted to the end). `grads`: the
     running layer's unsharded gradients at the moment."""
-    return part_of(GATHERED_LAYER(ms.local.per_layer, x.n.gathered_weight), ms.gathered_root,
+    return part_of(gathered_layer(ms.local, x.n.gathered_weight, x.qlora), ms.gathered_root,
                    grads, ms.root_grads)
 
 
