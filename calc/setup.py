@@ -39,6 +39,7 @@ class Setup:
         "a",
         "arch",
         "b",
+        "bf16_optimizer",
         "checkpoint_every",
         "chunked_loss",
         "counts",
@@ -123,6 +124,7 @@ class Setup:
     lora_targets: frozenset[str]  # empty unless lora
     lora_dropout: float
     deepspeed: bool  # DeepSpeed's engine and ZeRO (parallelism.framework, master by default)
+    bf16_optimizer: bool  # DeepSpeed's engine without ZeRO, bf16 weights: its BF16_Optimizer
     zero_sizes: Sizes  # DeepSpeed's zero_optimization sizes (the scenario's, else calc's export's)
     optimizer: Optimizer
     optimizer_impl: OptimizerImpl
@@ -174,6 +176,8 @@ class Setup:
         self.sequence_parallel = p.sequence_parallel
         self.offload_optimizer = p.offload_optimizer
         self.offload_params = p.offload_params
+        self.bf16_optimizer = self.deepspeed and self.z == 0 and t.precision == "bf16" \
+            and t.mixed_precision == "master"
         self.micro_batches = t.gradient_accumulation_steps
         self.lora = lora = t.finetuning != "full"
         self.qlora = t.finetuning == "qlora"

@@ -1340,6 +1340,18 @@ case("test", "llama-3.1-8b", 2, 1024, mp=AC, lora=16, qlora=True, dp=2, zero=2,
      notes=QZ + "every linear, no checkpointing")
 case("test", L4["qwen2.5-7b"], 1, 2048, mp=AC, ac="full", lora=16, targets="attention",
      qlora=True, dp=4, zero=2, tag="qwen2.5-7b-4L", notes=QZ + "the attention, checkpointed")
+# DeepSpeed's engine without ZeRO, bf16 weights (calc's default for master weights): its
+# BF16_Optimizer keeps the bf16 gradients through the step beside the fp32 ones it accumulated
+# (-10.0% extrapolated without them, two random runs at dp 2; the one-GPU master cases were
+# traced with a stand-in optimizer that freed them, now with DeepSpeed's engine)
+BF = "DeepSpeed's bf16 optimizer without ZeRO, the bf16 gradients beside the fp32 at the step: "
+case("dev", inline("qwen3-30b-a3b", num_hidden_layers=2, vocab_size=32768), 1, 1024,
+     mp="master", dp=2, zero=0, framework="deepspeed", tag="qwen3-30b-a3b-2L-v32k",
+     notes=BF + "Qwen3-MoE's width, two ranks")
+case("test", "llama-3.2-1b", 1, 1024, mp="master", gas=2, dp=2, zero=0, framework="deepspeed",
+     notes=BF + "two ranks, accumulating")
+case("test", L4["qwen2.5-7b"], 1, 512, mp="master", ac="full", tag="qwen2.5-7b-4L",
+     notes=BF + "one GPU, master weights' default engine")
 
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]

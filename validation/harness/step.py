@@ -51,9 +51,18 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
         ds_cfg = deepspeed_engine.ds_config(scenario)
     else:
         layout = parallel.kind(par)
-        if deepspeed_engine.uses_deepspeed(tr, par) and layout == "ddp":
-            layout = "deepspeed"  # DeepSpeed's engine without ZeRO (its bf16 optimizer)
-            ds_cfg = deepspeed_engine.ds_config(scenario)
+        if deepspeed_engine.uses_deepspeed(tr, par) and layout in ("ddp", "single") \
+                and not meshed:
+            # DeepSpeed's engine without ZeRO (its bf16 optimizer), on one GPU too: what calc
+            # means by master weights (the stand-in in optimizers.py frees the low-precision
+            # gradients as it casts them; DeepSpeed's optimizer keeps them through the step).
+            # On one GPU an optimizer the engine is not traced with keeps the stand-in.
+            try:
+                ds_cfg = deepspeed_engine.ds_config(scenario)
+                layout = "deepspeed"
+            except Untraceable:
+                if layout != "single":
+                    raise
     if meshed and (tr["finetuning"] != "full" or tr["loss"] != "standard" or mp == "master"):
         raise Untraceable("tp/cp/pp are traced for full fine-tuning, the standard loss and "
                           "pure/amp/autocast precision")
