@@ -53,8 +53,9 @@ class Numerics:
 
     @property
     def adapter_compute(self) -> int:
-        """Bytes of what an adapter computes: its own dtype, or autocast's."""
-        return self.compute if self.autocast else self.adapter
+        """Bytes of what an adapter computes: its own dtype, or autocast's, or the one FSDP2
+        gathers it in (peft casts the adapter's input to lora_A's weight dtype)."""
+        return self.compute if self.autocast or self.fsdp_mixed else self.adapter
 
     @property
     def adapter_copies(self) -> bool:

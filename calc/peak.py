@@ -65,6 +65,7 @@ from .states import (
     DS_GRAD_PARTITION,
     DS_PENDING,
     GATHERED_GRADS,
+    GATHERED_LAYER,
     GATHERED_ROOT,
     ModelStates,
     accumulated,
@@ -100,7 +101,8 @@ PARTS: dict[str, tuple[str, str]] = {
                       "holds through the stage's backward, and under autocast the head's "
                       "cached copy's gradient waiting for its end"),
     "layer_forward": ("X_f", "the widest layer's forward transient"),
-    "all_gather": ("X_g", "FSDP's all-gather outputs: this layer and the prefetched next"),
+    "all_gather": ("X_g", "FSDP's all-gather outputs: this layer and the prefetched next (the "
+                   "last one's alone in its forward)"),
     "layer_backward": ("X_b", "the widest layer's backward transient"),
     "first_layer": ("A_1", "the first layer's activations, last to be freed (under FSDP's "
                     "prefetch the second layer's, beside what the first keeps)"),
@@ -137,7 +139,7 @@ MOMENTS: dict[str, MomentKind] = {
     "forward.loss": MomentKind("the end of the forward, at the loss", (*_FORWARD, "loss")),
     "forward.last_layer": MomentKind(
         "the forward of the widest layer, every earlier layer's activations saved",
-        (*_FORWARD, "layer_forward")),
+        (*_FORWARD, "layer_forward", "all_gather")),
     "forward.experts_combine": MomentKind(
         "expert parallelism: the last MoE layer's experts' outputs back through the all-to-all, "
         "weighted and summed", (*_FORWARD, "layer_forward")),
@@ -311,9 +313,16 @@ PREFETCH_CAST = Formula(
           "its input, the local shard cast to the gathered dtype",
     note="traced: Mixtral's width with LoRA under amp on two ranks, the step's peak (-1.9% "
          "without the cast)")
-ALL_GATHER = Formula("temporaries/all_gather_buffers", "lambda G_l: 2 * G_l", id="peak.all_gather",
-                     title="FSDP2's all-gather outputs: this layer's and the next one's",
-                     source=TRACED_FSDP)
+LAST_ALL_GATHER = Formula(
+    "temporaries/all_gather_buffers", "lambda G_l: G_l", id="peak.last_all_gather",
+    source=TRACED_FSDP,
+    title="FSDP2 in the last layer's forward: its all-gather output beside its parameters, held "
+          "until the backward's first all-gather",
+    note="traced: DeepSeek-V3's width, LoRA, FSDP2 x 4 (the forward's peak, at the routing)")
+ALL_GATHER = Formula("temporaries/all_gather_buffers", "lambda G_r, G_l: G_r + G_l",
+                     id="peak.all_gather", source=TRACED_FSDP,
+                     title="FSDP2's all-gather outputs: the running layer's (G_r) and the next "
+                           "one's (G_l)")
 FIRST_LAYER = Formula("activations/last_layer", "lambda A_l: A_l", id="peak.first_layer",
                       title="The first layer's saved activations, freed last", source=TRACED_PEAK,
                       note="on a pipeline stage that receives its input, all but that input: "
@@ -1251,8 +1260,13 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     if loss:
         moments.append(_moment("forward.loss", states, earlier, head_fwd, saved, loss_extra,
                                loss[0]))
+    # FSDP2's all-gather output of the last layer, held through its forward (no next
+    # all-gather copies out before the backward's first)
+    last_ag = LAST_ALL_GATHER(_gathered_at(x, ms, ly, len(ly.kind_of) - 1).bytes) \
+        if ms.gathered_layer and not units and x.fsdp_collectives and ms.live is None \
+        and x.pp == 1 else None
     moments.append(_moment("forward.last_layer", states, earlier, gathered, ahead, forward_extra,
-                           layer_fwd))
+                           layer_fwd, last_ag))
     if x.ep > 1 and not x.megatron and stage.moe_layers:
         moments.append(_moment("forward.experts_combine", states, earlier, gathered, ahead,
                                forward_extra, EP_COMBINE(x.routed, x.H, expert_width(x), x.T)))
@@ -1261,9 +1275,11 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     flat = x.fsdp_collectives
     if ms.gathered_layer and ms.gathered_root and ms.live is None and x.pp == 1 and not units \
             and flat:
-        moments.append(_moment("forward.fsdp_start", states, earlier, gathered,
-                               ROOT_ALL_GATHER(ms.local.root, n.gathered_weight,
-                                               ms.gathered_layer.bytes)))
+        layer = _gathered_at(x, ms, ly, 0)  # (a dense first layer: gathered at its width)
+        moments.append(_moment("forward.fsdp_start", states, earlier,
+                               gathered if layer is ms.gathered_layer else
+                               part_of(layer, ms.gathered_root),
+                               ROOT_ALL_GATHER(ms.local.root, n.gathered_weight, layer.bytes)))
     elif ms.gathered_model and not pipelined and ms.live is None and not units and flat:
         # at stage 2 too: the root resharded by its post-backward, gathered again, and the
         # first layer's all-gather beside its output (traced: QLoRA on a 70B width, +38.9%
@@ -1275,7 +1291,8 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     if ms.gathered_layer and not units and flat:  # the last layer's prefetch: nothing saved yet
         moments.append(_moment("forward.fsdp_prefetch", states, earlier, gathered,
                                _before_last(ly, ahead, detail), forward_extra,
-                               ALL_GATHER(ms.gathered_layer.bytes)))
+                               ALL_GATHER(_gathered_at(x, ms, ly, max(0, len(ly.kind_of) - 2)).bytes,
+                                          _gathered_at(x, ms, ly, len(ly.kind_of) - 1).bytes)))
     bucket = ms.reduce_bucket
     # a later micro-batch's backward leaves the cached weight copies' gradients for last: at
     # the first layer those of the layers above it wait, at the end all of them
@@ -1359,7 +1376,7 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     if head_norm is not None and mix is None:
         moments.append(_moment("backward.offload_norm", states, earlier, body, head_norm,
                                bucket, schedule_kept))
-    prefetch = _prefetch_cast(x, ms)
+    prefetch = _prefetch_cast(x, ms, ly)
     if prefetch is not None and mix is None:
         moments.append(_moment("backward.fsdp_prefetch", states, earlier,
                                part_of(ms.gathered_layer, ms.gathered_root, ms.root_grads),
@@ -1700,6 +1717,7 @@ def _top_gathered(x: Setup, stage: Stage, ms: ModelStates, ly: Layers,
         return backward_gathered
     G_l, P_lt, P_ll, g_u, g_r = values
     u_r = int((stage.unit or stage).layers > 2)
+    G_l = _prefetched_below_top(x, ms, ly, G_l)
     return _regathered(ms, TOP_GATHERED_GRADS(G_l, P_lt, P_ll, g_u, g_r, u_r,
                                               _kept(ly, ly.flags[-1])), detail)
 
@@ -1722,7 +1740,15 @@ def _layer_reduce(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, accumulat
     saved = part(((SAVED_BELOW(ly.body.bytes, _kept(ly, ly.flags[-1])), 1),), detail)
     g = x.n.grad
     return gathered, saved, LAYER_REDUCE(P_lt, g_u, g_r, x.N, g if g != g_r else 0,
-                                         0 if accumulating else g, G_l)
+                                         0 if accumulating else g,
+                                         _prefetched_below_top(x, ms, ly, G_l))
+
+
+def _prefetched_below_top(x: Setup, ms: ModelStates, ly: Layers, G_l: int) -> int:
+    """The layer FSDP prefetches below the top one, of the `G_l` bytes it prefetches (0: none,
+    on one rank): at its own width (`_gathered_at`)."""
+    return _gathered_at(x, ms, ly, len(ly.kind_of) - 2).bytes if G_l and len(ly.kind_of) >= 2 \
+        else G_l
 
 
 def _offload_share(x: Setup, ms: ModelStates, zero: int) -> int | None:
@@ -1761,14 +1787,14 @@ def _offload_head_norm(x: Setup, stage: Stage, ms: ModelStates) -> Term | None:
     return OFFLOAD_HEAD_NORM(head, ms.local.per_layer_last, x.n.grad, piece)
 
 
-def _prefetch_cast(x: Setup, ms: ModelStates) -> Term | None:
+def _prefetch_cast(x: Setup, ms: ModelStates, ly: Layers) -> Term | None:
     """FSDP2's prefetch of the next layer as the top layer's backward starts, where the
     all-gather casts the local shard first (`PREFETCH_CAST`), else None."""
     values = _layer_units(x, ms)
     n = x.n
     if values is None or not values[0] or not n.fsdp_mixed or n.weight <= n.gathered_weight:
         return None
-    return PREFETCH_CAST(values[0], x.N)
+    return PREFETCH_CAST(_prefetched_below_top(x, ms, ly, values[0]), x.N)
 
 
 def _first_reduce(x: Setup, stage: Stage, ms: ModelStates, accumulating: bool, detail: bool
@@ -1833,7 +1859,7 @@ def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt:
         written: Term | Part | None = _written(x, stage, ms, accumulating)
         g_u, g_r = n.fsdp_grads(n.grad)
         # the second layer's moment, the first prefetched, where a third reduces above it
-        prefetched = ms.gathered_layer.bytes if ms.gathered_layer is not None \
+        prefetched = _gathered_at(x, ms, ly, 0).bytes if ms.gathered_layer is not None \
             and (stage.unit or stage).layers > 2 and x.fsdp_collectives else 0
         unsharded = LATE_GATHERED(prefetched, local.per_layer_trainable, local.per_layer_mlp,
                                   g_u, g_r)
@@ -1860,6 +1886,15 @@ def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt:
     written, own, transient = max(candidates, key=lambda moment: sum(
         term.bytes for term in moment if term is not None))
     return (written, gathered, _with_below(own, below, True), transient)
+
+
+def _gathered_at(x: Setup, ms: ModelStates, ly: Layers, i: int) -> Term:
+    """The stage's `i`th layer as FSDP gathers it layer by layer (`ms.gathered_layer`, the
+    widest): a dense one beside MoE layers (DeepSeek-V3's first) at its own width."""
+    assert ms.gathered_layer is not None
+    if ly.kind_of[i] == "moe" or all(kind != "moe" for kind in ly.kind_of) or x.qlora:
+        return ms.gathered_layer
+    return GATHERED_LAYER(ms.local.term.symbols["P_dl"], x.n.gathered_weight)
 
 
 def _resharded_below(x: Setup, ms: ModelStates, grads: Term | None) -> Part | None:
@@ -1958,6 +1993,8 @@ def _experts_fsdp(x: Setup, stage: Stage, ms: ModelStates, ly: Layers,
     for n_r in (0, 1) if below else (0,):
         # (on two layers the one below the top is the first: nothing left to prefetch)
         G_n = 0 if n_r and layers == 2 else G_l
+        if G_n and layers >= 2 + n_r:  # (the layer below the running one, at its own width)
+            G_n = _gathered_at(x, ms, ly, len(ly.kind_of) - 2 - n_r).bytes
         recomputed = ly.flags[-1 - n_r]  # the running layer's
         A_l = ly.recomputed(moe) if recomputed else ly.alive(moe)
         A_d = ly.body.bytes - _kept(ly, ly.flags[-1], moe) - n_r * _kept(ly, recomputed, moe)

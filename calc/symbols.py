@@ -281,6 +281,8 @@ _LEGEND: tuple[tuple[str, str, str], ...] = (
      "activation it saves)"),
     ("K_o", "K_\\text{ops}", "the op outputs a layer keeps under per-op selective checkpointing"),
     ("G_l", "G_\\text{layer}", "one layer's gathered parameters (FSDP)"),
+    ("G_r", "G_\\text{run}", "the running layer's gathered parameters (FSDP; a dense layer "
+     "beside MoE ones at its own width)"),
     ("M_g", "M_g", "every gradient on this GPU"),
     ("m_e", "m_e", "elements of the embedding's gradient not yet written"),
     ("m_l", "m_l", "elements of FSDP's last layers' gradients not yet written"),
