@@ -10,6 +10,7 @@
   and every page is checked against its Content-Security-Policy (mkdocs.yml, `extra`): a policy
   meta tag in it, no inline script that would execute, no `<style>` element or style attribute.
   The policy would block them in the browser; the build says which page has one instead.
+- Material's search index is built on first use (tools/site_scripts.py).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from calc.plan.kv_cache import KV_CACHE_DTYPES
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))  # the page generators (tools/docs_*.py)
 import docs_pages  # noqa: E402
+import site_scripts  # noqa: E402  (how Material's and PyScript's scripts load)
 from docs_common import DEFAULT_SCENARIO, READING_LIMITS  # noqa: E402  (the calculator's opening scenario)
 
 VENDOR = ROOT / "vendor" / "site"
@@ -335,12 +337,14 @@ def without_unused_math(page_html: str) -> str:
 
 
 def on_post_page(output: str, page: Any, config: Any) -> str:
-    return without_unused_math(output)
+    return site_scripts.search_on_first_use(without_unused_math(output))
 
 
 def on_post_template(output_content: str, template_name: str, config: Any) -> str:
     """The theme's own pages (404.html)."""
-    return without_unused_math(output_content) if template_name.endswith(".html") else output_content
+    if not template_name.endswith(".html"):
+        return output_content
+    return site_scripts.search_on_first_use(without_unused_math(output_content))
 
 
 # What the Content-Security-Policy forbids in a page: a <script> with neither a src nor a data type
@@ -401,3 +405,4 @@ def on_post_build(config: Any) -> None:
     dest = site / "vendor"
     shutil.rmtree(dest, ignore_errors=True)
     shutil.copytree(VENDOR, dest)
+    site_scripts.finish(site)

@@ -1,0 +1,71 @@
+"""Material's search, whose index the site builds on first use (tools/site_scripts.py)."""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from serve import Handler, server  # tools/, put on sys.path by conftest
+
+from .conftest import SITE, Calculator
+
+MATERIAL_WORKER = "/assets/javascripts/workers/search."
+
+
+@pytest.fixture(scope="module")
+def counting_site() -> Iterator[tuple[str, list[str]]]:
+    """The built site served on 127.0.0.1, with the paths it was asked for, workers' included
+    (a worker's own worker is out of Playwright's sight)."""
+    asked: list[str] = []
+
+    class Counting(Handler):
+        def log_request(self, code: Any = "-", size: Any = "-") -> None:
+            asked.append(self.path.split("?")[0])
+
+    srv = server(SITE)
+    srv.RequestHandlerClass = functools.partial(Counting, directory=str(SITE))  # type: ignore[assignment]
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}/", asked
+    srv.shutdown()
+
+
+def results_for(page: Any, text: str) -> list[str]:
+    """The result titles Material shows once `text` is typed into the header's search box."""
+    box = page.locator(".md-search__input")
+    box.fill("")
+    box.press_sequentially(text)  # Material reads the box on keyup
+    page.wait_for_function(
+        """t => [...document.querySelectorAll('.md-search-result__item h1, .md-search-result__item h2')]
+                 .some(h => h.textContent.toLowerCase().includes(t))""",
+        arg=text.lower(), timeout=15_000)
+    return page.locator(".md-search-result__item h1, .md-search-result__item h2").all_text_contents()  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("path", ["calculator/", "tools/advisor/"])
+def test_search_builds_its_index_at_the_first_query_and_finds_pages(
+        browser: Any, counting_site: tuple[str, list[str]], path: str) -> None:
+    """Loading a page does not start Material's search worker (its lunr build of the whole index
+    ran at every page view, on the calculator while Python starts: issue 13); the first query
+    with text starts it, and a later query goes to the same worker."""
+    base, asked = counting_site
+    context = browser.new_context(viewport={"width": 1280, "height": 900},
+                                  service_workers="block")  # its precache would fetch every file
+    calc = Calculator(context.new_page(), base)
+    calc.watch(context, base)
+    page = calc.page
+    asked.clear()
+    with page.expect_response(lambda r: r.url.endswith("/search/search_index.json"), timeout=15_000):
+        page.goto(base + path)
+    page.wait_for_load_state("load")
+    page.wait_for_timeout(1000)  # Material has handed the index over; a worker of its own would be asked for by now
+    assert "/assets/search_worker.js" in asked
+    assert not [p for p in asked if p.startswith(MATERIAL_WORKER)], "Material's worker started at load"
+    page.click(".md-search__input")
+    assert any("advisor" in t.lower() for t in results_for(page, "advisor"))
+    assert any("kv cache" in t.lower() for t in results_for(page, "KV cache"))
+    assert len([p for p in asked if p.startswith(MATERIAL_WORKER)]) == 1, asked
+    context.close()
+    calc.assert_clean()
