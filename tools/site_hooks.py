@@ -10,7 +10,8 @@
   and every page is checked against its Content-Security-Policy (mkdocs.yml, `extra`): a policy
   meta tag in it, no inline script that would execute, no `<style>` element or style attribute.
   The policy would block them in the browser; the build says which page has one instead.
-- Material's search index is built on first use (tools/site_scripts.py).
+- Material's search index is built on first use, and Material's and PyScript's scripts carry
+  V8 compile hints (tools/site_scripts.py).
 """
 
 from __future__ import annotations

@@ -71,6 +71,21 @@ def test_katex_is_loaded_only_where_a_page_has_formulas(calculator: Calculator) 
             assert math == [], path
 
 
+def test_material_and_pyscript_carry_v8_compile_hints() -> None:
+    """Material's bundle and PyScript's core chunk, each one main-thread task to evaluate, start
+    with V8's compile hint (tools/site_scripts.py), so Chromium compiles them while they download
+    instead of function by function during the page's load; Material's source map follows."""
+    hint = "//# allFunctionsCalledOnLoad\n"
+    (bundle,) = (SITE / "assets" / "javascripts").glob("bundle.*.min.js")
+    chunk = re.search(r'from\s*"\./(core-[\w-]+\.js)"', (SITE / "vendor" / "pyscript" / "core.js").read_text())
+    assert chunk
+    for script in (bundle, SITE / "vendor" / "pyscript" / chunk.group(1)):
+        assert script.read_text().startswith(hint), script
+        assert script.read_text().count(hint) == 1, script
+    source_map = json.loads(bundle.with_name(bundle.name + ".map").read_text())
+    assert source_map["mappings"].startswith(";") and not source_map["mappings"].startswith(";;")
+
+
 def formula_page(calculator: Calculator, scenario: dict[str, Any] | None = None) -> Any:
     url = calculator.base_url + "reference/formulas/" + (f"#s={encode(scenario)}" if scenario else "")
     calculator.page.goto(url)
