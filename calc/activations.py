@@ -634,7 +634,7 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
         combine = experts_combine(x)
         if combine.bytes > bwd.bytes:
             bwd = combine
-        combine = EXPERTS_COMBINE_FORWARD(x.routed, x.H, expert_width(x),
+        combine = EXPERTS_COMBINE_FORWARD(x.routed, x.H, routing_width(x),
                                           int(not (trainable or lora_experts(x, layer))),
                                           T, x.h, r)
         if combine.bytes > fwd.bytes:
@@ -919,9 +919,20 @@ def experts_combine(x: Setup) -> Term:
     """A MoE layer's combine backward (`EXPERTS_COMBINE_BACKWARD`): the routing weights fp32
     where the family keeps them so, the experts' output gradient cast back where it differs."""
     w_e = expert_width(x)
-    w_c = 4 if x.arch.traits.routing_fp32 else w_e
+    w_c = routing_width(x)
     return EXPERTS_COMBINE_BACKWARD(x.routed, x.H, w_c, w_e if w_e != w_c else 0, x.T, x.h,
                                     x.n.residual, x.n.compute)
+
+
+def routing_width(x: Setup) -> int:
+    """Bytes of the experts' outputs weighted by their routing weights: fp32 where the family
+    keeps the weights so (Mixtral's softmax in fp32), unless the router's fp32 is its own
+    cast of a linear's inputs (DeepSeek-V3), which autocast overrides (traced: the weighted
+    outputs in the compute dtype under autocast and under FSDP2's amp, which runs it too)."""
+    traits = x.arch.traits
+    if not traits.routing_fp32 or (traits.router_fp32 and (x.n.autocast or x.n.fsdp_mixed)):
+        return expert_width(x)
+    return 4
 
 
 def lora_experts(x: Setup, layer: LayerParams) -> bool:

@@ -48,7 +48,7 @@ from .activations import (
 from .formula import Formula, Items, Part, Term, extended, joined, part, part_of, scaled
 from .logits import kept_logits, logits_memory, stage_output
 from .megatron import megatron_layer
-from .placement import Stage
+from .placement import Stage, layer_gathered
 from .schedule_order import Mix, chunk_mixes
 from .setup import Flight, Setup
 from .sources import (
@@ -66,6 +66,7 @@ from .states import (
     DS_PENDING,
     GATHERED_GRADS,
     GATHERED_LAYER,
+    GATHERED_LAYER_NF4,
     GATHERED_ROOT,
     ModelStates,
     accumulated,
@@ -1890,11 +1891,15 @@ def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt:
 
 def _gathered_at(x: Setup, ms: ModelStates, ly: Layers, i: int) -> Term:
     """The stage's `i`th layer as FSDP gathers it layer by layer (`ms.gathered_layer`, the
-    widest): a dense one beside MoE layers (DeepSeek-V3's first) at its own width."""
+    widest): a dense one beside MoE layers (DeepSeek-V3's first) at its own width, QLoRA's
+    linear weights packed."""
     assert ms.gathered_layer is not None
-    if ly.kind_of[i] == "moe" or all(kind != "moe" for kind in ly.kind_of) or x.qlora:
+    dense = x.counts.dense_layer
+    if ly.kind_of[i] == "moe" or all(kind != "moe" for kind in ly.kind_of) or dense is None:
         return ms.gathered_layer
-    return GATHERED_LAYER(ms.local.term.symbols["P_dl"], x.n.gathered_weight)
+    P, L = layer_gathered(dense, x.lora, x.lora_rank, x.tp, x.ep, x.lora_targets)
+    return GATHERED_LAYER_NF4(P, L, x.n.gathered_weight) if x.qlora \
+        else GATHERED_LAYER(P, x.n.gathered_weight)
 
 
 def _resharded_below(x: Setup, ms: ModelStates, grads: Term | None) -> Part | None:

@@ -251,6 +251,15 @@ def _layer_tensors(layer: LayerParams, lora: bool, rank: int, tp: int, ep: int,
     return out
 
 
+def layer_gathered(layer: LayerParams, lora: bool, rank: int, tp: int, ep: int,
+                   targets: frozenset[str]) -> tuple[int, int]:
+    """(parameters with their adapters, quantisable linear weights) of one decoder layer on
+    one GPU: what FSDP gathers of it (`LocalParams.per_layer` and `per_layer_linear` are the
+    widest layer's)."""
+    total, linear, adapters, _, _ = _layer_local(layer, lora, rank, tp, ep, targets)
+    return total + adapters, linear
+
+
 def _layer_local(layer: LayerParams, lora: bool, rank: int, tp: int, ep: int,
                  targets: frozenset[str]) -> tuple[int, int, int, int, int]:
     """(params, quantisable linear weights, LoRA params, largest tensor, Adafactor factors)

@@ -1378,6 +1378,17 @@ case("test", QWEN3MOE, 2, 1024, lora=8, targets="attention", lora_dropout=0.1, d
 case("test", inline("qwen3-30b-a3b", num_hidden_layers=2, vocab_size=32768), 1, 2048, lora=16,
      targets="attention", dp=2, zero=3, tag="qwen3-30b-a3b-2L-v32k",
      notes="FSDP2, LoRA on a MoE model: the MoE layer's forward at its combine")
+# DeepSeek-V3's router casts its inputs to fp32 itself, which autocast overrides (F.linear):
+# under autocast (and FSDP2's amp, which runs it too) the routing weights, and the experts'
+# weighted outputs in the combine, are in the compute dtype (+13.2% extrapolated with fp32)
+RW = "DeepSeek-V3's routing weights under autocast, in the compute dtype: "
+case("dev", DSV3_2L, 3, 1536, mp=AC, prec="fp16", lora=8, targets="attention",
+     lora_dropout=0.1, qlora=True, dp=2, zero=3, tag="deepseek-v3-2L-e32-v32k",
+     notes=RW + "QLoRA, fp16, found by random runs")
+case("test", DSV3_3L, 2, 1024, mp=AC, lora=16, targets="attention", tag="deepseek-v3-3L-e32-v32k",
+     notes=RW + "LoRA on one GPU")
+case("test", DSV3_2L, 2, 2048, mp=AC, lora=16, targets="attention", qlora=True, dp=2, zero=3,
+     tag="deepseek-v3-2L-e32-v32k", notes=RW + "QLoRA under FSDP2")
 
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
