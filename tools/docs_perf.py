@@ -58,7 +58,13 @@ def context(src: str) -> dict[str, str]:
         return "\n".join(lines)
 
     transfer = s["cold_transfer"]
+    cold = [r["cold"] for r in site["runs"]]
+    long = [c["longest_task_ms"] for c in cold if c["long_tasks"]]
+    long_tasks = (f"in the run above, {len(long)} of {len(cold)} cold visits had one (the longest "
+                  f"{max(long):.0f} ms)" if long else
+                  f"in the run above, none of {len(cold)} cold visits had one")
     return {
+        "long_tasks": long_tasks,
         "estimator_table": table(rows),
         "estimator_when": f"{est['date']}, {est['machine']['python']} on {est['machine']['machine']}"
                           f" ({est['machine']['nproc']} cores)",

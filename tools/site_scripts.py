@@ -1,6 +1,7 @@
 """How the site's third-party scripts load (tools/site_hooks.py calls these), to keep their
 start-up work off a page's load (issue 13: no main-thread task over 50 ms while the calculator
-loads). Material and PyScript themselves are used as released.
+loads). Material's and PyScript's code is used as released; the build adds one comment line
+to two of their files.
 
 - **Material's search index is built on first use.** Material's bundle starts its search worker
   on every page load and has it build a lunr index from the whole search_index.json at once.
@@ -8,8 +9,9 @@ loads). Material and PyScript themselves are used as released.
   starts Material's own worker, whose file name the build writes into it, at the first query
   with text (the file says how).
 - **Compile hints.** Material's bundle and PyScript's core are one script each whose evaluation
-  is one main-thread task, much of it V8 compiling each function as it was first called. A file that starts with the comment `//# allFunctionsCalledOnLoad` has every function
-  compiled eagerly, on a background thread while it streams in (V8's explicit compile hints,
+  is one main-thread task, much of it V8 compiling each function as it was first called. A
+  file that starts with the comment `//# allFunctionsCalledOnLoad` has every function compiled
+  eagerly, on a background thread while it streams in (V8's explicit compile hints,
   https://v8.dev/blog/explicit-compile-hints, Chromium 136 and later; other engines read a
   comment). Material's source map moves down the one line.
 """
