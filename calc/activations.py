@@ -151,13 +151,13 @@ EXPERT_WEIGHT_GRAD = Formula(
          "Mixtral and DeepSeek-V3 LoRA cases")
 EXPERTS_COMBINE_FORWARD = Formula(
     "temporaries/layer_forward",
-    "lambda t_m, H, w_c, n_i, T, h, r: (2 + n_i) * t_m * H * w_c + T * h * r",
+    "lambda t_m, H, w_c, n_i, x_e, T, h, r: t_m * H * (2 * w_c + n_i * x_e) + T * h * r",
     id="act.experts_combine_forward", source=SRC,
     title="A MoE layer's widest forward moment, its combine: the experts' outputs times their "
-          "routing weights, and those gathered back to token order, in the experts' width "
-          "(w_c), beside the experts' saved outputs and the residual; where the experts are "
-          "frozen (n_i = 1), their gathered inputs too, which nothing saves but the forward "
-          "still holds",
+          "routing weights, and those gathered back to token order, in the routing weights' "
+          "width (w_c), beside the experts' saved outputs and the residual; where the "
+          "experts are frozen (n_i = 1), their gathered inputs too (in the experts' width, "
+          "x_e), which nothing saves but the forward still holds",
     note="traced: DeepSeek-V3's width with LoRA under FSDP2 (the forward's peak, -2.4% with "
          "the H-wide fp32 temporary counted there instead)")
 EXPERTS_COMBINE_BACKWARD = Formula(
@@ -268,11 +268,14 @@ NORM_FORWARD = Formula(
     note="traced: Mixtral under DeepSpeed's ZeRO-3 with LoRA on the attention, the forward's "
          "peak at the top layer's post-attention norm")
 ATTENTION_BACKWARD_SINKS = Formula(
-    "temporaries/layer_backward", "lambda b, a, s, m, c_p: b * a * s**2 * (2 * m - c_p)",
+    "temporaries/layer_backward",
+    "lambda b, a, s, m, c_p, T, h, r, d, c: b * a * s**2 * (2 * m - c_p) + T * h * max(r, c) + "
+    "T * a * d * c",
     id="act.attention_backward_sinks", source=SRC,
     title="Eager attention with sinks, backward: the probabilities' gradient and the "
           "softmax's input gradient in the mask's dtype beside the saved probabilities (then "
-          "the max's scattered gradient in their place)",
+          "the max's scattered gradient in their place), beside the gradients coming in (as "
+          "act.attention_backward_eager's)",
     note="traced op by op: gpt-oss-20b-4L, amp and bf16")
 ATTENTION_BACKWARD_LAYER = Formula(
     "temporaries/layer_backward", "lambda X_l, A_m: X_l - A_m", id="act.attention_backward_layer",
@@ -398,6 +401,7 @@ class LayerActivations(NamedTuple):
     after_softmax: int = 0
     after_softmax_copies: int = 0
     kept_after_softmax: int = 0
+    kept_saved_after_softmax: int = 0  # (of kept_after_softmax, what `saved` holds too)
     softmax_values: int = 0
 
     @property
@@ -410,7 +414,7 @@ def layer_activations(saved: tuple[Term, ...], forward: Term, backward: Term,
                       checkpoint_input: Term, frozen_base: bool = False,
                       kept_outputs_in_saved: int = 0, last_input: int = 0,
                       kept_outputs: int = 0,
-                      after_softmax: tuple[int, int, int, int] = (0, 0, 0, 0)
+                      after_softmax: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)
                       ) -> LayerActivations:
     # autocast caches the casts of leaf weights that train; a frozen base's casts are made
     # per op and saved, so a checkpointed layer drops them
@@ -610,7 +614,7 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
         if not math:  # and the output projection's input (or its adapter's), and the values
             # the probabilities multiply (the math kernel's, in fp32: not traced)
             after += sum(t.bytes for t in saved if t.formula is EAGER_OUT) + out_kept
-            values = T * a * d * c
+            values = T * a * _values_width(x) * c
         if n.weight_copies and not x.qlora:  # and autocast's copies of the MLP's weights and
             # the output projection's, whose backward ran before
             copies_after = c * sum(lin.local_counts(tp, x.ep)[0]
@@ -636,7 +640,7 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
             bwd = combine
         combine = EXPERTS_COMBINE_FORWARD(x.routed, x.H, routing_width(x),
                                           int(not (trainable or lora_experts(x, layer))),
-                                          T, x.h, r)
+                                          expert_width(x), T, x.h, r)
         if combine.bytes > fwd.bytes:
             fwd = combine
     if targets and _adapter_copies(x, drop):
@@ -647,13 +651,13 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
         if lora_fwd.bytes > fwd.bytes:
             fwd = lora_fwd
     if x.selective_ops:
-        kept, overlap, kept_after = _sac_outputs(x, layer)
+        kept, overlap, kept_after, saved_after = _sac_outputs(x, layer)
         return layer_activations(tuple(saved), fwd, bwd, SELECTIVE_KEPT(T, x.h, r, kept),
                                  x.lora, overlap, last_input, kept,
-                                 (after, copies_after, kept_after, values))
+                                 (after, copies_after, kept_after, saved_after, values))
     return layer_activations(tuple(saved), fwd, bwd, CHECKPOINT_INPUT(T, x.h, r), x.lora,
                              last_input=last_input,
-                             after_softmax=(after, copies_after, 0, values))
+                             after_softmax=(after, copies_after, 0, 0, values))
 
 
 def _after_attention(layer: LayerParams) -> list[Linear]:
@@ -673,9 +677,10 @@ _OUTPUT_SAVED = frozenset({"v_proj", "qkv_proj", "c_attn", "query_key_value", "W
                            "dense_h_to_4h"})
 
 
-def _sac_outputs(x: Setup, layer: LayerParams) -> tuple[int, int, int]:
-    """(bytes, bytes also saved by the normal graph, bytes made after the attention's softmax)
-    of the outputs torchtitan's per-op policy keeps in one layer. In forward order, a biased
+def _sac_outputs(x: Setup, layer: LayerParams) -> tuple[int, int, int, int]:
+    """(bytes, bytes also saved by the normal graph, bytes made after the attention's softmax,
+    of those the bytes the normal graph saves too) of the outputs torchtitan's per-op policy
+    keeps in one layer. In forward order, a biased
     projection runs addmm (always saved), an unbiased one mm (saved every other time, counted
     per layer), the routed experts aten._grouped_mm (neither saved nor counted); LoRA's lora_A
     and lora_B are two more mm each. The attention kernel's outputs are saved too: flash keeps them
@@ -683,7 +688,7 @@ def _sac_outputs(x: Setup, layer: LayerParams) -> tuple[int, int, int]:
     T, c, tp = x.T, x.n.compute, x.tp
     rank, targets = x.lora_rank, x.lora_targets
     no_rotary = x.arch.traits.rotary == "none"
-    kept = overlap = after = count = 0
+    kept = overlap = after = after_saved = count = 0
     late = _after_attention(layer)
     for lin in layer.linears:
         if lin.group == "experts":  # transformers' grouped_mm: not on the policy's list (a
@@ -702,7 +707,9 @@ def _sac_outputs(x: Setup, layer: LayerParams) -> tuple[int, int, int]:
                     continue
             kept += nbytes
             overlap += nbytes if in_saved else 0
-            after += nbytes if lin in late else 0
+            if lin in late:
+                after += nbytes
+                after_saved += nbytes if in_saved else 0
     if x.eager or x.math_attention:  # (the math kernel's bmm outputs in fp32)
         w = 4 if x.math_attention else c
         kept += x.b * x.a * x.s**2 * w + T * x.a * x.d * w
@@ -711,7 +718,7 @@ def _sac_outputs(x: Setup, layer: LayerParams) -> tuple[int, int, int]:
         flash = T * x.a * x.d * c + T * x.a * 4
         kept += flash
         overlap += flash
-    return kept, overlap, after
+    return kept, overlap, after, after_saved
 
 
 def mask_width(x: Setup) -> int:
@@ -726,6 +733,11 @@ def sink_cast(x: Setup) -> int:
     return x.n.compute if m != x.n.compute else 0
 
 
+def _values_width(x: Setup) -> int:
+    """A head's values' width: MLA's v_head_dim, else the head size."""
+    return x.arch.v_head_dim if x.arch.is_mla and x.arch.v_head_dim else x.d
+
+
 def attention_backward(x: Setup, sliding: bool = False) -> Term | None:
     """The attention's backward transient through its softmax (the late moment of a layer's
     backward, its MLP done), where the attention is eager or SDPA's math kernel (not on a
@@ -737,8 +749,10 @@ def attention_backward(x: Setup, sliding: bool = False) -> Term | None:
     if not x.eager:
         return None
     if x.arch.traits.sinks:
-        return ATTENTION_BACKWARD_SINKS(x.b, x.a, x.s, mask_width(x), sink_cast(x))
-    return ATTENTION_BACKWARD_EAGER(x.b, x.a, x.s, x.n.compute, x.T, x.h, x.n.residual, x.d)
+        return ATTENTION_BACKWARD_SINKS(x.b, x.a, x.s, mask_width(x), sink_cast(x), x.T, x.h,
+                                        x.n.residual, x.d, x.n.compute)
+    return ATTENTION_BACKWARD_EAGER(x.b, x.a, x.s, x.n.compute, x.T, x.h, x.n.residual,
+                                    _values_width(x))
 
 
 def forward_mask(x: Setup) -> Term | None:

@@ -26,6 +26,8 @@ from .activations import (
     FORWARD_TRANSIENT_EAGER,
     HEAD_COPY,
     HEAD_INPUT,
+    SELECTIVE_KEPT,
+    WEIGHT_COPIES,
     LayerActivations,
     attention_backward,
     decoder_layer,
@@ -766,10 +768,11 @@ class Layers:
             return act.total
         return act.total - sum(t.bytes for t in act.weight_copies)
 
-    def before_softmax(self, act: LayerActivations, recomputed: bool) -> int:
+    def freed_by_softmax(self, act: LayerActivations, recomputed: bool) -> int:
         """What a layer's backward (its `recomputed` one: its weights cast anew where the
-        cache is `cleared`) has freed by its eager attention's softmax: `after_softmax`, with
-        the copies among them where they are the layer's own."""
+        cache is `cleared`) has freed by its eager attention's softmax's: `after_softmax` and
+        the values (`softmax_values`), with the copies among them where they are the layer's
+        own."""
         own = (recomputed and self.cleared) or not self.cached(act)
         return act.after_softmax + act.softmax_values + (act.after_softmax_copies if own else 0)
 
@@ -1243,9 +1246,9 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         shared = widest.recomputed_shared
         # (the layer's weight copies are among the forward cache's, not again with it)
         cached = sum(t.bytes for t in widest.weight_copies) if forward_cache else 0
-        layer_fwd = LAYER_FORWARD_RECOMPUTE(
-            widest.forward_transient.bytes,
-            alive - cached - _after_forward_peak(widest, forward_cache), widest.kept_in_saved)
+        layer_fwd = LAYER_FORWARD_RECOMPUTE(_widest_forward(widest),
+                                            alive - cached - _scores(widest),
+                                            widest.kept_in_saved)
         recompute = layer_bwd = LAYER_BACKWARD_RECOMPUTE(
             widest.backward_transient.bytes - incoming, widest.forward_transient.bytes,
             residual - incoming, alive, shared, freed, new)
@@ -1266,8 +1269,14 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     last_ag = LAST_ALL_GATHER(_gathered_at(x, ms, ly, len(ly.kind_of) - 1).bytes) \
         if ms.gathered_layer and not units and x.fsdp_collectives and ms.live is None \
         and x.pp == 1 else None
-    moments.append(_moment("forward.last_layer", states, earlier, gathered, ahead, forward_extra,
-                           layer_fwd, last_ag))
+    forward = _moment("forward.last_layer", states, earlier, gathered, ahead, forward_extra,
+                      layer_fwd, last_ag)
+    at_softmax = _forward_at_softmax(ly, widest, alive - cached, forward_cache, ahead,
+                                     forward_extra, detail) if ckpt and top_ckpt else None
+    if at_softmax is not None:  # (the wider of the softmax's moment and the MLP's)
+        softmax = _moment("forward.last_layer", states, earlier, gathered, *at_softmax, last_ag)
+        forward = softmax if softmax.bytes > forward.bytes else forward
+    moments.append(forward)
     if x.ep > 1 and not x.megatron and stage.moe_layers:
         moments.append(_moment("forward.experts_combine", states, earlier, gathered, ahead,
                                forward_extra, EP_COMBINE(x.routed, x.H, expert_width(x), x.T)))
@@ -1285,7 +1294,7 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         # at stage 2 too: the root resharded by its post-backward, gathered again, and the
         # first layer's all-gather beside its output (traced: QLoRA on a 70B width, +38.9%
         # with every weight at the compute width and this moment missing, random runs)
-        layer = gathered_layer(ms.local, n.gathered_weight, x.qlora)
+        layer = _gathered_at(x, ms, ly, 0)
         moments.append(_moment("forward.fsdp_start", states, earlier,
                                part_of(GATHERED_ROOT(ms.local.root, n.gathered_weight), layer),
                                ROOT_ALL_GATHER(ms.local.root, n.gathered_weight, layer.bytes)))
@@ -1539,11 +1548,11 @@ def _late_written(x: Setup, ms: ModelStates, fl: Flight, accumulating: bool,
     if (act.backward_transient.formula is not ATTENTION_BACKWARD_LAYER or accumulating
             or ms.gathered_grads is not None or not _weights_written(x, ms, fl)):
         return None
-    past = ms.local.per_layer_trainable - _before_softmax(x)
+    past = ms.local.per_layer_trainable - _unwritten_at_softmax(x)
     return LATE_WRITTEN(past, ms.local.head_trainable, x.n.grad)
 
 
-def _before_softmax(x: Setup) -> int:
+def _unwritten_at_softmax(x: Setup) -> int:
     """A layer's parameters whose gradients its backward writes after its attention's
     softmax's: the projections before the attention core."""
     layer = x.counts.dense_layer or x.counts.moe_layer
@@ -1606,7 +1615,7 @@ def _written(x: Setup, stage: Stage, ms: ModelStates, accumulating: bool, late: 
         second = not own and (x.fsdp_collectives or _layer_below_counted(stage, ms))
         m_l = (2 if second else 1) * -(-local.per_layer_trainable // x.N)
     else:
-        m_l = _before_softmax(x) if softmax else \
+        m_l = _unwritten_at_softmax(x) if softmax else \
             local.per_layer_trainable - (local.per_layer_mlp if late else local.per_layer_last)
     if not m_e and not m_l:
         return grads
@@ -1636,26 +1645,57 @@ def _late_own(ly: Layers, ckpt: int | bool, softmax: bool = False) -> Term:
     """The widest layer's own activations past its MLP's backward (`FIRST_LAYER_LATE`), or
     at its eager attention's `softmax`, later; `ckpt`: recomputed."""
     act = ly.widest
-    freed = ly.before_softmax(act, bool(ckpt)) if softmax else act.mlp_bytes
+    freed = ly.freed_by_softmax(act, bool(ckpt)) if softmax else act.mlp_bytes
     if ckpt:
         return FIRST_LAYER_LATE(act.checkpoint_input.bytes - ly.received, ly.recomputed(act),
                                 freed, act.recomputed_shared)
     return FIRST_LAYER_LATE(0, ly.alive(act) - ly.received, freed, 0)
 
 
-def _after_forward_peak(act: LayerActivations, copies: bool) -> int:
-    """What a checkpointed layer's forward has not built yet at its widest moment where that
-    moment is eager attention's softmax (its scores beside the probabilities): all it saves
-    after the softmax, what its checkpoint keeps of it, and (`copies`: this forward makes
-    them) autocast's copies of the weights of the projections after it."""
+def _scores(act: LayerActivations) -> int:
+    """What eager attention saves of its scores: a checkpointed layer's forward, which saves
+    nothing for backward, has freed them by its MLP's moment (the attention returned)."""
+    return sum(t.bytes for t in act.saved if t.key == "activations/attention_scores")
+
+
+def _widest_forward(act: LayerActivations) -> int:
+    """A checkpointed layer's forward transient at its MLP's moment: eager attention's
+    softmax, earlier, is a moment of its own (`_forward_at_softmax`)."""
     fwd = act.forward_transient
     if fwd.formula is not FORWARD_TRANSIENT_EAGER:
-        return 0
-    T, H, h, r, b, a, s, m, c = fwd.values
-    if b * a * s * s * max(0, m - c) <= T * H * 4 + T * h * r:
-        return 0
-    return act.after_softmax + act.kept_after_softmax + (act.after_softmax_copies if copies
-                                                         else 0)
+        return fwd.bytes
+    T, H, h, r = fwd.values[:4]
+    return int(T * H * 4 + T * h * r)
+
+
+def _forward_at_softmax(ly: Layers, act: LayerActivations, built: int, copies: bool,
+                        saved: Part, extra: Part | None, detail: bool
+                        ) -> tuple[Part, Part | None, Term] | None:
+    """A checkpointed layer's forward at eager attention's softmax, its scores beside the
+    probabilities (`saved`, `extra` and the layer's term of `forward.last_layer`): of the
+    activations it rebuilds (`built`) nothing after the softmax yet (`after_softmax`), of the
+    outputs its checkpoint keeps only those before it, and (`copies`: this forward's autocast
+    cache) of its weights' copies only those of the projections before it. None where the
+    layer's attention is not eager."""
+    fwd = act.forward_transient
+    if fwd.formula is not FORWARD_TRANSIENT_EAGER:
+        return None
+    b, a, s, m, c = fwd.values[4:]
+    layer = LAYER_FORWARD_RECOMPUTE(b * a * s * s * max(0, m - c), built - act.after_softmax,
+                                    act.kept_in_saved - act.kept_saved_after_softmax)
+    kept = act.checkpoint_input
+    if act.kept_after_softmax and kept.formula is SELECTIVE_KEPT and not ly.received:
+        T, h, r, K_o = kept.values
+        saved = extended(saved, ((kept, -1),
+                                 (SELECTIVE_KEPT(T, h, r, K_o - act.kept_after_softmax), 1)),
+                         detail)
+    base = next((t for t in act.weight_copies if t.formula is WEIGHT_COPIES), None)
+    if copies and act.after_softmax_copies and base is not None and extra is not None:
+        w, W_l = base.values
+        extra = extended(extra, ((base, -1),
+                                 (WEIGHT_COPIES(w, W_l - act.after_softmax_copies // w), 1)),
+                         detail)
+    return saved, extra, layer
 
 
 def _below_recomputed(ly: Layers, body: Part, detail: bool) -> Part:
@@ -1890,13 +1930,13 @@ def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt:
 
 
 def _gathered_at(x: Setup, ms: ModelStates, ly: Layers, i: int) -> Term:
-    """The stage's `i`th layer as FSDP gathers it layer by layer (`ms.gathered_layer`, the
-    widest): a dense one beside MoE layers (DeepSeek-V3's first) at its own width, QLoRA's
+    """The stage's `i`th layer as FSDP gathers it (the widest layer, `ms.gathered_layer` at
+    stage 3): a dense one beside MoE layers (DeepSeek-V3's first) at its own width, QLoRA's
     linear weights packed."""
-    assert ms.gathered_layer is not None
+    widest = ms.gathered_layer or gathered_layer(ms.local, x.n.gathered_weight, x.qlora)
     dense = x.counts.dense_layer
     if ly.kind_of[i] == "moe" or all(kind != "moe" for kind in ly.kind_of) or dense is None:
-        return ms.gathered_layer
+        return widest
     P, L = layer_gathered(dense, x.lora, x.lora_rank, x.tp, x.ep, x.lora_targets)
     return GATHERED_LAYER_NF4(P, L, x.n.gathered_weight) if x.qlora \
         else GATHERED_LAYER(P, x.n.gathered_weight)

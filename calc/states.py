@@ -310,6 +310,11 @@ LINGERING_ALL_GATHER = Formula(
     "temporaries/all_gather_buffers", "lambda P_l, w_g: P_l * w_g",
     id="states.lingering_all_gather", source=TRACED_FSDP,
     title="FSDP2 in forward: the last layer's all-gather buffer, freed when backward starts")
+LINGERING_ALL_GATHER_NF4 = Formula(
+    "temporaries/all_gather_buffers", "lambda P_l, L_l, w_g: (P_l - L_l) * w_g + ceil(L_l / 2)",
+    id="states.lingering_all_gather_nf4", source=TRACED_FSDP,
+    title="FSDP2 in forward, QLoRA: the last layer's all-gather buffer, its linear weights "
+          "packed in 4 bits, freed when backward starts")
 GATHERED_MODEL_NF4 = Formula(
     "temporaries/gathered_params", "lambda P, L, w_g: (P - L) * w_g + ceil(L / 2)",
     id="states.gathered_model_nf4", source=TRACED_FSDP,
@@ -591,10 +596,9 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
     elif fsdp2:  # every layer stays gathered; one all-gather buffer lingers
         root_grads = head_grads
         everything = model
-        # (QLoRA's: a layer's all-gather buffer, its linear weights packed)
-        lingering = None if not buffered else GATHERED_LAYER_NF4.booked(
-            "temporaries/all_gather_buffers")(local.per_layer, local.per_layer_linear, w_g) \
-            if qlora else LINGERING_ALL_GATHER(local.per_layer, w_g)
+        lingering = None if not buffered else LINGERING_ALL_GATHER_NF4(
+            local.per_layer, local.per_layer_linear, w_g) if qlora else \
+            LINGERING_ALL_GATHER(local.per_layer, w_g)
         gathered_grads = UNSHARDED_GRADS(local.per_layer_trainable, local.per_layer_last, g_u,
                                          g_r)
     ddp = reduce = None
