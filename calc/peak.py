@@ -1409,7 +1409,7 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         moments.append(reduce)
     else:
         moments.append(_moment("backward.first_layer", states, written,
-                               _first_gathered(x, stage, ms, below, detail), others, first,
+                               _first_gathered(x, stage, ms, ly, below, detail), others, first,
                                layer_bwd_after, bucket))
     if weight_pass:  # after the input's backward: its transient is gone
         moments.append(_moment("backward.weight_pass", states, written, below, done, bucket))
@@ -1865,17 +1865,22 @@ def _first_reduce(x: Setup, stage: Stage, ms: ModelStates, accumulating: bool, d
             LAYER_REDUCE(P_lt, g_u, g_r, x.N, g if g != g_r else 0, 0 if accumulating else g, 0))
 
 
-def _first_gathered(x: Setup, stage: Stage, ms: ModelStates, below: Part | None,
+def _first_gathered(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, below: Part | None,
                     detail: bool) -> Part | None:
     """FSDP's layer-by-layer units at the first layer's backward on a stage of one or two
     layers: the last unit the backward gathers, so none prefetched, and on two the top's
-    reduce-scatter in flight (on more, the first-layer moments are the second layer's, the
-    first prefetched: `_layer_below`)."""
+    reduce-scatter in flight; on more, the first-layer moments are the second layer's, the
+    first prefetched (`_layer_below`) at its own width (`_gathered_at`)."""
     values = _layer_units(x, ms)
     layers = (stage.unit or stage).layers
-    if values is None or layers > 2:
+    if values is None:
         return below
-    _, P_lt, P_ll, g_u, g_r = values
+    G_l, P_lt, P_ll, g_u, g_r = values
+    if layers > 2:
+        first = _gathered_at(x, ms, ly, 0).bytes if G_l else 0
+        if first == G_l:
+            return below
+        return _regathered(ms, GATHERED_GRADS(first, P_lt, P_ll, g_u, g_r), detail)
     return _regathered(ms, GATHERED_GRADS(0, P_lt if layers == 2 else 0, P_ll, g_u, g_r), detail)
 
 
