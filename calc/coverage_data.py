@@ -790,6 +790,7 @@ COVERED: frozenset[tuple[str, str, str, str]] = frozenset({
     ('layers', 'moe', 'model_parallel', 'ep'),
     ('layers', 'moe', 'model_parallel', 'none'),
     ('layers', 'moe', 'model_parallel', 'pp:1f1b'),
+    ('layers', 'moe', 'optimizer', 'adamw:for_loop'),
     ('layers', 'moe', 'optimizer', 'adamw:fused'),
     ('layers', 'moe', 'precision', 'bf16'),
     ('layers', 'moe', 'precision', 'fp16'),

@@ -277,8 +277,8 @@ def _layer_local(layer: LayerParams, lora: bool, rank: int, tp: int, ep: int,
                     adapters += m * k
                     largest = max(largest, m * k)
                     factored += m + k
-        else:
-            largest = max(largest, rows * cols)
+        else:  # (the routed experts: one stacked tensor, as `_layer_tensors` counts them)
+            largest = max(largest, stacked(lin) * w)
             factored += copies * (rows + cols) + b
     total += layer.norm_count
     if not lora:
