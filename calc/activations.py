@@ -660,12 +660,18 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
                              after_softmax=(after, copies_after, 0, 0, values))
 
 
+def before_attention_core(layer: LayerParams) -> list[Linear]:
+    """The projections a layer runs before its attention core (all its attention's but the
+    output projection), in order."""
+    return [lin for lin in layer.linears if lin.group == "attention"][:-1]
+
+
 def _after_attention(layer: LayerParams) -> list[Linear]:
     """The linears a layer runs after its attention core (the output projection and the MLP's,
     not routed experts), in order."""
-    attention = [lin for lin in layer.linears if lin.group == "attention"]
+    before = before_attention_core(layer)
     return [lin for lin in layer.linears
-            if lin.group not in ("attention", "experts") or lin is attention[-1]]
+            if lin.group != "experts" and not any(lin is b for b in before)]
 
 
 # Projections whose output the normal graph saves as it is (so an output the selective policy

@@ -30,6 +30,7 @@ from .activations import (
     WEIGHT_COPIES,
     LayerActivations,
     attention_backward,
+    before_attention_core,
     decoder_layer,
     embedding_activations,
     expert_width,
@@ -871,7 +872,7 @@ def layers(x: Setup, stage: Stage, detail: bool, receives: bool = False) -> Laye
         kept += [(term, 1) for term in head if term.formula is HEAD_COPY]
         head = tuple(term for term in head if term.formula is not HEAD_COPY)
     saved += [(term, 1) for term in embedding]
-    mask = _held_mask(x, stage, flags)
+    mask = _stage_mask(x, stage) if any(flags) else None  # (held by their recomputation)
     if mask is not None:
         saved.append((mask, 1))
     body = part(tuple(saved), detail)
@@ -880,11 +881,12 @@ def layers(x: Setup, stage: Stage, detail: bool, receives: bool = False) -> Laye
                   body, widest, tuple(cache), tuple(kept), received)
 
 
-def _held_mask(x: Setup, stage: Stage, flags: tuple[bool, ...]) -> Term | None:
-    """The attention mask (`forward_mask`) where checkpointed layers keep it to their
-    backward: each one's recomputation holds its arguments, the mask among them (traced:
-    eager attention, checkpointed, 32 MB at 2 x 2K tokens); else the forward frees it."""
-    return forward_mask(x) if any(flags) and (stage.embedding or x.pp == 1) else None
+def _stage_mask(x: Setup, stage: Stage) -> Term | None:
+    """The attention mask (`forward_mask`) the stage's model builds. Where layers are
+    checkpointed they keep it to their backward: each one's recomputation holds its
+    arguments, the mask among them (traced: eager attention, checkpointed, 32 MB at 2 x 2K
+    tokens); else the forward frees it."""
+    return forward_mask(x) if stage.embedding or x.pp == 1 else None
 
 
 def _before_last(ly: Layers, saved: Part, detail: bool) -> Part:
@@ -1189,7 +1191,7 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     head_items = tuple((t, -1) for t in _ends(x, stage, ly)[1])
     ahead = extended(saved, head_items, detail) if head_items else saved
     # (held in `saved` where checkpointed layers keep it)
-    mask = forward_mask(x) if (stage.embedding or x.pp == 1) and not any(ly.flags) else None
+    mask = None if any(ly.flags) else _stage_mask(x, stage)
     extra: list[tuple[Term, int]] = []
     # autocast's weight cache lives for the forward: counted apart for every layer
     forward_cache = bool(ckpt) and n.autocast and not ly.cache
@@ -1340,7 +1342,8 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     # beside the first layer's own: what FSDP's prefetch counts below it, and the mask the
     # checkpointed layers hold to the last one's backward
     layer_below = tuple(term for term in (_layer_below(x, stage, ms, ly, ckpt),
-                                          _held_mask(x, stage, ly.flags)) if term is not None)
+                                          _stage_mask(x, stage) if ly.checkpointed else None)
+                        if term is not None)
     if fl.split:
         # zero bubble's input backward (retain_graph) frees nothing of the micro-batch it runs:
         # all of it stays beside the others, with its output gradients; the weight pass over
@@ -1557,8 +1560,7 @@ def _unwritten_at_softmax(x: Setup) -> int:
     softmax's: the projections before the attention core."""
     layer = x.counts.dense_layer or x.counts.moe_layer
     assert layer is not None
-    attention = [lin for lin in layer.linears if lin.group == "attention"]
-    return sum(sum(lin.local_counts(x.tp, x.ep)) for lin in attention[:-1])
+    return sum(sum(lin.local_counts(x.tp, x.ep)) for lin in before_attention_core(layer))
 
 
 def _first_written(x: Setup, ms: ModelStates, fl: Flight, accumulating: bool,
