@@ -110,6 +110,8 @@ _LEGEND: tuple[tuple[str, str, str], ...] = (
      "in-place addmm path)"),
     ("u_w", "u_w", "autocast's casts of an fp32 head weight alive in the fused loss (2, or 0)"),
     ("q_c", "q_c", "bytes of peft's fp32 copy of an adapter's input that is not saved"),
+    ("q_d", "q_d", "bytes of lora_dropout's output (or the copy it dropped) lora_A does not "
+     "keep"),
     ("n_x", "n_x", "MLP-wide gradients alive in a layer's backward: 3, or 2 when the MLP's "
      "weights are frozen"),
     ("n_a", "n_a", "LoRA adapters in a layer"),

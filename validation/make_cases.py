@@ -1399,6 +1399,34 @@ case("test", DSV3_3L, 1, 1024, mp="pure", impl="for_loop", tag="deepseek-v3-3L-e
      notes=LT + "for_loop AdamW")
 case("test", QWEN3MOE, 1, 1024, mp="pure", impl="for_loop", tag="qwen3-30b-a3b-4L-v32k",
      notes=LT + "for_loop AdamW, 128 experts")
+# FSDP2 at stage 2 (reshard_after_forward=False): the last layer's all-gather output copied
+# out beside the one before it, every layer gathered (-9.2% without it); in backward no
+# reduce-scatter in flight at the top layer, the layer below it with the top resharded and its
+# reduce-scatter input (+10.5% with the top's counted at its own backward); found by random runs
+Q3_4V1K = inline("qwen3-8b", num_hidden_layers=4, vocab_size=1024)
+S2 = "FSDP2 at stage 2: "
+case("dev", L8_4V1K, 1, 512, lora=8, targets="attention", ac="selective", dp=4, zero=2,
+     tag="llama-3.1-8b-4L-v1k", notes=S2 + "LoRA, the forward's last all-gather, random runs")
+case("dev", L8_4V1K, 2, 1536, mp=AC, impl="foreach", ac="selective", loss="chunked", dp=4,
+     zero=2, tag="llama-3.1-8b-4L-v1k", notes=S2 + "the layer below the top, random runs")
+case("test", L8_4V1K, 2, 1024, mp=AC, lora=16, targets="query_value", ac="full", dp=2, zero=2,
+     tag="llama-3.1-8b-4L-v1k", notes=S2 + "LoRA, full checkpointing")
+case("test", Q3_4V1K, 1, 1024, lora=16, targets="attention", dp=4, zero=2,
+     tag="qwen3-8b-4L-v1k", notes=S2 + "LoRA")
+case("test", L8_4V1K, 1, 2048, mp=AC, ac="full", dp=4, zero=2, tag="llama-3.1-8b-4L-v1k",
+     notes=S2 + "full training, full checkpointing")
+case("test", Q3_4V1K, 2, 1024, ac="selective", dp=2, zero=2, tag="qwen3-8b-4L-v1k",
+     notes=S2 + "full training, per-op selective checkpointing")
+# lora_dropout under autocast: peft's fp32 copy of the input and the dropout's fp32 output of
+# it beside each other in the adapter's forward (and its recomputation), the mask and the
+# autocast cast kept (-8.5% validated without the dropout's output, random runs)
+LD = "lora_dropout's fp32 output beside peft's copy: "
+case("dev", L8_4V1K, 3, 2048, mp=AC, ac="full", lora=16, lora_dropout=0.1,
+     tag="llama-3.1-8b-4L-v1k", notes=LD + "every linear, random runs")
+case("test", L8_4V1K, 2, 2048, mp=AC, ac="full", lora=16, lora_dropout=0.05,
+     tag="llama-3.1-8b-4L-v1k", notes=LD + "every linear")
+case("test", Q3_4V1K, 1, 4096, mp=AC, ac="full", lora=8, lora_dropout=0.1,
+     tag="qwen3-8b-4L-v1k", notes=LD + "every linear, 4K tokens")
 
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
