@@ -78,7 +78,9 @@ def context(src: str) -> dict[str, str]:
         "seq_len": str(t["seq_len"]), "micro_batch": str(t["micro_batch_size"]),
         "dp": str(p["dp"]), "device": gib(runs[0]["device_bytes"]),
         "target": f"{DEFAULT_TARGET:.0%}", "count": str(len(rows)),
-        "live": f'<div id="gpu-live" data-state="static"><script type="application/json" '
+        # the picker and status are not the page's text for search (data-search-exclude)
+        "live": f'<div id="gpu-live" data-state="static" data-search-exclude>'
+                f'<script type="application/json" '
                 f'id="gpu-data">{payload}</script><p id="gpu-scenario"></p>'
                 '<p><label for="gpu-saved">Or one saved in the calculator:</label> '
                 '<select id="gpu-saved"><option value="">(none saved in this browser)</option>'

@@ -4,7 +4,9 @@ editable in place, recomputed in the browser by calc's worker (site/assets/live_
 The figures in the HTML are computed now, by the estimate the browser's `report` operation
 answers with, so the page paints them before Python has started (and without JavaScript at all);
 each figure sits in an element with `data-key`, which the script fills from the live answer, in
-the same words (calc.formatting, and its twin site/assets/format.mjs).
+the same words (calc.formatting, and its twin site/assets/format.mjs). The fields and the
+status line are `data-search-exclude`: Material's search would index every GPU's name as the
+step's text; the figures' sentence stays searchable with the step's prose.
 """
 
 from __future__ import annotations
@@ -68,11 +70,11 @@ def live_example(e: Estimate, page_src: str, levers: tuple[str, ...] = ()) -> st
     payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
     return (f'<div class="live-example" data-state="static" data-device-bytes="{e.device_bytes}"'
             f'><script type="application/json">{payload}</script>'
-            f'<form class="live-fields" novalidate>{fields}</form>'
+            f'<form class="live-fields" novalidate data-search-exclude>{fields}</form>'
             f'<p class="live-result"><strong>{out["device_bytes"]}</strong> per GPU, '
             f'{out["utilization"]} of {out["gpu"]} ({out["usable_bytes"]}): it '
             f'{out["status"]}; the peak is during the {out["peak_phase"]}. '
             f'<a class="live-open" href="{data["calculator"]}#s={encode_scenario(scenario)}">'
             'Open in the calculator</a></p>'
-            '<p class="live-status" role="status">Edit a field to recompute it in your browser.'
+            '<p class="live-status" role="status" data-search-exclude>Edit a field to recompute it in your browser.'
             '</p></div>\n<script type="module" src="' + root + 'assets/live_example.mjs"></script>')

@@ -212,6 +212,11 @@ def _json_script(element_id: str, data: Any) -> str:
 
 
 def calculator_html(root: str) -> str:
+    """The calculator: form, results, data. Its parts are `data-search-exclude`, so that
+    Material's search finds the page by its heading and introduction (calculator/index.md), not
+    by the form's labels and every preset's name (its excerpt in the results). Each excluded
+    element holds no element of its own tag: Material's indexer ends an exclusion at the first
+    closing tag of that name (a `div` around the form would end at the form's first `</div>`)."""
     kinds: dict[str, str] = {}
     training, parallel = Training.model_json_schema(), Parallelism.model_json_schema()
     arch_schema = Architecture.model_json_schema()
@@ -260,12 +265,13 @@ def calculator_html(root: str) -> str:
     report_text = html.escape(payload.pop("report_text"))
     return f"""
 <div class="calc" id="calc">
-<noscript><p class="calc-status calc-status--error">The live calculator needs JavaScript and
-WebAssembly. The result below was computed when this site was built, for the default scenario.</p></noscript>
-<p id="calc-status" class="calc-status" role="status">Showing the result computed when this site was
-built. The live calculator is loading…</p>
+<noscript data-search-exclude><p class="calc-status calc-status--error">The live calculator
+needs JavaScript and WebAssembly. The result below was computed when this site was built, for
+the default scenario.</p></noscript>
+<p id="calc-status" class="calc-status" role="status" data-search-exclude>Showing the result
+computed when this site was built. The live calculator is loading…</p>
 <div class="calc-grid">
-<form id="calc-form" class="calc-form" novalidate>
+<form id="calc-form" class="calc-form" novalidate data-search-exclude>
 <fieldset><legend>Model</legend>
 <div class="calc-field"><label for="f-model">Model preset</label>
 <select id="f-model" name="model" aria-describedby="e-model">{"".join(model_opts)}
@@ -295,7 +301,7 @@ built. The live calculator is loading…</p>
 </form>
 <section id="calc-results" class="calc-results" aria-label="Results"></section>
 </div>
-<details class="calc-json"><summary>Report JSON (the output of <code>calc estimate --json</code>)</summary>
+<details class="calc-json" data-search-exclude><summary>Report JSON (the output of <code>calc estimate --json</code>)</summary>
 <pre id="estimate-json" data-state="static">{report_text}</pre></details>
 {_json_script("calc-data", data)}
 {_json_script("calc-static", payload)}

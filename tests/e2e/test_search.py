@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import functools
+import json
 import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from serve import Handler, server  # tools/, put on sys.path by conftest
+
+from calc import gpus
 
 from .conftest import SITE, Calculator
 
@@ -69,3 +72,32 @@ def test_search_builds_its_index_at_the_first_query_and_finds_pages(
     assert len([p for p in asked if p.startswith(MATERIAL_WORKER)]) == 1, asked
     context.close()
     calc.assert_clean()
+
+
+def _index() -> dict[str, str]:
+    """Material's search index of the built site: each entry's location -> its text."""
+    docs = json.loads((SITE / "search" / "search_index.json").read_text())["docs"]
+    return {d["location"]: d["text"] for d in docs}
+
+
+def test_live_pages_are_found_by_their_prose_not_their_forms() -> None:
+    """A page with a live form is indexed by its headings and prose: the calculator's search
+    excerpt was its whole form (every preset's name, every label), a walkthrough step's was
+    every GPU's name (its select's options, run together), the GPU comparison's the
+    saved-scenario picker."""
+    index = _index()
+    options = "".join(g.name for g in list(gpus().values())[:2])  # a live example's GPU select
+    form_words = ["Model preset", "Micro-batch size", "Sequence length (tokens)",
+                  "(none saved in this browser)", "Edit a field to recompute",
+                  "The live calculator is loading", "Report JSON", options]
+    calculator = index["calculator/"]
+    assert calculator.startswith("<p>Pick a model and a training setup"), calculator[:200]
+    live = {loc: text for loc, text in index.items()
+            if loc.startswith(("calculator/", "gpus/", "walkthroughs/"))}
+    assert any("#" in loc for loc in live if loc.startswith("walkthroughs/")), "no step headings indexed"
+    for loc, text in live.items():
+        found = [w for w in form_words if w in text]
+        assert not found, f"{loc}: the search text holds form text {found}: {text[:300]}"
+    # a step's prose and its live example's figures stay searchable
+    step = index["walkthroughs/fit-llama-8b-8k/#1-baseline-one-gpu"]
+    assert "in your browser" in step and "per GPU" in step, step[:300]
