@@ -213,6 +213,26 @@ LORA_FORWARD_TRANSIENT = Formula(
          "another tensor (its autocast cast), or the copy it dropped, beside the mask lora_A "
          "keeps (traced: an 8B width, LoRA on every linear with dropout under autocast, -8.5% "
          "without it, found by random runs); traced on 4-layer llama-3-8b probes")
+CHECKPOINTED_MLP = Formula(
+    "temporaries/layer_forward",
+    "lambda T, f, h, z, r, c_m, c, u_g, q_x, u_d, q_c, q_d, c_a: T * h * (z + r) + max("
+    "3 * T * f * c_m, u_g * (T * f * (2 * c_m + 2 * c) + T * h * q_x), "
+    "u_d * (T * f * (c_m + q_c + q_d + c_a) + T * h * c_m))",
+    id="act.checkpointed_mlp", source=SRC,
+    title="A checkpointed layer's forward, which saves nothing: at its gated MLP the normed "
+          "input and the residual beside the widest of the gating product (the up "
+          "projection's output, the activated gate, their product), an adapted up "
+          "projection (its frozen output, lora_B's and its scaled copy beside the activated "
+          "gate, peft's copy of the input) and an adapted down projection (its input, its "
+          "frozen output, peft's copy of the input, lora_dropout's output of it and lora_A's "
+          "autocast cast; the dropout's mask is freed at once)",
+    note="u_g: 1 with an adapter on the gate or up projection; q_x: peft's copy of the MLP's "
+         "input where the adapter's dtype differs (none under FSDP2's mixed precision or for "
+         "bitsandbytes under autocast); c_a: lora_A's autocast cast where its input is wider. "
+         "Traced on an 8B width, one GPU: full training under autocast and amp, LoRA on every "
+         "linear with and without dropout, LoRA on the attention, QLoRA (the top layer's "
+         "forward counted as its transient beside every activation it would save was 0.5 to "
+         "1.3 GB over, +21% on LoRA under FSDP2 at stage 2, found by random runs)")
 FORWARD_TRANSIENT_SINKS = Formula(
     "temporaries/layer_forward",
     "lambda T, H, h, r, b, a, s, m, c_p: max(T * H * 4 + T * h * r, b * a * s**2 * (m - c_p))",
@@ -406,6 +426,9 @@ class LayerActivations(NamedTuple):
     kept_after_softmax: int = 0
     kept_saved_after_softmax: int = 0  # (of kept_after_softmax, what `saved` holds too)
     softmax_values: int = 0
+    # a checkpointed layer's forward, which saves nothing: what its MLP holds at its widest
+    # (`checkpointed_mlp`; None where not modelled: MoE and non-gated MLPs)
+    checkpointed_forward: Term | None = None
 
     @property
     def recomputed_shared(self) -> int:
@@ -417,8 +440,8 @@ def layer_activations(saved: tuple[Term, ...], forward: Term, backward: Term,
                       checkpoint_input: Term, frozen_base: bool = False,
                       kept_outputs_in_saved: int = 0, last_input: int = 0,
                       kept_outputs: int = 0,
-                      after_softmax: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)
-                      ) -> LayerActivations:
+                      after_softmax: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0),
+                      checkpointed_forward: Term | None = None) -> LayerActivations:
     # autocast caches the casts of leaf weights that train; a frozen base's casts are made
     # per op and saved, so a checkpointed layer drops them
     copies = tuple(t for t in saved if t.key == "activations/weight_copies"
@@ -433,7 +456,7 @@ def layer_activations(saved: tuple[Term, ...], forward: Term, backward: Term,
             mlp += t.bytes
     return LayerActivations(saved, forward, backward, checkpoint_input, total, copies, residual,
                             shared, mlp, last_input, kept_outputs - kept_outputs_in_saved,
-                            *after_softmax)
+                            *after_softmax, checkpointed_forward)
 
 
 def received_kept(kept: Term) -> tuple[Term, ...]:
@@ -649,10 +672,14 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
     if targets and _adapter_copies(x, drop):
         adapted_in = max(lin.local_shape(tp)[1] for lin in layer.linears
                          if adapted(lin, targets) and not by_parameter(lin))
-        copy = 4 if n.autocast else 0  # peft's fp32 copy: saved without autocast
+        # peft's fp32 copy: saved without autocast; none where FSDP2 gathers the adapters in
+        # the compute dtype
+        copy = 4 if n.autocast and not n.fsdp_mixed else 0
         # lora_dropout's output of the copy: beside it, or what lora_A keeps without autocast
-        # and then the copy beside it (none where x already has the adapter's dtype)
-        dropped = n.adapter if drop and (n.autocast or n.adapter != c) else 0
+        # and then the copy beside it; of x itself under FSDP2's mixed precision (none where
+        # x already has the adapter's dtype)
+        dropped = 0 if not drop else c if n.fsdp_mixed else \
+            n.adapter if n.autocast or n.adapter != c else 0
         lora_fwd = LORA_FORWARD_TRANSIENT(T, adapted_in, c, copy, dropped, x.H, x.h, r)
         if lora_fwd.bytes > fwd.bytes:
             fwd = lora_fwd
@@ -661,9 +688,33 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
         return layer_activations(tuple(saved), fwd, bwd, SELECTIVE_KEPT(T, x.h, r, kept),
                                  x.lora, overlap, last_input, kept,
                                  (after, copies_after, kept_after, saved_after, values))
+    live = checkpointed_mlp(x, layer, z_width, w_m) if not layer.moe \
+        and arch.traits.mlp == "gated" and len(layer.mlp_inputs) == 2 else None
     return layer_activations(tuple(saved), fwd, bwd, CHECKPOINT_INPUT(T, x.h, r), x.lora,
                              last_input=last_input,
-                             after_softmax=(after, copies_after, 0, 0, values))
+                             after_softmax=(after, copies_after, 0, 0, values),
+                             checkpointed_forward=live)
+
+
+def checkpointed_mlp(x: Setup, layer: LayerParams, z_width: int, w_m: int) -> Term:
+    """A checkpointed dense layer's forward at its gated MLP (`CHECKPOINTED_MLP`), its gate
+    and up projections apart (not Phi-3's fused one): its input `z_width` bytes wide, its
+    gating product `w_m`."""
+    n, c = x.n, x.n.compute
+    gate, up, down = (lin for lin in layer.linears if lin.group == "mlp")
+    f = down.in_features // x.tp
+
+    def copy(width: int) -> int:  # peft's cast of an adapter's input to the adapter's dtype
+        no_cast = (x.qlora and n.autocast) or n.fsdp_mixed or width == n.adapter
+        return 0 if no_cast else n.adapter
+
+    u_g = int(adapted(gate, x.lora_targets) or adapted(up, x.lora_targets))
+    u_d = int(adapted(down, x.lora_targets))
+    q_c = copy(w_m)
+    dropped = (q_c or w_m) if x.lora_dropout else 0
+    c_a = c if n.autocast and (q_c or w_m) != c else 0
+    return CHECKPOINTED_MLP(x.T, f, x.h, z_width, n.residual, w_m, c, u_g, copy(z_width), u_d,
+                            q_c, dropped, c_a)
 
 
 def before_attention_core(layer: LayerParams) -> list[Linear]:

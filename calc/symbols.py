@@ -122,6 +122,11 @@ _LEGEND: tuple[tuple[str, str, str], ...] = (
      "compute dtype where it is wider, less an adapter's own copy, made after (so it can be "
      "negative: that copy, counted among the saved, not made yet)"),
     ("u_d", "u_d", "1 with a LoRA adapter on the down projection, else 0"),
+    ("u_g", "u_g", "1 with a LoRA adapter on the gate or up projection, else 0"),
+    ("q_x", "q_x", "bytes of peft's copy of an adapter's input in the adapter's dtype (0 where "
+     "none is made)"),
+    ("c_a", "c_a", "bytes of autocast's cast of lora_A's input where it is wider than the "
+     "compute dtype (0 where none is made)"),
     ("W_q", "W_q", "elements of a dense layer's down projection on one GPU (a QLoRA 4-bit one)"),
     ("n_s", "n_s", "hidden states alive in a layer's forward that its norms do not keep: its "
      "input and the residual after attention (2, or 0 where the norms keep them)"),
