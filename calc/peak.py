@@ -895,11 +895,11 @@ def layers(x: Setup, stage: Stage, detail: bool, receives: bool = False) -> Laye
 
 
 def _stage_mask(x: Setup, stage: Stage) -> Term | None:
-    """The attention mask (`forward_mask`) the stage's model builds. Where layers are
-    checkpointed they keep it to their backward: each one's recomputation holds its
-    arguments, the mask among them (traced: eager attention, checkpointed, 32 MB at 2 x 2K
-    tokens); else the forward frees it."""
-    return forward_mask(x) if stage.embedding or x.pp == 1 else None
+    """The attention mask (`forward_mask`) the stage's model builds, each pipeline stage its
+    own as the model does at its start. Where layers are checkpointed they keep it to their
+    backward: each one's recomputation holds its arguments, the mask among them (traced:
+    eager attention, checkpointed, 32 MB at 2 x 2K tokens); else the forward frees it."""
+    return forward_mask(x)
 
 
 def _before_last(ly: Layers, saved: Part, detail: bool) -> Part:
@@ -1490,7 +1490,22 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     moments.append(_moment("optimizer_step", states, ms.step_gradients,
                            None if ms.step_gradients.formula is DS_GRAD_PARTITION else bucket,
                            ms.step_temporary))
+    if accumulating and ms.partition_again is not None:
+        moments = [_moment(m.name, *m.parts, ms.partition_again)
+                   if _partition_again_at(x, m) else m for m in moments]
     return moments
+
+
+def _partition_again_at(x: Setup, m: Moment) -> bool:
+    """Whether DeepSpeed's partition, allocated again when a later micro-batch's backward
+    first reduces a gradient of rank 0's share (`DS_PARTITION_AGAIN`), is alive at `m`: on
+    one rank from the head's gradient on; over several, rank 0's share begins at the
+    embedding, which backward reaches last: its lowest layers' and the embedding's moments
+    (traced: a 4-layer 7B width at stage 2, at the first layer below the top on one rank,
+    at the second layer on two)."""
+    if m.phase != "backward" or m.name in ("backward.loss_grad", "backward.head_norm"):
+        return False
+    return x.N == 1 or m.name.startswith(("backward.first_layer", "backward.embedding"))
 
 
 def _chunk_batches(x: Setup, stage: Stage, ly: Layers, whole: Part, received: Part, times: int,

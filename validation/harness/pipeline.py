@@ -75,19 +75,43 @@ class StageModule(nn.Module):
         self.embed_tokens = inner.embed_tokens if first else None
         self.layers = nn.ModuleList(decoder_layers(lm)[lo:hi])
         self.rotary_emb = inner.rotary_emb
+        self.config = lm.config
+        types = getattr(lm.config, "layer_types", None) or ["full_attention"] * hi
+        self.layer_types = list(types[lo:hi])
         self.norm = inner.norm if last else None
         self.lm_head = lm.lm_head if last else None
+        # Gemma 2's final soft-capping, which its ForCausalLM applies after lm_head
+        self.softcap = getattr(lm.config, "final_logit_softcapping", None) if last else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.embed_tokens(x) if self.embed_tokens is not None else self._enter(x)
         pos = torch.arange(h.shape[1], device=h.device).unsqueeze(0)
         cos_sin = self.rotary_emb(h, pos)
-        for layer in self.layers:
-            out = layer(h, attention_mask=None, position_ids=pos, position_embeddings=cos_sin)
+        masks = self._masks(h, pos)
+        for layer, kind in zip(self.layers, self.layer_types, strict=True):
+            out = layer(h, attention_mask=masks.get(kind), position_ids=pos,
+                        position_embeddings=cos_sin)
             h = out[0] if isinstance(out, tuple) else out
         if self.lm_head is not None:
-            return self.lm_head(self.norm(h))
+            logits = self.lm_head(self.norm(h))
+            if self.softcap is not None:  # as Gemma2ForCausalLM.forward computes it
+                logits = torch.tanh(logits / self.softcap) * self.softcap
+            return logits
         return h.to_local() if self.boundary is not None else h
+
+    def _masks(self, h: torch.Tensor, pos: torch.Tensor) -> dict:
+        """The masks the HF model builds before its layers, by layer type: under eager
+        attention a 4-D causal (or sliding-window) mask in the embeddings' dtype, none where
+        SDPA's and flash's causal flag suffices. Each stage builds its own, as the model does
+        at its start (a sequence-parallel DTensor stream: none, as before)."""
+        if self.boundary is not None:
+            return {}
+        from transformers.masking_utils import (create_causal_mask,
+                                                create_sliding_window_causal_mask)
+        kwargs = {"config": self.config, "inputs_embeds": h, "attention_mask": None,
+                  "past_key_values": None, "position_ids": pos}
+        return {kind: (create_sliding_window_causal_mask if kind == "sliding_attention"
+                       else create_causal_mask)(**kwargs) for kind in set(self.layer_types)}
 
     def _enter(self, x: torch.Tensor) -> torch.Tensor:
         """A received activation as the layers take it: the sequence-parallel residual stream
