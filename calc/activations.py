@@ -208,31 +208,36 @@ LORA_FORWARD_TRANSIENT = Formula(
     title="A LoRA layer's widest forward moment: the widest adapted input (which the frozen "
           "projection does not keep), peft's fp32 copy of it and lora_dropout's output of the "
           "copy, beside an fp32 H-wide temporary and the residual",
-    note="q_c = 4 under autocast (the copy is cast down again for lora_A), 0 without "
-         "(the copy is what lora_A saves); q_d: the dropout's output where lora_A keeps "
-         "another tensor (its autocast cast), or the copy it dropped, beside the mask lora_A "
-         "keeps (traced: an 8B width, LoRA on every linear with dropout under autocast, -8.5% "
-         "without it, found by random runs); traced on 4-layer llama-3-8b probes")
+    note="q_c: peft's copy under autocast (cast down again for lora_A; none under FSDP2's "
+         "mixed precision or bitsandbytes' layer), 0 without autocast (the copy is what "
+         "lora_A saves); q_d: the dropout's output where lora_A keeps another tensor (its "
+         "autocast cast), or the copy it dropped, beside the mask the dropout keeps (both "
+         "`peft_input`; traced: an 8B width, LoRA on every linear with dropout under "
+         "autocast, -8.5% without it, found by random runs); traced on 4-layer llama-3-8b "
+         "probes")
 CHECKPOINTED_MLP = Formula(
     "temporaries/layer_forward",
-    "lambda T, f, h, z, r, c_m, c, u_g, q_x, u_d, q_c, q_d, c_a: T * h * (z + r) + max("
-    "3 * T * f * c_m, u_g * (T * f * (2 * c_m + 2 * c) + T * h * q_x), "
+    "lambda T, f, h, z, r, c_m, c, w_r, W_q, u_g, q_x, u_d, q_c, q_d, c_a: T * h * (z + r) + "
+    "max(3 * T * f * c_m, 2 * T * f * c_m + W_q * c, "
+    "u_g * (T * f * (2 * c_m + 2 * w_r) + T * h * q_x), "
     "u_d * (T * f * (c_m + q_c + q_d + c_a) + T * h * c_m))",
     id="act.checkpointed_mlp", source=SRC,
     title="A checkpointed layer's forward, which saves nothing: at its gated MLP the normed "
           "input and the residual beside the widest of the gating product (the up "
-          "projection's output, the activated gate, their product), an adapted up "
+          "projection's output, the activated gate, their product), QLoRA's up projection "
+          "(its dequantised weight, W_q elements, beside the activated gate), an adapted up "
           "projection (its frozen output, lora_B's and its scaled copy beside the activated "
           "gate, peft's copy of the input) and an adapted down projection (its input, its "
           "frozen output, peft's copy of the input, lora_dropout's output of it and lora_A's "
           "autocast cast; the dropout's mask is freed at once)",
-    note="u_g: 1 with an adapter on the gate or up projection; q_x: peft's copy of the MLP's "
-         "input where the adapter's dtype differs (none under FSDP2's mixed precision or for "
-         "bitsandbytes under autocast); c_a: lora_A's autocast cast where its input is wider. "
-         "Traced on an 8B width, one GPU: full training under autocast and amp, LoRA on every "
-         "linear with and without dropout, LoRA on the attention, QLoRA (the top layer's "
-         "forward counted as its transient beside every activation it would save was 0.5 to "
-         "1.3 GB over, +21% on LoRA under FSDP2 at stage 2, found by random runs)")
+    note="one GPU's dense layers (tp = 1: tensor parallelism's gathered input and partial "
+         "outputs are not in it). u_g: 1 with an adapter on the gate or up projection; q_x, "
+         "q_c: peft's copy of the MLP's or the down projection's input (`peft_input`); c_a: "
+         "lora_A's autocast cast where its input is wider. Traced on an 8B width at 12K "
+         "tokens: full training under autocast and amp, LoRA on every linear with and "
+         "without dropout, LoRA on the attention, QLoRA (the top layer's forward counted as "
+         "its transient beside every activation it would save was 0.5 to 1.3 GB over, +21% on "
+         "LoRA under FSDP2 at stage 2, found by random runs)")
 FORWARD_TRANSIENT_SINKS = Formula(
     "temporaries/layer_forward",
     "lambda T, H, h, r, b, a, s, m, c_p: max(T * H * 4 + T * h * r, b * a * s**2 * (m - c_p))",
@@ -672,15 +677,12 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
     if targets and _adapter_copies(x, drop):
         adapted_in = max(lin.local_shape(tp)[1] for lin in layer.linears
                          if adapted(lin, targets) and not by_parameter(lin))
-        # peft's fp32 copy: saved without autocast; none where FSDP2 gathers the adapters in
-        # the compute dtype
-        copy = 4 if n.autocast and not n.fsdp_mixed else 0
-        # lora_dropout's output of the copy: beside it, or what lora_A keeps without autocast
-        # and then the copy beside it; of x itself under FSDP2's mixed precision (none where
-        # x already has the adapter's dtype)
-        dropped = 0 if not drop else c if n.fsdp_mixed else \
-            n.adapter if n.autocast or n.adapter != c else 0
-        lora_fwd = LORA_FORWARD_TRANSIENT(T, adapted_in, c, copy, dropped, x.H, x.h, r)
+        # under autocast lora_A keeps its cast: peft's copy and the dropout's output are
+        # transient; without, it keeps the dropout's output (or the copy), the copy then
+        # transient beside it
+        p = peft_input(x, c, drop)
+        q_c, q_d = (p.copy, p.dropped) if n.autocast else (0, p.copy if drop else 0)
+        lora_fwd = LORA_FORWARD_TRANSIENT(T, adapted_in, c, q_c, q_d, x.H, x.h, r)
         if lora_fwd.bytes > fwd.bytes:
             fwd = lora_fwd
     if x.selective_ops:
@@ -688,33 +690,49 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
         return layer_activations(tuple(saved), fwd, bwd, SELECTIVE_KEPT(T, x.h, r, kept),
                                  x.lora, overlap, last_input, kept,
                                  (after, copies_after, kept_after, saved_after, values))
-    live = checkpointed_mlp(x, layer, z_width, w_m) if not layer.moe \
-        and arch.traits.mlp == "gated" and len(layer.mlp_inputs) == 2 else None
+    checkpointed_fwd = checkpointed_mlp(x, layer, z_width, w_m) if not layer.moe \
+        and arch.traits.mlp == "gated" and len(layer.mlp_inputs) == 2 and tp == 1 else None
     return layer_activations(tuple(saved), fwd, bwd, CHECKPOINT_INPUT(T, x.h, r), x.lora,
                              last_input=last_input,
                              after_softmax=(after, copies_after, 0, 0, values),
-                             checkpointed_forward=live)
+                             checkpointed_forward=checkpointed_fwd)
+
+
+class PeftInput(NamedTuple):
+    """What peft's LoRA forward makes of an adapter's input, in bytes per element (0: none):
+    its cast to the adapter's dtype (`copy`), lora_dropout's output (`dropped`, of the copy or
+    of the input itself) and autocast's cast of lora_A's input to the compute dtype (`cast`)."""
+
+    copy: int
+    dropped: int
+    cast: int
+
+
+def peft_input(x: Setup, width: int, dropout: float) -> PeftInput:
+    """`PeftInput` for an input `width` bytes wide. peft casts x to lora_A's dtype: fp32
+    adapters, the compute dtype where FSDP2 gathers them so; bitsandbytes' layer (QLoRA) casts
+    nothing under autocast. Autocast then casts lora_A's input where it is wider."""
+    n = x.n
+    weight = n.compute if n.fsdp_mixed else n.adapter
+    copy = 0 if (x.qlora and n.autocast) or width == weight else weight
+    given = copy or width
+    return PeftInput(copy, given if dropout else 0,
+                     n.compute if n.autocast and given != n.compute else 0)
 
 
 def checkpointed_mlp(x: Setup, layer: LayerParams, z_width: int, w_m: int) -> Term:
     """A checkpointed dense layer's forward at its gated MLP (`CHECKPOINTED_MLP`), its gate
-    and up projections apart (not Phi-3's fused one): its input `z_width` bytes wide, its
-    gating product `w_m`."""
-    n, c = x.n, x.n.compute
+    and up projections apart (not Phi-3's fused one), on one GPU: its input `z_width` bytes
+    wide, its gating product `w_m`."""
+    n = x.n
     gate, up, down = (lin for lin in layer.linears if lin.group == "mlp")
-    f = down.in_features // x.tp
-
-    def copy(width: int) -> int:  # peft's cast of an adapter's input to the adapter's dtype
-        no_cast = (x.qlora and n.autocast) or n.fsdp_mixed or width == n.adapter
-        return 0 if no_cast else n.adapter
-
     u_g = int(adapted(gate, x.lora_targets) or adapted(up, x.lora_targets))
     u_d = int(adapted(down, x.lora_targets))
-    q_c = copy(w_m)
-    dropped = (q_c or w_m) if x.lora_dropout else 0
-    c_a = c if n.autocast and (q_c or w_m) != c else 0
-    return CHECKPOINTED_MLP(x.T, f, x.h, z_width, n.residual, w_m, c, u_g, copy(z_width), u_d,
-                            q_c, dropped, c_a)
+    into_down = peft_input(x, w_m, x.lora_dropout)
+    W_q = down.local_counts(x.tp, x.ep)[0] if x.qlora else 0  # dequantised by bitsandbytes
+    return CHECKPOINTED_MLP(x.T, down.in_features, x.h, z_width, n.residual, w_m, n.compute,
+                            n.adapter_compute, W_q, u_g, peft_input(x, z_width, 0).copy, u_d,
+                            into_down.copy, into_down.dropped, into_down.cast)
 
 
 def before_attention_core(layer: LayerParams) -> list[Linear]:

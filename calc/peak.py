@@ -280,7 +280,10 @@ MOMENTS: dict[str, MomentKind] = {
 LAYER_FORWARD_RECOMPUTE = Formula(
     "temporaries/layer_forward", "lambda X_l, A_l, x_c: X_l + A_l - x_c",
     id="peak.layer_forward_recompute", source=TRACED_PEAK,
-    title="A checkpointed layer's forward: its transient and its rebuilt activations",
+    title="A checkpointed layer's forward where `act.checkpointed_mlp` does not describe it "
+          "(per-op selective checkpointing, MoE and non-gated layers, tensor parallelism): "
+          "its transient beside the activations it would save, a bound (a fully checkpointed "
+          "layer keeps none of them)",
     note="x_c: the checkpoint's own input, already counted, when a norm keeps the residual")
 LAYER_BACKWARD = Formula(
     "temporaries/layer_backward",
@@ -885,7 +888,7 @@ def layers(x: Setup, stage: Stage, detail: bool, receives: bool = False) -> Laye
         kept += [(term, 1) for term in head if term.formula is HEAD_COPY]
         head = tuple(term for term in head if term.formula is not HEAD_COPY)
     saved += [(term, 1) for term in embedding]
-    mask = _stage_mask(x, stage) if any(flags) else None  # (held by their recomputation)
+    mask = _stage_mask(x) if any(flags) else None  # (held by their recomputation)
     if mask is not None:
         saved.append((mask, 1))
     body = part(tuple(saved), detail)
@@ -894,7 +897,7 @@ def layers(x: Setup, stage: Stage, detail: bool, receives: bool = False) -> Laye
                   body, widest, tuple(cache), tuple(kept), received)
 
 
-def _stage_mask(x: Setup, stage: Stage) -> Term | None:
+def _stage_mask(x: Setup) -> Term | None:
     """The attention mask (`forward_mask`) the stage's model builds, each pipeline stage its
     own as the model does at its start. Where layers are checkpointed they keep it to their
     backward: each one's recomputation holds its arguments, the mask among them (traced:
@@ -1204,7 +1207,7 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     head_items = tuple((t, -1) for t in _ends(x, stage, ly)[1])
     ahead = extended(saved, head_items, detail) if head_items else saved
     # (held in `saved` where checkpointed layers keep it)
-    mask = None if any(ly.flags) else _stage_mask(x, stage)
+    mask = None if any(ly.flags) else _stage_mask(x)
     extra: list[tuple[Term, int]] = []
     # autocast's weight cache lives for the forward: counted apart for every layer
     forward_cache = bool(ckpt) and n.autocast and not ly.cache
@@ -1261,11 +1264,9 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         shared = widest.recomputed_shared
         # (the layer's weight copies are among the forward cache's, not again with it)
         cached = sum(t.bytes for t in widest.weight_copies) if forward_cache else 0
-        layer_fwd = LAYER_FORWARD_RECOMPUTE(_widest_forward(widest),
-                                            alive - cached - _scores(widest),
-                                            widest.kept_in_saved)
-        if widest.checkpointed_forward is not None:  # (full checkpointing: nothing saved)
-            layer_fwd = widest.checkpointed_forward
+        # (a dense gated layer's, fully checkpointed: what it holds, saving nothing)
+        layer_fwd = widest.checkpointed_forward or LAYER_FORWARD_RECOMPUTE(
+            _widest_forward(widest), alive - cached - _scores(widest), widest.kept_in_saved)
         recompute = layer_bwd = LAYER_BACKWARD_RECOMPUTE(
             widest.backward_transient.bytes - incoming, widest.forward_transient.bytes,
             residual - incoming, alive, shared, freed, new)
@@ -1364,7 +1365,7 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     # beside the first layer's own: what FSDP's prefetch counts below it, and the mask the
     # checkpointed layers hold to the last one's backward
     layer_below = tuple(term for term in (_layer_below(x, stage, ms, ly, ckpt),
-                                          _stage_mask(x, stage) if ly.checkpointed else None)
+                                          _stage_mask(x) if ly.checkpointed else None)
                         if term is not None)
     if fl.split:
         # zero bubble's input backward (retain_graph) frees nothing of the micro-batch it runs:
@@ -1491,21 +1492,32 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
                            None if ms.step_gradients.formula is DS_GRAD_PARTITION else bucket,
                            ms.step_temporary))
     if accumulating and ms.partition_again is not None:
-        moments = [_moment(m.name, *m.parts, ms.partition_again)
-                   if _partition_again_at(x, m) else m for m in moments]
+        moments = [_with_partition_again(x, m, ms.partition_again, detail) for m in moments]
     return moments
 
 
-def _partition_again_at(x: Setup, m: Moment) -> bool:
-    """Whether DeepSpeed's partition, allocated again when a later micro-batch's backward
-    first reduces a gradient of rank 0's share (`DS_PARTITION_AGAIN`), is alive at `m`: on
-    one rank from the head's gradient on; over several, rank 0's share begins at the
-    embedding, which backward reaches last: its lowest layers' and the embedding's moments
-    (traced: a 4-layer 7B width at stage 2, at the first layer below the top on one rank,
-    at the second layer on two)."""
+_GRADIENT_PARTS = ("earlier_gradients", "gradients_written", "gradients")
+
+
+def _with_partition_again(x: Setup, m: Moment, again: Term, detail: bool) -> Moment:
+    """`m` with DeepSpeed's partition, allocated again when a later micro-batch's backward
+    first reduces a gradient of rank 0's share (`DS_PARTITION_AGAIN`), beside its gradients
+    where it is alive: on one rank from the head's gradient on; over several, rank 0's share
+    begins at the embedding, which backward reaches last: its lowest layers' and the
+    embedding's moments (traced: a 4-layer 7B width at stage 2, at the first layer below the
+    top on one rank, at the second layer on two)."""
     if m.phase != "backward" or m.name in ("backward.loss_grad", "backward.head_norm"):
-        return False
-    return x.N == 1 or m.name.startswith(("backward.first_layer", "backward.embedding"))
+        return m
+    if x.N > 1 and not m.name.startswith(("backward.first_layer", "backward.embedding")):
+        return m
+    names = MOMENTS[m.name].parts
+    i = next((names.index(p) for p in _GRADIENT_PARTS if p in names), None)
+    if i is None:
+        return m
+    held = m.parts[i]
+    grads = again if held is None else extended(held, ((again, 1),), detail) \
+        if isinstance(held, Part) else part(((held, 1), (again, 1)), detail)
+    return _moment(m.name, *m.parts[:i], grads, *m.parts[i + 1:])
 
 
 def _chunk_batches(x: Setup, stage: Stage, ly: Layers, whole: Part, received: Part, times: int,
@@ -1783,9 +1795,8 @@ def _below_top_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers,
         return None
     gathered = late[1]
     if stage2 is not None:  # every layer below the top gathered, the top's gradients unsharded
-        g_u, g_r = x.n.fsdp_grads(x.n.grad)
-        unsharded = LATE_GATHERED(0, ms.local.per_layer_trainable, ms.local.per_layer_mlp, g_u,
-                                  g_r)
+        _, P_lt, _, g_u, g_r = stage2
+        unsharded = LATE_GATHERED(0, P_lt, ms.local.per_layer_mlp, g_u, g_r)
         gathered = extended(_stage2_held(x, ms, ly, detail),
                             tuple((t, 1) for t in (unsharded, ms.root_grads) if t is not None),
                             detail)

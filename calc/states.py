@@ -360,9 +360,10 @@ DS_GRAD_PARTITION = Formula(
     source=TRACED_DEEPSPEED)
 DS_PARTITION_AGAIN = Formula(
     "gradients/partition", "lambda G_p, g: G_p * g", id="states.deepspeed_partition_again",
-    title="DeepSpeed ZeRO-2 accumulating: the gradient partition allocated again at a later "
-          "micro-batch's first reduce, beside the earlier micro-batches' gradients it copied "
-          "out (all_grad_tensors) and released at the end of the previous backward",
+    title="DeepSpeed ZeRO-2 accumulating: the gradient partition's buffer (as "
+          "`states.deepspeed_grad_partition`) allocated again at a later micro-batch's first "
+          "reduce, beside the earlier micro-batches' gradients it copied out "
+          "(all_grad_tensors) and released at the end of the previous backward",
     note="stage_1_and_2.py independent_gradient_partition_epilogue, _release_ipg_buffers "
          "(traced: DeepSpeed 0.19.8, a 4-layer 7B width at stage 2 under torch_autocast, "
          "-10.1% without it, random runs)",

@@ -249,6 +249,13 @@ def test_any_valid_scenario_explains_consistently(scenario: dict[str, Any]) -> N
     # eager attention at 8K tokens: the top layer's softmax backward, its MLP's gradients written
     {"model": "mistral-7b", "training": {"seq_len": 8192, "attention": "eager",
                                          "mixed_precision": "pure"}},
+    # DeepSpeed ZeRO-2 accumulating: its partition allocated again beside the gradients, on one
+    # rank and over two (rank 0's share only at the lowest layers)
+    {"model": "llama-3.2-1b", "training": {"mixed_precision": "master", "loss": "chunked",
+                                           "gradient_accumulation_steps": 2},
+     "parallelism": {"zero": 2}},
+    {"model": "llama-3.2-1b", "training": {"seq_len": 1024, "gradient_accumulation_steps": 2},
+     "parallelism": {"dp": 2, "zero": 2, "framework": "deepspeed"}},
 ])
 def test_every_moment_fills_each_part_it_names(scenario) -> None:
     """Each candidate moment carries one entry per part its kind names (None where absent), so

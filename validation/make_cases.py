@@ -1468,6 +1468,21 @@ case("test", L4["qwen3-8b"], 1, 1024, gas=2, dp=1, zero=2, framework="deepspeed"
      tag="qwen3-8b-4L", notes=PA + "torch_autocast, one rank")
 case("test", L4["llama-3.1-8b"], 1, 1024, gas=2, dp=1, zero=1, framework="deepspeed",
      tag="llama-3.1-8b-4L", notes=PA + "ZeRO-1, torch_autocast, one rank")
+# Review of the above, traced: QLoRA's checkpointed forward holds its up projection's
+# dequantised weight beside the activated gate (-14.9% at 256 tokens without it); bitsandbytes
+# under autocast casts nothing, so lora_dropout's output has the input's width (+6.6% with an
+# fp32 copy counted); lora_B's output is in the adapter's compute dtype (fp32 without autocast)
+RV = "peft's input (copy, dropout, cast) and QLoRA's dequantised weight: "
+case("dev", L8_4V1K, 1, 256, mp=AC, ac="full", lora=16, qlora=True, tag="llama-3.1-8b-4L-v1k",
+     notes=RV + "checkpointed, short sequence, review")
+case("dev", L8_4V1K, 1, 2048, mp=AC, lora=16, qlora=True, lora_dropout=0.1,
+     tag="llama-3.1-8b-4L-v1k-dropout", notes=RV + "dropout, review")
+case("test", Q3_4V1K, 2, 512, mp=AC, ac="full", lora=16, qlora=True, dp=2, zero=2,
+     tag="qwen3-8b-4L-v1k", notes=RV + "checkpointed under FSDP2 at stage 2")
+case("test", Q3_4V1K, 1, 4096, mp=AC, lora=8, targets="attention", qlora=True,
+     lora_dropout=0.1, tag="qwen3-8b-4L-v1k-dropout", notes=RV + "dropout on the attention")
+case("test", L8_4V1K, 2, 1024, mp="pure", ac="full", lora=16, lora_dropout=0.05,
+     tag="llama-3.1-8b-4L-v1k-dropout", notes=RV + "pure bf16, fp32 adapters, checkpointed")
 
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]

@@ -16,6 +16,8 @@ cross-entropy on fp32 logits (torchtitan's `cross_entropy_loss`). FSDP2 on a sta
 """
 from __future__ import annotations
 
+import inspect
+
 import torch
 from torch import nn
 
@@ -71,13 +73,26 @@ class StageModule(nn.Module):
                  boundary=None):
         super().__init__()
         self.boundary = boundary
-        inner = lm.model
+        inner = getattr(lm, "model", None)
+        if inner is None or getattr(inner, "rotary_emb", None) is None:  # GPT-2: wpe, no RoPE
+            raise Untraceable("pipeline stages are cut from rotary decoder models only")
         self.embed_tokens = inner.embed_tokens if first else None
         self.layers = nn.ModuleList(decoder_layers(lm)[lo:hi])
         self.rotary_emb = inner.rotary_emb
+        # Gemma 3 rotates its local and global layers apart: one call per layer type
+        self.rotary_by_type = "layer_type" in inspect.signature(inner.rotary_emb.forward).parameters
         self.config = lm.config
-        types = getattr(lm.config, "layer_types", None) or ["full_attention"] * hi
+        # each layer's type as the model's forward picks its mask: `layer_types`, else (Mistral,
+        # Phi-3, Mixtral) a sliding window where the config sets one
+        n = len(decoder_layers(lm))
+        window = getattr(lm.config, "sliding_window", None)
+        types = getattr(lm.config, "layer_types", None) or \
+            ["sliding_attention" if window else "full_attention"] * n
+        self.all_types = sorted(set(types))  # the model builds a mask for each, every stage
         self.layer_types = list(types[lo:hi])
+        if boundary is not None and lm.config._attn_implementation == "eager":
+            raise Untraceable("eager attention under sequence parallelism: the stage would run "
+                              "without its causal mask")
         self.norm = inner.norm if last else None
         self.lm_head = lm.lm_head if last else None
         # Gemma 2's final soft-capping, which its ForCausalLM applies after lm_head
@@ -86,11 +101,14 @@ class StageModule(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.embed_tokens(x) if self.embed_tokens is not None else self._enter(x)
         pos = torch.arange(h.shape[1], device=h.device).unsqueeze(0)
-        cos_sin = self.rotary_emb(h, pos)
+        if self.rotary_by_type:
+            rotary = {kind: self.rotary_emb(h, pos, kind) for kind in self.all_types}
+        else:
+            rotary = dict.fromkeys(self.all_types, self.rotary_emb(h, pos))
         masks = self._masks(h, pos)
         for layer, kind in zip(self.layers, self.layer_types, strict=True):
             out = layer(h, attention_mask=masks.get(kind), position_ids=pos,
-                        position_embeddings=cos_sin)
+                        position_embeddings=rotary[kind])
             h = out[0] if isinstance(out, tuple) else out
         if self.lm_head is not None:
             logits = self.lm_head(self.norm(h))
@@ -111,7 +129,7 @@ class StageModule(nn.Module):
         kwargs = {"config": self.config, "inputs_embeds": h, "attention_mask": None,
                   "past_key_values": None, "position_ids": pos}
         return {kind: (create_sliding_window_causal_mask if kind == "sliding_attention"
-                       else create_causal_mask)(**kwargs) for kind in set(self.layer_types)}
+                       else create_causal_mask)(**kwargs) for kind in self.all_types}
 
     def _enter(self, x: torch.Tensor) -> torch.Tensor:
         """A received activation as the layers take it: the sequence-parallel residual stream
