@@ -515,6 +515,7 @@ COVERED: frozenset[tuple[str, str, str, str]] = frozenset({
     ('family', 'qwen3', 'finetuning', 'lora+dropout'),
     ('family', 'qwen3', 'finetuning', 'qlora'),
     ('family', 'qwen3', 'finetuning', 'qlora+dropout'),
+    ('family', 'qwen3', 'layout', 'deepspeed-zero2/none'),
     ('family', 'qwen3', 'layout', 'deepspeed-zero2:one-rank/none'),
     ('family', 'qwen3', 'layout', 'deepspeed-zero3/none'),
     ('family', 'qwen3', 'layout', 'single/none'),

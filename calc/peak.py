@@ -1491,6 +1491,9 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     moments.append(_moment("optimizer_step", states, ms.step_gradients,
                            None if ms.step_gradients.formula is DS_GRAD_PARTITION else bucket,
                            ms.step_temporary))
+    if ms.first_reduce is not None:
+        moments = [_with_gradients(m, ms.first_reduce, detail)
+                   if m.name == "backward.last_layer" else m for m in moments]
     if accumulating and ms.partition_again is not None:
         moments = [_with_partition_again(x, m, ms.partition_again, detail) for m in moments]
     return moments
@@ -1510,13 +1513,19 @@ def _with_partition_again(x: Setup, m: Moment, again: Term, detail: bool) -> Mom
         return m
     if x.N > 1 and not m.name.startswith(("backward.first_layer", "backward.embedding")):
         return m
+    return _with_gradients(m, again, detail)
+
+
+def _with_gradients(m: Moment, term: Term, detail: bool) -> Moment:
+    """`m` with `term` beside its gradients (the part its kind names for them; `m` itself
+    where it names none)."""
     names = MOMENTS[m.name].parts
     i = next((names.index(p) for p in _GRADIENT_PARTS if p in names), None)
     if i is None:
         return m
     held = m.parts[i]
-    grads = again if held is None else extended(held, ((again, 1),), detail) \
-        if isinstance(held, Part) else part(((held, 1), (again, 1)), detail)
+    grads = term if held is None else extended(held, ((term, 1),), detail) \
+        if isinstance(held, Part) else part(((held, 1), (term, 1)), detail)
     return _moment(m.name, *m.parts[:i], grads, *m.parts[i + 1:])
 
 

@@ -368,6 +368,17 @@ DS_PARTITION_AGAIN = Formula(
          "(traced: DeepSpeed 0.19.8, a 4-layer 7B width at stage 2 under torch_autocast, "
          "-10.1% without it, random runs)",
     source=TRACED_DEEPSPEED)
+DS_FIRST_REDUCE = Formula(
+    "gradients/pending", "lambda R_h, P_ll, g: (R_h + P_ll) * g",
+    id="states.deepspeed_first_reduce",
+    title="DeepSpeed ZeRO-2 at the top layer's backward: the head's gradient, larger than a "
+          "reduce bucket and so reduced alone at the next reduce, waiting in .grad beside the "
+          "top layer's last projection's, whose arrival triggers that reduce",
+    note="R_h: 0 where the head fits a bucket or is tied (its gradient completes at the "
+         "embedding). stage_1_and_2.py reduce_independent_p_g_buckets_and_remove_grads "
+         "(extra_large_param_to_reduce; traced: DeepSpeed 0.19.8, a 4-layer 7B width at "
+         "stage 2 under torch_autocast, 800 MiB of .grad at that reduce)",
+    source=TRACED_DEEPSPEED)
 DS_STEP = Formula(
     "temporaries/deepspeed_step", "lambda M_p, P_s, w_f, w_k, S_o, B_g: max(8 * M_p, w_f * P_s, "
     "w_k * P_s + S_o - B_g)", id="states.deepspeed_step",
@@ -455,8 +466,10 @@ class ModelStates:
     # gradient (ZeRO-2 accumulates into it from the start: it is `gradients`)
     partition_copy: Term | None = None
     # and, accumulating, its partition allocated again beside the earlier micro-batches'
-    # gradients from a later backward's first reduce on
+    # gradients from a later backward's first reduce on; at stage 2 the gradients waiting at
+    # the top layer's first reduce
     partition_again: Term | None = None
+    first_reduce: Term | None = None
     # DeepSpeed ZeRO-3: the parameters its coordinator holds gathered, by moment; its
     # gradient partitions and reduce bucket, alive all step (in `on_device`)
     live: coordinator.Live | None = None
@@ -476,7 +489,8 @@ def model_states(x: Setup, stage: Stage) -> ModelStates:
                          x.optimizer_impl, x.N, x.z, x.dp, x.offload_optimizer, x.offload_params,
                          x.zero_sizes, x.megatron, x.ep, x.pp,
                          x.counts.embedding if x.whole_embedding_grad(stage) else 0, x.tp,
-                         coordinated(x, stage), x.micro_batches > 1, x.bf16_optimizer)
+                         coordinated(x, stage), x.micro_batches > 1, x.bf16_optimizer,
+                         0 if x.lora or not stage.head else x.counts.lm_head // x.tp)
 
 
 def coordinated(x: Setup, stage: Stage) -> coordinator.Live | None:
@@ -508,7 +522,8 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
                   offload_optimizer: bool, offload_params: bool, sizes: coordinator.Sizes,
                   megatron: bool = False, ep: int = 1, pp: int = 1, whole: int = 0,
                   tp: int = 1, live: coordinator.Live | None = None,
-                  accumulating: bool = False, bf16_optimizer: bool = False) -> ModelStates:
+                  accumulating: bool = False, bf16_optimizer: bool = False,
+                  head: int = 0) -> ModelStates:
     """Memoised: a batch or sequence search re-estimates the same states many times.
 
     Which framework a stage means (`deepspeed`: parallelism.framework, by default DeepSpeed
@@ -522,7 +537,8 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
     parallelism the routed experts are sharded over N / ep ranks (`sharded`). `whole`: the
     embedding's elements E where its gradient is whole on each of the `tp` ranks
     (`Setup.vocab_grad_split`), else 0. `live`: DeepSpeed's ZeRO-3, whose coordinator holds
-    these parameters gathered (`coordinated`)."""
+    these parameters gathered (`coordinated`). `head`: an untied head's trainable elements on
+    the stage (a gradient DeepSpeed may reduce alone, `DS_FIRST_REDUCE`)."""
     fsdp2 = z >= 2 and not deepspeed
     buffered = N > 1  # FSDP2 gathers through a flat buffer, prefetched (`Setup.fsdp_collectives`)
     N_1, N_2 = (N if z >= k else 1 for k in (1, 2))
@@ -625,13 +641,17 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
         if n.master and not lora and not offloaded else gradients  # (offloaded: none here)
     if bf16_optimizer and not lora and ex is None:  # (its step_grads: not a ZeRO partition)
         step_grads = STEP_GRADIENTS_BESIDE(P_t, n.master, g)
-    partition_copy = partition_again = None
+    partition_copy = partition_again = first_reduce = None
     if deepspeed and z in (1, 2) and ex is None and not offloaded:
         # DeepSpeed's stage_1_and_2.py (traced): the gradients reduced in backward are copied
         # into the rank's partition buffer, which the step reads (the norm, the fp32 copy)
         share, held, largest, pieces = deepspeed_partition(local.ordered, N)
         partition = DS_GRAD_PARTITION(held, g)
-        partition_again = DS_PARTITION_AGAIN(held, g) if z == 2 else None
+        if z == 2:
+            partition_again = DS_PARTITION_AGAIN(held, g)
+            # (`head`: an untied head's trainable elements on the stage)
+            first_reduce = DS_FIRST_REDUCE(head if head > sizes.reduce_bucket else 0,
+                                           local.per_layer_last, g)
         if z == 2:
             gradients = partition
         else:
@@ -682,7 +702,7 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
                        part_of(gathered, root, everything, accumulated, gathered_grads,
                                root_grads),
                        everything, lingering, units, g, E_r, partition_copy, partition_again,
-                       live, resident, per_backward)
+                       first_reduce, live, resident, per_backward)
 
 
 def gathered_layer(local: LocalParams, w_g: int, qlora: bool) -> Term:
