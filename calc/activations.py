@@ -231,7 +231,9 @@ CHECKPOINTED_MLP = Formula(
           "frozen output, peft's copy of the input, lora_dropout's output of it and lora_A's "
           "autocast cast; the dropout's mask is freed at once)",
     note="one GPU's dense layers (tp = 1: tensor parallelism's gathered input and partial "
-         "outputs are not in it). u_g: 1 with an adapter on the gate or up projection; q_x, "
+         "outputs are not in it); under per-op selective checkpointing beside the outputs the "
+         "policy kept so far (its every-other-matmul count leaves the up projection's output out on "
+         "the layers traced, so none is counted twice). u_g: 1 with an adapter on the gate or up projection; q_x, "
          "q_c: peft's copy of the MLP's or the down projection's input (`peft_input`); c_a: "
          "lora_A's autocast cast where its input is wider. Traced on an 8B width at 12K "
          "tokens: full training under autocast and amp, LoRA on every linear with and "
@@ -685,13 +687,14 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
         lora_fwd = LORA_FORWARD_TRANSIENT(T, adapted_in, c, q_c, q_d, x.H, x.h, r)
         if lora_fwd.bytes > fwd.bytes:
             fwd = lora_fwd
+    checkpointed_fwd = checkpointed_mlp(x, layer, z_width, w_m) if not layer.moe \
+        and arch.traits.mlp == "gated" and len(layer.mlp_inputs) == 2 and tp == 1 else None
     if x.selective_ops:
         kept, overlap, kept_after, saved_after = _sac_outputs(x, layer)
         return layer_activations(tuple(saved), fwd, bwd, SELECTIVE_KEPT(T, x.h, r, kept),
                                  x.lora, overlap, last_input, kept,
-                                 (after, copies_after, kept_after, saved_after, values))
-    checkpointed_fwd = checkpointed_mlp(x, layer, z_width, w_m) if not layer.moe \
-        and arch.traits.mlp == "gated" and len(layer.mlp_inputs) == 2 and tp == 1 else None
+                                 (after, copies_after, kept_after, saved_after, values),
+                                 checkpointed_fwd)
     return layer_activations(tuple(saved), fwd, bwd, CHECKPOINT_INPUT(T, x.h, r), x.lora,
                              last_input=last_input,
                              after_softmax=(after, copies_after, 0, 0, values),

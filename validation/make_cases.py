@@ -1491,6 +1491,18 @@ case("test", L4["qwen3-8b"], 1, 1024, dp=2, zero=2, framework="deepspeed", tag="
      notes=FR + "torch_autocast, two ranks")
 case("test", L4["llama-3.1-8b"], 1, 2048, mp="master", dp=1, zero=2, tag="llama-3.1-8b-4L",
      notes=FR + "master weights, one rank")
+# Per-op selective checkpointing's forward keeps the policy's outputs and frees the rest as
+# a checkpointed forward does: at its gated MLP the same live tensors (CHECKPOINTED_MLP) beside
+# the outputs kept so far, not every activation the layer would save (+11.7% on LoRA with
+# dropout under FSDP2 at stage 2, +5.0% on QLoRA, random runs)
+SF = "per-op selective checkpointing's forward: "
+case("dev", L8_4V1K, 3, 2048, mp=AC, ac="selective", lora=16, tag="llama-3.1-8b-4L-v1k",
+     notes=SF + "LoRA on every linear")
+case("test", Q3_4V1K, 2, 2048, mp=AC, ac="selective", lora=16, lora_dropout=0.1, dp=2,
+     zero=2, tag="qwen3-8b-4L-v1k-dropout", notes=SF + "LoRA with dropout under FSDP2 at stage 2")
+case("test", L8_4V1K, 1, 2048, mp=AC, ac="selective", lora=16, qlora=True,
+     tag="llama-3.1-8b-4L-v1k", notes=SF + "QLoRA")
+case("test", Q3_4V1K, 2, 1024, ac="selective", tag="qwen3-8b-4L-v1k", notes=SF + "full training, amp")
 
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
