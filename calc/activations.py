@@ -232,8 +232,9 @@ CHECKPOINTED_MLP = Formula(
           "autocast cast; the dropout's mask is freed at once)",
     note="one GPU's dense layers (tp = 1: tensor parallelism's gathered input and partial "
          "outputs are not in it); under per-op selective checkpointing beside the outputs the "
-         "policy kept so far (its every-other-matmul count leaves the up projection's output out on "
-         "the layers traced, so none is counted twice). u_g: 1 with an adapter on the gate or up projection; q_x, "
+         "policy kept so far (its every-other-matmul count leaves the up projection's output "
+         "out on the layers traced, so none is counted twice). u_g: 1 with an adapter on the "
+         "gate or up projection; q_x, "
          "q_c: peft's copy of the MLP's or the down projection's input (`peft_input`); c_a: "
          "lora_A's autocast cast where its input is wider. Traced on an 8B width at 12K "
          "tokens: full training under autocast and amp, LoRA on every linear with and "
