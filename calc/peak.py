@@ -888,21 +888,17 @@ def layers(x: Setup, stage: Stage, detail: bool, receives: bool = False) -> Laye
         kept += [(term, 1) for term in head if term.formula is HEAD_COPY]
         head = tuple(term for term in head if term.formula is not HEAD_COPY)
     saved += [(term, 1) for term in embedding]
-    mask = _stage_mask(x) if any(flags) else None  # (held by their recomputation)
+    # the attention mask each stage's model builds at its start (`forward_mask`): where layers
+    # are checkpointed they keep it to their backward, each one's recomputation holding its
+    # arguments (traced: eager attention, checkpointed, 32 MB at 2 x 2K tokens); else the
+    # forward frees it
+    mask = forward_mask(x) if any(flags) else None
     if mask is not None:
         saved.append((mask, 1))
     body = part(tuple(saved), detail)
     whole = extended(body, tuple((term, 1) for term in head), detail) if head else body
     return Layers(tuple(kinds), kind_of, flags, x.in_flight(stage), (*embedding, *head), whole,
                   body, widest, tuple(cache), tuple(kept), received)
-
-
-def _stage_mask(x: Setup) -> Term | None:
-    """The attention mask (`forward_mask`) the stage's model builds, each pipeline stage its
-    own as the model does at its start. Where layers are checkpointed they keep it to their
-    backward: each one's recomputation holds its arguments, the mask among them (traced:
-    eager attention, checkpointed, 32 MB at 2 x 2K tokens); else the forward frees it."""
-    return forward_mask(x)
 
 
 def _before_last(ly: Layers, saved: Part, detail: bool) -> Part:
@@ -1207,7 +1203,7 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     head_items = tuple((t, -1) for t in _ends(x, stage, ly)[1])
     ahead = extended(saved, head_items, detail) if head_items else saved
     # (held in `saved` where checkpointed layers keep it)
-    mask = None if any(ly.flags) else _stage_mask(x)
+    mask = None if any(ly.flags) else forward_mask(x)
     extra: list[tuple[Term, int]] = []
     # autocast's weight cache lives for the forward: counted apart for every layer
     forward_cache = bool(ckpt) and n.autocast and not ly.cache
@@ -1365,7 +1361,7 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     # beside the first layer's own: what FSDP's prefetch counts below it, and the mask the
     # checkpointed layers hold to the last one's backward
     layer_below = tuple(term for term in (_layer_below(x, stage, ms, ly, ckpt),
-                                          _stage_mask(x) if ly.checkpointed else None)
+                                          forward_mask(x) if ly.checkpointed else None)
                         if term is not None)
     if fl.split:
         # zero bubble's input backward (retain_graph) frees nothing of the micro-batch it runs:
@@ -1491,41 +1487,41 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     moments.append(_moment("optimizer_step", states, ms.step_gradients,
                            None if ms.step_gradients.formula is DS_GRAD_PARTITION else bucket,
                            ms.step_temporary))
-    if ms.first_reduce is not None:
-        moments = [_with_gradients(m, ms.first_reduce, detail)
-                   if m.name == "backward.last_layer" else m for m in moments]
-    if accumulating and ms.partition_again is not None:
-        moments = [_with_partition_again(x, m, ms.partition_again, detail) for m in moments]
+    if ms.first_reduce is not None:  # DeepSpeed ZeRO-2 (its gradients' extra terms)
+        moments = [_deepspeed_pending(x, m, ms, accumulating, detail) for m in moments]
     return moments
 
 
 _GRADIENT_PARTS = ("earlier_gradients", "gradients_written", "gradients")
 
 
-def _with_partition_again(x: Setup, m: Moment, again: Term, detail: bool) -> Moment:
-    """`m` with DeepSpeed's partition, allocated again when a later micro-batch's backward
-    first reduces a gradient of rank 0's share (`DS_PARTITION_AGAIN`), beside its gradients
-    where it is alive: on one rank from the head's gradient on; over several, rank 0's share
-    begins at the embedding, which backward reaches last: its lowest layers' and the
-    embedding's moments (traced: a 4-layer 7B width at stage 2, at the first layer below the
-    top on one rank, at the second layer on two)."""
-    if m.phase != "backward" or m.name in ("backward.loss_grad", "backward.head_norm"):
-        return m
-    if x.N > 1 and not m.name.startswith(("backward.first_layer", "backward.embedding")):
-        return m
-    return _with_gradients(m, again, detail)
-
-
-def _with_gradients(m: Moment, term: Term, detail: bool) -> Moment:
-    """`m` with `term` beside its gradients (the part its kind names for them; `m` itself
-    where it names none)."""
+def _deepspeed_pending(x: Setup, m: Moment, ms: ModelStates, accumulating: bool,
+                       detail: bool) -> Moment:
+    """`m` with what DeepSpeed ZeRO-2 holds beside its gradients there: at the top layer's
+    backward the gradients waiting at its first reduce (`DS_FIRST_REDUCE`); accumulating, the
+    partition allocated again when a later micro-batch's backward first reduces a gradient of
+    rank 0's share (`DS_PARTITION_AGAIN`), on one rank from the head's gradient on, over
+    several only at the lowest layers' and the embedding's moments, rank 0's share beginning
+    at the embedding, which backward reaches last (traced: a 4-layer 7B width at stage 2, at
+    the first layer below the top on one rank, at the second layer on two)."""
+    terms: list[Term] = []
+    if m.name == "backward.last_layer" and ms.first_reduce is not None:
+        terms.append(ms.first_reduce)
+    if accumulating and ms.partition_again is not None and m.phase == "backward" \
+            and m.name not in ("backward.loss_grad", "backward.head_norm") \
+            and (x.N == 1 or m.name.startswith(("backward.first_layer", "backward.embedding"))):
+        terms.append(ms.partition_again)
     names = MOMENTS[m.name].parts
     i = next((names.index(p) for p in _GRADIENT_PARTS if p in names), None)
-    if i is None:
+    if not terms or i is None:
         return m
     held = m.parts[i]
-    grads = term if held is None else extended(held, ((term, 1),), detail) \
-        if isinstance(held, Part) else part(((held, 1), (term, 1)), detail)
+    items = tuple((t, 1) for t in terms)
+    if held is None:
+        grads = terms[0] if len(terms) == 1 else part(items, detail)
+    else:
+        grads = extended(held, items, detail) if isinstance(held, Part) else \
+            part(((held, 1), *items), detail)
     return _moment(m.name, *m.parts[:i], grads, *m.parts[i + 1:])
 
 

@@ -648,12 +648,11 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
         share, held, largest, pieces = deepspeed_partition(local.ordered, N)
         partition = DS_GRAD_PARTITION(held, g)
         if z == 2:
+            gradients = partition
             partition_again = DS_PARTITION_AGAIN(held, g)
             # (`head`: an untied head's trainable elements on the stage)
             first_reduce = DS_FIRST_REDUCE(head if head > sizes.reduce_bucket else 0,
                                            local.per_layer_last, g)
-        if z == 2:
-            gradients = partition
         else:
             partition_copy = partition
         step_grads = partition
