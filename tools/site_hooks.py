@@ -315,7 +315,14 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     return docs_pages.render(page.file.src_uri, markdown)
 
 
+# arithmatex's formulas are LaTeX until KaTeX renders them in the browser: not text for search
+# (the formula reference's excerpt was raw LaTeX). Each holds only its source, no element of
+# its own tag, so Material's indexer ends the exclusion at the formula's end.
+ARITHMATEX = re.compile(r'<(span|div) class="arithmatex">')
+
+
 def on_page_content(html_text: str, page: Any, config: Any, files: Any) -> str:
+    html_text = ARITHMATEX.sub(r'<\1 class="arithmatex" data-search-exclude>', html_text)
     if MARKER not in html_text:
         return html_text
     depth = page.url.strip("/").count("/") + 1 if page.url.strip("/") else 0

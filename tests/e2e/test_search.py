@@ -101,3 +101,13 @@ def test_live_pages_are_found_by_their_prose_not_their_forms() -> None:
     # a step's prose and its live example's figures stay searchable
     step = index["walkthroughs/fit-llama-8b-8k/#1-baseline-one-gpu"]
     assert "in your browser" in step and "per GPU" in step, step[:300]
+
+
+def test_formulas_are_not_search_text() -> None:
+    """A formula is LaTeX until KaTeX renders it: the formula reference's search excerpt was
+    raw LaTeX (\\frac, \\text, ...); its titles and prose stay searchable."""
+    index = _index()
+    latex = {loc: text for loc, text in index.items() if "\\frac" in text or "\\text{" in text}
+    assert not latex, f"LaTeX in the search text of {sorted(latex)[:5]}"
+    formulas = " ".join(text for loc, text in index.items() if loc.startswith("reference/formulas/"))
+    assert "fp32 master weights" in formulas and "Korthikanti" in formulas
