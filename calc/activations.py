@@ -203,17 +203,20 @@ FORWARD_TRANSIENT = Formula(
     id="act.forward_transient", source=SRC,
     title="A layer's widest forward moment: an fp32 H-wide temporary beside the residual")
 LORA_FORWARD_TRANSIENT = Formula(
-    "temporaries/layer_forward", "lambda T, d_i, c, q_c, q_d, H, h, r: T * d_i * (c + q_c + q_d) "
-    "+ T * H * 4 + T * h * r", id="act.lora_forward_transient", source=SRC,
+    "temporaries/layer_forward", "lambda T, d_i, c, q_c, q_d, H, h, r, a: T * d_i * (c + q_c + "
+    "q_d) + 2 * T * H * a + T * h * r", id="act.lora_forward_transient", source=SRC,
     title="A LoRA layer's widest forward moment: the widest adapted input (which the frozen "
           "projection does not keep), peft's fp32 copy of it and lora_dropout's output of the "
-          "copy, beside an fp32 H-wide temporary and the residual",
+          "copy, beside lora_B's H-wide output and its scaled copy (in the adapter's compute "
+          "dtype, a bytes) and the residual",
     note="q_c: peft's copy under autocast (cast down again for lora_A; none under FSDP2's "
          "mixed precision or bitsandbytes' layer), 0 without autocast (the copy is what "
          "lora_A saves); q_d: the dropout's output where lora_A keeps another tensor (its "
          "autocast cast), or the copy it dropped, beside the mask the dropout keeps (both "
          "`peft_input`; traced: an 8B width, LoRA on every linear with dropout under "
-         "autocast, -8.5% without it, found by random runs); traced on 4-layer llama-3-8b "
+         "autocast, -8.5% without it, found by random runs); a: 2 under autocast, 4 for fp32 "
+         "adapters outside it (pure bf16: lora_B's output and its scaled copy in fp32, -1.9% "
+         "with them counted in bf16, found by random runs); traced on 4-layer llama-3-8b "
          "probes")
 CHECKPOINTED_MLP = Formula(
     "temporaries/layer_forward",
@@ -492,7 +495,10 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
     under SDPA (`Setup.sliding_sdpa`)."""
     n, T, tp = x.n, x.T, x.tp
     trainable = not x.lora
-    keeps = trainable or x.frozen_linear_inputs  # the projections keep their inputs
+    # the projections keep their inputs; QLoRA's are bitsandbytes' 4-bit layers, whose
+    # matmul runs F.linear inside its own autograd function (no graph there), so DeepSpeed's
+    # swap of F.linear keeps nothing of them (traced: the same layers as on one GPU)
+    keeps = trainable or (x.frozen_linear_inputs and not x.qlora)
     targets = x.lora_targets
     r, c = n.residual, n.compute
     saved: list[Term] = []
@@ -519,8 +525,8 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
                 continue
             saved.append(MLA_LATENT(T, rank, c) if trainable else MLA_LATENT_FROZEN(T, rank))
             if b_proj in targets:  # the frozen b-projection keeps nothing; its adapter does
-                _adapter_input(x, saved, "attention", rank, drop,
-                               0 if _adapter_copies(x, drop) else 4 if r == 4 else c)
+                _adapter_input(x, saved, "attention", rank, drop, 4 if r == 4 else c,
+                               shared=not _adapter_copies(x, drop))
         saved.append(MLA_WIDTHS(T, a, arch.qk_nope_head_dim + arch.qk_rope_head_dim,
                                 arch.qk_nope_head_dim + (arch.v_head_dim or arch.qk_nope_head_dim),
                                 d, c))
@@ -571,10 +577,10 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
     if o_proj is not None:
         o_in = o_proj.local_shape(tp)[1]  # a d, or MLA's a d_v
         if _adapter_copies(x, drop):
-            _adapter_input(x, saved, "attention", o_in, drop)
+            _adapter_input(x, saved, "attention", o_in, drop, c)
         elif (x.eager or x.math_attention) and not keeps:  # the transposed output: a copy
             # only the adapter keeps
-            _adapter_input(x, saved, "attention", o_in, drop, c)
+            _adapter_input(x, saved, "attention", o_in, drop, c, shared=True)
         # else o_proj's input is SDPA's output itself (already saved): nothing more
     out_kept = sum(t.bytes for t in saved[before_out:])  # (what o_proj's adapter keeps)
     # --- MLP ---------------------------------------------------------------------------------
@@ -603,7 +609,7 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
                 last_input = down.local_counts(tp, x.ep)[0] * c
         copies = _adapter_copies(x, drop, w_m)
         if not trainable and adapted(down, targets) and (copies or not keeps):
-            _adapter_input(x, saved, "mlp", f, drop, 0 if copies else w_m)
+            _adapter_input(x, saved, "mlp", f, drop, w_m, shared=not copies)
     if arch.resid_pdrop:
         saved.append(RESID_DROPOUT(T, x.h))
     # --- LoRA: lora_A's output kept by lora_B (adapter dtype fp32, or autocast's cast) -------
@@ -685,7 +691,8 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
         # transient beside it
         p = peft_input(x, c, drop)
         q_c, q_d = (p.copy, p.dropped) if n.autocast else (0, p.copy if drop else 0)
-        lora_fwd = LORA_FORWARD_TRANSIENT(T, adapted_in, c, q_c, q_d, x.H, x.h, r)
+        lora_fwd = LORA_FORWARD_TRANSIENT(T, adapted_in, c, q_c, q_d, x.H, x.h, r,
+                                          n.adapter_compute)
         if lora_fwd.bytes > fwd.bytes:
             fwd = lora_fwd
     checkpointed_fwd = checkpointed_mlp(x, layer, z_width, w_m) if not layer.moe \
@@ -921,10 +928,10 @@ def _linear_inputs(x: Setup, saved: list[Term], key: str, consumers: tuple[Linea
     n_adapted = sum(adapted(lin, x.lora_targets) for lin in consumers)
     if n_adapted and not _adapter_copies(x, dropout, z_width):  # the adapters share x itself
         if not keeps:  # (kept once, by the projections)
-            _adapter_input(x, saved, key, x.H, dropout, z_width)
+            _adapter_input(x, saved, key, x.H, dropout, z_width, shared=True)
     else:
         for _ in range(n_adapted):
-            _adapter_input(x, saved, key, x.H, dropout)
+            _adapter_input(x, saved, key, x.H, dropout, z_width)
 
 
 def _adapter_copies(x: Setup, dropout: float, width: int = 0) -> bool:
@@ -939,6 +946,9 @@ def _adapter_copies(x: Setup, dropout: float, width: int = 0) -> bool:
     autocast, so x reaches lora_A as it is, and autocast casts it there, per adapter, where it
     is wider than the compute dtype (an fp32 norm's output over an fp32 base)."""
     n = x.n
+    if x.frozen_linear_inputs and x.qlora:  # lora_A, DeepSpeed's ZeRO-3 linear, keeps x as
+        # given, autocast casting it inside: a copy only where the dropout makes one
+        return bool(dropout)
     if x.qlora and n.autocast and not dropout:
         return width not in (0, n.compute)
     return bool(dropout) or not (n.fsdp_mixed or n.compute == n.adapter)
@@ -984,11 +994,15 @@ def projection_width(x: Setup, width: int) -> int:
 
 
 def _adapter_input(x: Setup, saved: list[Term], key: str, width: int, dropout: float,
-                   shared: int = 0) -> None:
-    """What one LoRA adapter keeps of its input (see `_adapter_copies`); `shared`: the
-    width of x itself when the adapters keep it rather than a copy."""
+                   given: int, shared: bool = False) -> None:
+    """What one LoRA adapter keeps of its input, x, `given` bytes wide (see
+    `_adapter_copies`); `shared`: the adapters keep x itself rather than a copy. DeepSpeed's
+    ZeRO-3 linear (lora_A's) keeps the dropout's output as it is given, autocast casting it
+    inside (traced: QLoRA under torch_autocast, the dropout's output in fp32)."""
     formula = ADAPTER_INPUT if key == "attention" else _MLP_KEYED[ADAPTER_INPUT]
-    width_kept = shared or x.n.adapter_compute
+    width_kept = given if shared else x.n.adapter_compute
+    if dropout and x.frozen_linear_inputs:
+        width_kept = peft_input(x, given, dropout).dropped
     saved.append(formula(x.T, width, width_kept))
     if dropout:
         saved.append(ADAPTER_DROPOUT(x.T, width))

@@ -169,10 +169,10 @@ def _sharding_gaps(r: Resolved) -> list[str]:
                     "coordinator, the gradient partitions, ZeRO-Offload and -Infinity) for full "
                     "training, LoRA and QLoRA with master weights or torch_autocast, without tp, "
                     "cp, pp or ep")
-    if deepspeed and zero == 3 and t.mixed_precision == "amp" and (
-            t.finetuning == "qlora" or (t.finetuning == "lora" and r.arch.is_moe)):
-        gaps.append("DeepSpeed's ZeRO-3 under torch_autocast is traced for full training and "
-                    "LoRA on dense models, not QLoRA nor LoRA on MoE models")
+    if deepspeed and zero == 3 and t.mixed_precision == "amp" and t.finetuning != "full" \
+            and r.arch.is_moe:
+        gaps.append("DeepSpeed's ZeRO-3 under torch_autocast is traced for full training, LoRA "
+                    "and QLoRA on dense models, not LoRA or QLoRA on MoE models")
     if lora_experts_unhooked(r.arch, t, p):
         gaps.append("DeepSpeed's ZeRO-3 stops at the second step with LoRA on the routed experts "
                     "of a MoE block it does not hook as one leaf (traced): no step checks this "
