@@ -784,6 +784,7 @@ COVERED: frozenset[tuple[str, str, str, str]] = frozenset({
     ('layers', 'moe', 'checkpointing', 'full'),
     ('layers', 'moe', 'checkpointing', 'full:partial'),
     ('layers', 'moe', 'checkpointing', 'none'),
+    ('layers', 'moe', 'checkpointing', 'selective:ops'),
     ('layers', 'moe', 'data_parallel', 'ddp'),
     ('layers', 'moe', 'data_parallel', 'deepspeed-ddp'),
     ('layers', 'moe', 'data_parallel', 'deepspeed-zero1'),

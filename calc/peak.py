@@ -51,7 +51,7 @@ from .activations import (
 from .formula import Formula, Items, Part, Term, extended, joined, part, part_of, scaled
 from .logits import kept_logits, logits_memory, stage_output
 from .megatron import megatron_layer
-from .placement import Stage, layer_gathered
+from .placement import Stage, layer_gathered, layer_trainable
 from .schedule_order import Mix, chunk_mixes
 from .setup import Flight, Setup
 from .sources import (
@@ -1274,6 +1274,22 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         layer_bwd = LAYER_BACKWARD(widest.backward_transient.bytes, incoming, freed, new)
         if not ckpt:
             layer_bwd_after = LAYER_BACKWARD(widest.backward_transient.bytes, 0, freed, new)
+    # the first layer at its own kind's width where it is not the widest (DeepSeek-V3's dense
+    # first layer below MoE ones): its saved activations and its backward's transient
+    first_act = next(act for kind, act, _ in ly.kinds if kind == ly.kind_of[0]) \
+        if ly.kind_of else widest
+    first_bwd = layer_bwd_after
+    if first_act is not widest:
+        freed_1 = 0 if fl.split else first_act.last_input
+        new_1 = new if freed_1 else 0
+        if ckpt:
+            first_bwd = LAYER_BACKWARD_RECOMPUTE(
+                first_act.backward_transient.bytes - (0 if ly.cleared else incoming),
+                first_act.forward_transient.bytes, residual - (0 if ly.cleared else incoming),
+                ly.recomputed(first_act) if ly.cleared else ly.alive(first_act),
+                first_act.recomputed_shared, freed_1, new_1)
+        else:
+            first_bwd = LAYER_BACKWARD(first_act.backward_transient.bytes, 0, freed_1, new_1)
     moments = []
     if loss:
         moments.append(_moment("forward.loss", states, earlier, head_fwd, saved, loss_extra,
@@ -1374,9 +1390,9 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     else:
         others = _beside(other_batches, (*holds_after, *late_above), detail)
         done = _beside(other_batches, (*holds_after, *late_all), detail)
-        first = _with_below(FIRST_LAYER_INPUT(widest.checkpoint_input.bytes - ly.received)
-                            if ckpt else FIRST_LAYER(alive - ly.received), layer_below,
-                            detail)
+        first = _with_below(FIRST_LAYER_INPUT(first_act.checkpoint_input.bytes - ly.received)
+                            if ckpt else FIRST_LAYER(ly.alive(first_act) - ly.received),
+                            layer_below, detail)
     # the loss, the head and the final norm have run this micro-batch's backward: its saved
     # tensors are freed, not the other micro-batches' (GPipe's last stage holds them all)
     if times == 1:
@@ -1432,7 +1448,7 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     else:
         moments.append(_moment("backward.first_layer", states, written,
                                _first_gathered(x, stage, ms, ly, below, detail), others, first,
-                               layer_bwd_after, bucket))
+                               first_bwd, bucket))
     if weight_pass:  # after the input's backward: its transient is gone
         moments.append(_moment("backward.weight_pass", states, written, below, done, bucket))
     late = None if units else _first_layer_late(x, stage, ms, ly, ckpt, accumulating,
@@ -1636,7 +1652,8 @@ def _weights_written(x: Setup, ms: ModelStates, fl: Flight) -> bool:
 
 
 def _written(x: Setup, stage: Stage, ms: ModelStates, accumulating: bool, late: bool = False,
-             own: bool = False, softmax: bool = False) -> Term | None:
+             own: bool = False, softmax: bool = False,
+             unwritten: tuple[int, ...] | None = None) -> Term | None:
     """Gradients at the first layer's backward (`late`: past its MLP; `softmax`: at its eager
     attention's softmax, past its output projection too). Under pipelining FSDP2
     writes its sharded gradients only after the last micro-batch's backward (torch's stage
@@ -1669,7 +1686,8 @@ def _written(x: Setup, stage: Stage, ms: ModelStates, accumulating: bool, late: 
         # activations counted below: `_layer_below`), or the first layer's own (`own`: its
         # post-backward; on one rank, nothing prefetched, two layers)
         second = not own and (x.fsdp_collectives or _layer_below_counted(stage, ms))
-        m_l = (2 if second else 1) * -(-local.per_layer_trainable // x.N)
+        m_l = sum(-(-p // x.N) for p in unwritten) if unwritten is not None else \
+            (2 if second else 1) * -(-local.per_layer_trainable // x.N)
     else:
         m_l = _unwritten_at_softmax(x) if softmax else \
             local.per_layer_trainable - (local.per_layer_mlp if late else local.per_layer_last)
@@ -1997,18 +2015,28 @@ def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt:
     grads = ms.gradients
     fsdp = ms.gathered_layer is not None or ms.gathered_model is not None
     if fsdp:
-        written: Term | Part | None = _written(x, stage, ms, accumulating)
         g_u, g_r = n.fsdp_grads(n.grad)
         # the second layer's moment, the first prefetched, where a third reduces above it
-        prefetched = _gathered_at(x, ms, ly, 0).bytes if ms.gathered_layer is not None \
-            and (stage.unit or stage).layers > 2 and x.fsdp_collectives else 0
-        unsharded = LATE_GATHERED(prefetched, local.per_layer_trainable, local.per_layer_mlp,
-                                  g_u, g_r)
+        second = ms.gathered_layer is not None and (stage.unit or stage).layers > 2 \
+            and x.fsdp_collectives
+        prefetched = _gathered_at(x, ms, ly, 0).bytes if second else 0
+        # each at its own width (DeepSeek-V3's dense first layer below MoE layers): the
+        # running layer gathered, its MLP's gradients, the reduce-scatter of the layer above
+        running = int(second)
+        _, P_lm = _layer_trainable_at(x, ms, ly, running)
+        P_lt, _ = _layer_trainable_at(x, ms, ly, min(running + 1, len(ly.kind_of) - 1))
+        unsharded = LATE_GATHERED(prefetched, P_lt, P_lm, g_u, g_r)
+        # not written yet: the running layer's sharded gradients and the first's below it
+        # (the second layer's where the first's activations are counted beside it)
+        n_u = min(2 if second or _layer_below_counted(stage, ms) else 1, len(ly.kind_of))
+        written: Term | Part | None = _written(x, stage, ms, accumulating, unwritten=tuple(
+            _layer_trainable_at(x, ms, ly, i)[0] for i in range(n_u)))
         if ms.gathered_model is not None and x.pp == 1:  # (resharded after its backward)
             gathered = _resharded_below(x, ms, unsharded)
         else:
-            gathered = part_of(ms.gathered_layer, ms.gathered_root, ms.gathered_model,
-                               unsharded, ms.root_grads)
+            own = _gathered_at(x, ms, ly, running) if ms.gathered_layer is not None else None
+            gathered = part_of(own, ms.gathered_root, ms.gathered_model, unsharded,
+                               ms.root_grads)
     else:
         if accumulating or not accumulated(grads):
             return None
@@ -2027,6 +2055,16 @@ def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt:
     written, own, transient = max(candidates, key=lambda moment: sum(
         term.bytes for term in moment if term is not None))
     return (written, gathered, _with_below(own, below, True), transient)
+
+
+def _layer_trainable_at(x: Setup, ms: ModelStates, ly: Layers, i: int) -> tuple[int, int]:
+    """(trainable, the MLP's trainable) parameters of the stage's `i`th layer at its own
+    width: a dense one beside MoE layers (DeepSeek-V3's first) is narrower than the widest."""
+    local = ms.local
+    dense = x.counts.dense_layer
+    if ly.kind_of[i] == "moe" or all(kind != "moe" for kind in ly.kind_of) or dense is None:
+        return local.per_layer_trainable, local.per_layer_mlp
+    return layer_trainable(dense, x.lora, x.lora_rank, x.tp, x.ep, x.lora_targets)
 
 
 def _gathered_at(x: Setup, ms: ModelStates, ly: Layers, i: int) -> Term:

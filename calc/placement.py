@@ -218,6 +218,16 @@ def local_params(counts: ParamCounts, lora: bool, lora_rank: int, tp: int, ep: i
                        layer_down, 0 if lora else head, tuple(tensors), ordered)
 
 
+def layer_trainable(layer: LayerParams, lora: bool, rank: int, tp: int, ep: int,
+                    targets: frozenset[str]) -> tuple[int, int]:
+    """(trainable, the MLP's trainable) parameters of one decoder layer on one GPU
+    (`LocalParams.per_layer_trainable` and `per_layer_mlp` are the widest layer's)."""
+    total, _, adapters, _, _ = _layer_local(layer, lora, rank, tp, ep, targets)
+    mlp = sum(_trainable(lin, lora, rank, tp, ep, targets) for lin in layer.linears
+              if lin.group != "attention")
+    return adapters if lora else total, mlp
+
+
 def _last_trainable(layer: LayerParams, lora: bool, rank: int, tp: int, ep: int,
                     targets: frozenset[str]) -> int:
     """Trainable parameters of the layer's last projection, the first whose weight gradient
