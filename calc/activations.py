@@ -217,11 +217,11 @@ FORWARD_TRANSIENT = Formula(
     title="A layer's widest forward moment: an fp32 H-wide temporary beside the residual")
 LORA_FORWARD_TRANSIENT = Formula(
     "temporaries/layer_forward", "lambda T, d_i, c, q_c, q_d, H, h, r, a: T * d_i * (c + q_c + "
-    "q_d) + 2 * T * H * a + T * h * r", id="act.lora_forward_transient", source=SRC,
+    "q_d) + 2 * T * H * a + T * H * c + T * h * r", id="act.lora_forward_transient", source=SRC,
     title="A LoRA layer's widest forward moment: the widest adapted input (which the frozen "
           "projection does not keep), peft's fp32 copy of it and lora_dropout's output of the "
-          "copy, beside lora_B's H-wide output and its scaled copy (in the adapter's compute "
-          "dtype, a bytes) and the residual",
+          "copy, beside the frozen projection's H-wide output, lora_B's and its scaled copy (in "
+          "the adapter's compute dtype, a bytes) and the residual",
     note="q_c: peft's copy under autocast (cast down again for lora_A; none under FSDP2's "
          "mixed precision or bitsandbytes' layer), 0 without autocast (the copy is what "
          "lora_A saves); q_d: the dropout's output where lora_A keeps another tensor (its "
@@ -229,8 +229,9 @@ LORA_FORWARD_TRANSIENT = Formula(
          "`peft_input`; traced: an 8B width, LoRA on every linear with dropout under "
          "autocast, -8.5% without it, found by random runs); a: 2 under autocast, 4 for fp32 "
          "adapters outside it (pure bf16: lora_B's output and its scaled copy in fp32, -1.9% "
-         "with them counted in bf16, found by random runs); traced on 4-layer llama-3-8b "
-         "probes")
+         "with them counted in bf16, found by random runs; the frozen projection's output, "
+         "peft's `result`, alive through the adapter's: -1.0% without it on the checkpointed "
+         "LoRA cases); traced on 4-layer llama-3-8b probes")
 CHECKPOINTED_MLP = Formula(
     "temporaries/layer_forward",
     "lambda T, f, h, z, r, c_m, c, w_r, W_q, u_g, q_x, u_d, q_c, q_d, c_a: T * h * (z + r) + "
