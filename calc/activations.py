@@ -216,22 +216,26 @@ FORWARD_TRANSIENT = Formula(
     id="act.forward_transient", source=SRC,
     title="A layer's widest forward moment: an fp32 H-wide temporary beside the residual")
 LORA_FORWARD_TRANSIENT = Formula(
-    "temporaries/layer_forward", "lambda T, d_i, c, q_c, q_d, H, h, r, a: T * d_i * (c + q_c + "
-    "q_d) + 2 * T * H * a + T * H * c + T * h * r", id="act.lora_forward_transient", source=SRC,
-    title="A LoRA layer's widest forward moment: the widest adapted input (which the frozen "
-          "projection does not keep), peft's fp32 copy of it and lora_dropout's output of the "
-          "copy, beside the frozen projection's H-wide output, lora_B's and its scaled copy (in "
-          "the adapter's compute dtype, a bytes) and the residual",
+    "temporaries/layer_forward", "lambda T, d_i, c, q_c, q_d, d_o, c_o, w_r, h, r: T * d_i * "
+    "(c + q_c + q_d) + T * d_o * (c_o + 2 * w_r) + T * h * r", id="act.lora_forward_transient",
+    source=SRC,
+    title="A LoRA layer's widest forward moment, at the adapted projection with the widest "
+          "input: that input (which the frozen projection does not keep), peft's fp32 copy of "
+          "it and lora_dropout's output of the copy, beside the frozen projection's output "
+          "(d_o wide, c_o bytes), lora_B's and its scaled copy (in the adapter's compute "
+          "dtype, w_r bytes) and the residual",
     note="q_c: peft's copy under autocast (cast down again for lora_A; none under FSDP2's "
          "mixed precision or bitsandbytes' layer), 0 without autocast (the copy is what "
          "lora_A saves); q_d: the dropout's output where lora_A keeps another tensor (its "
          "autocast cast), or the copy it dropped, beside the mask the dropout keeps (both "
          "`peft_input`; traced: an 8B width, LoRA on every linear with dropout under "
-         "autocast, -8.5% without it, found by random runs); a: 2 under autocast, 4 for fp32 "
-         "adapters outside it (pure bf16: lora_B's output and its scaled copy in fp32, -1.9% "
-         "with them counted in bf16, found by random runs; the frozen projection's output, "
-         "peft's `result`, alive through the adapter's: -1.0% without it on the checkpointed "
-         "LoRA cases); traced on 4-layer llama-3-8b probes")
+         "autocast, -8.5% without it, found by random runs); under DeepSpeed's ZeRO-3 lora_A "
+         "keeps the dropout's output itself and q_d is autocast's cast inside it. w_r: the "
+         "compute dtype under autocast, FSDP2's mixed precision or DeepSpeed's engine cast, "
+         "else the adapters' fp32 (pure bf16: -1.9% with lora_B's output and its scaled copy "
+         "counted in bf16, found by random runs). The frozen projection's output, peft's "
+         "`result`, is alive through the adapter's (-1.0% without it on the checkpointed "
+         "LoRA cases). Traced on 4-layer llama-3-8b probes")
 CHECKPOINTED_MLP = Formula(
     "temporaries/layer_forward",
     "lambda T, f, h, z, r, c_m, c, w_r, W_q, u_g, q_x, u_d, q_c, q_d, c_a: T * h * (z + r) + "
@@ -452,7 +456,8 @@ class LayerActivations(NamedTuple):
     kept_saved_after_softmax: int = 0  # (of kept_after_softmax, what `saved` holds too)
     softmax_values: int = 0
     # a checkpointed layer's forward, which saves nothing: what its MLP holds at its widest
-    # (`checkpointed_mlp`; None where not modelled: MoE and non-gated MLPs)
+    # (`checkpointed_mlp`, `CHECKPOINTED_MOE`; None where not modelled: non-gated MLPs, LoRA
+    # on routed experts, tensor and expert parallelism)
     checkpointed_forward: Term | None = None
 
     @property
@@ -698,22 +703,30 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
         if combine.bytes > fwd.bytes:
             fwd = combine
     if targets and _adapter_copies(x, drop):
-        adapted_in = max(lin.local_shape(tp)[1] for lin in layer.linears
-                         if adapted(lin, targets) and not by_parameter(lin))
+        widest = max((lin for lin in layer.linears
+                      if adapted(lin, targets) and not by_parameter(lin)),
+                     key=lambda lin: lin.local_shape(tp)[1])
+        adapted_out, adapted_in = widest.local_shape(tp)
         # under autocast lora_A keeps its cast: peft's copy and the dropout's output are
-        # transient; without, it keeps the dropout's output (or the copy), the copy then
-        # transient beside it
+        # transient (under DeepSpeed's ZeRO-3 linear the cast is, the output kept); without,
+        # it keeps the dropout's output (or the copy), the copy then transient beside it
         p = peft_input(x, c, drop)
-        q_c, q_d = (p.copy, p.dropped) if n.autocast else (0, p.copy if drop else 0)
-        lora_fwd = LORA_FORWARD_TRANSIENT(T, adapted_in, c, q_c, q_d, x.H, x.h, r,
-                                          n.adapter_compute)
+        q_c, q_d = (p.copy, p.cast if drop and x.frozen_linear_inputs else p.dropped) \
+            if n.autocast else (0, p.copy if drop else 0)
+        # the frozen projection's output: bitsandbytes' in its input's width (QLoRA)
+        c_o = projection_width(x, w_m if widest is layer.linears[-1] else z_width) \
+            if widest.group != "attention" else c
+        lora_fwd = LORA_FORWARD_TRANSIENT(T, adapted_in, c, q_c, q_d, adapted_out, c_o,
+                                          n.adapter_compute, x.h, r)
         if lora_fwd.bytes > fwd.bytes:
             fwd = lora_fwd
     checkpointed_fwd = checkpointed_mlp(x, layer, z_width, w_m) if not layer.moe \
         and arch.traits.mlp == "gated" and len(layer.mlp_inputs) == 2 and tp == 1 else None
-    if layer.moe and tp == 1 and x.ep == 1:
-        checkpointed_fwd = CHECKPOINTED_MOE(x.routed, x.H, routing_width(x), expert_width(x),
-                                            T, x.h, z_width, r)
+    if layer.moe and tp == 1 and x.ep == 1 and not lora_experts(x, layer):
+        # (LoRA on the routed experts builds their folded weights in forward: not traced)
+        combine_fwd = CHECKPOINTED_MOE(x.routed, x.H, routing_width(x), expert_width(x), T,
+                                       x.h, z_width, r)
+        checkpointed_fwd = max(combine_fwd, fwd, key=lambda t: t.bytes)
     if x.selective_ops:
         kept, overlap, kept_after, saved_after = _sac_outputs(x, layer)
         return layer_activations(tuple(saved), fwd, bwd, SELECTIVE_KEPT(T, x.h, r, kept),
@@ -980,7 +993,7 @@ def dequant_forward(x: Setup, mlp: list[Linear], saved: list[Term], w: int, f_w:
     c = x.n.compute
     down = mlp[-1]
     copies = _adapter_copies(x, x.lora_dropout, w)
-    adapter = x.n.adapter_compute if adapted(down, x.lora_targets) else 0
+    adapter = lora_a_kept(x, w, x.lora_dropout) if adapted(down, x.lora_targets) else 0
     c_d = (w if copies or not adapter else 0) + (c if w != c else 0) - (adapter if copies else 0)
     shared = any(adapted(lin, x.lora_targets) for lin in mlp[:-1]) and not _adapter_copies(
         x, x.lora_dropout, z_width)
@@ -995,7 +1008,7 @@ def qlora_mlp_backward(x: Setup, mlp: list[Linear], w: int, f_w: int) -> Term:
     beside the gradients (`DEQUANT_BACKWARD`), the larger."""
     n, T, c = x.n, x.T, x.n.compute
     down = mlp[-1]
-    u_d, q_a = int(adapted(down, x.lora_targets)), n.adapter_compute  # lora_A's saved input
+    u_d, q_a = int(adapted(down, x.lora_targets)), lora_a_kept(x, w, x.lora_dropout)
     cast = c if w != c else 0  # bitsandbytes' cast of a wider input to the compute dtype
     moment = QLORA_MLP_BACKWARD(T, f_w, w, u_d, q_a, x.h, n.residual, c)
     dequant = DEQUANT_BACKWARD(T, x.h, max(n.residual, c) + cast, f_w, u_d, w, q_a, c,
@@ -1010,16 +1023,22 @@ def projection_width(x: Setup, width: int) -> int:
     return width if x.qlora else x.n.compute
 
 
+def lora_a_kept(x: Setup, given: int, dropout: float) -> int:
+    """Bytes per element lora_A keeps of its own copy of an input `given` bytes wide: its
+    autocast cast, in the adapter's compute dtype; DeepSpeed's ZeRO-3 linear keeps the
+    dropout's output as it is given, autocast casting it inside (traced: LoRA and QLoRA under
+    torch_autocast, the dropout's output in fp32)."""
+    if dropout and x.frozen_linear_inputs:
+        return peft_input(x, given, dropout).dropped
+    return x.n.adapter_compute
+
+
 def _adapter_input(x: Setup, saved: list[Term], key: str, width: int, dropout: float,
                    given: int, shared: bool = False) -> None:
     """What one LoRA adapter keeps of its input, x, `given` bytes wide (see
-    `_adapter_copies`); `shared`: the adapters keep x itself rather than a copy. DeepSpeed's
-    ZeRO-3 linear (lora_A's) keeps the dropout's output as it is given, autocast casting it
-    inside (traced: QLoRA under torch_autocast, the dropout's output in fp32)."""
+    `_adapter_copies`); `shared`: the adapters keep x itself rather than a copy."""
     formula = ADAPTER_INPUT if key == "attention" else _MLP_KEYED[ADAPTER_INPUT]
-    width_kept = given if shared else x.n.adapter_compute
-    if dropout and x.frozen_linear_inputs:
-        width_kept = peft_input(x, given, dropout).dropped
+    width_kept = given if shared else lora_a_kept(x, given, dropout)
     saved.append(formula(x.T, width, width_kept))
     if dropout:
         saved.append(ADAPTER_DROPOUT(x.T, width))

@@ -51,6 +51,7 @@ from .activations import (
 from .formula import Formula, Items, Part, Term, extended, joined, part, part_of, scaled
 from .logits import kept_logits, logits_memory, stage_output
 from .megatron import megatron_layer
+from .params import LayerParams
 from .placement import Stage, layer_gathered, layer_trainable
 from .schedule_order import Mix, chunk_mixes
 from .setup import Flight, Setup
@@ -771,6 +772,12 @@ class Layers:
         return sum(self.flags)
 
     @property
+    def first(self) -> LayerActivations:
+        """The stage's first layer's kind's activations."""
+        return next((act for kind, act, _ in self.kinds if kind == self.kind_of[0]),
+                    self.widest) if self.kind_of else self.widest
+
+    @property
     def stored(self) -> tuple[int, ...]:
         """Of each kind (`kinds`' order), the layers checkpointing keeps to their input."""
         return _stored(self.kinds, self.kind_of, self.flags)
@@ -1212,7 +1219,7 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
             extra += [(t, stored) for t in act.weight_copies]
     if mask:
         extra.append((mask, 1))
-    held = held_embedding(x, next(act for kind, act, _ in ly.kinds if kind == ly.kind_of[0]),
+    held = held_embedding(x, ly.first,
                           ly.flags[0]) if stage.embedding else None
     if held is not None:
         extra.append((held, 1))
@@ -1275,13 +1282,15 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         if not ckpt:
             layer_bwd_after = LAYER_BACKWARD(widest.backward_transient.bytes, 0, freed, new)
     # the first layer at its own kind's width where it is not the widest (DeepSeek-V3's dense
-    # first layer below MoE ones): its saved activations and its backward's transient
-    first_act = next(act for kind, act, _ in ly.kinds if kind == ly.kind_of[0]) \
-        if ly.kind_of else widest
+    # first layer below MoE ones; Gemma 3's first, a sliding layer, below global ones under
+    # SDPA's masked kernel): its saved activations, its backward's transient and, where it
+    # adds in place, its last projection's new gradient
+    first_act = ly.first
     first_bwd = layer_bwd_after
     if first_act is not widest:
         freed_1 = 0 if fl.split else first_act.last_input
-        new_1 = new if freed_1 else 0
+        new_1 = _new_last_grad(x, ms, fl, accumulating, pipelined,
+                               _layer_trainable_at(x, ms, ly, 0)[2]) if freed_1 else 0
         if ckpt:
             first_bwd = LAYER_BACKWARD_RECOMPUTE(
                 first_act.backward_transient.bytes - (0 if ly.cleared else incoming),
@@ -1596,8 +1605,8 @@ def _head_weight_grad(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: F
     return HEAD_WEIGHT_GRAD(x.T, x.h, x.vocab, n.compute, cast, head, norm_width(x))
 
 
-def _new_last_grad(x: Setup, ms: ModelStates, fl: Flight, accumulating: bool, pipelined: bool
-                   ) -> int:
+def _new_last_grad(x: Setup, ms: ModelStates, fl: Flight, accumulating: bool, pipelined: bool,
+                   last: int | None = None) -> int:
     """Bytes of the last projection's new weight gradient at that projection's backward, where
     autograd then adds it in place to the one an earlier backward wrote, in the same dtype (no
     autocast copy's, whose gradient is cast after): on one rank's own gradients, or FSDP2's
@@ -1606,11 +1615,12 @@ def _new_last_grad(x: Setup, ms: ModelStates, fl: Flight, accumulating: bool, pi
     n = x.n
     if not accumulating or n.autocast or not _weights_written(x, ms, fl):
         return 0
+    last = ms.local.per_layer_last if last is None else last  # (the widest layer's)
     if pipelined:
-        return 0 if n.fsdp_mixed else ms.local.per_layer_last * n.fsdp_grads(n.grad)[0]
+        return 0 if n.fsdp_mixed else last * n.fsdp_grads(n.grad)[0]
     if ms.gathered_grads is not None:
         return 0
-    return ms.local.per_layer_last * n.grad
+    return last * n.grad
 
 
 def _late_written(x: Setup, ms: ModelStates, fl: Flight, accumulating: bool,
@@ -2023,12 +2033,14 @@ def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt:
         # each at its own width (DeepSeek-V3's dense first layer below MoE layers): the
         # running layer gathered, its MLP's gradients, the reduce-scatter of the layer above
         running = int(second)
-        _, P_lm = _layer_trainable_at(x, ms, ly, running)
-        P_lt, _ = _layer_trainable_at(x, ms, ly, min(running + 1, len(ly.kind_of) - 1))
+        P_lm = _layer_trainable_at(x, ms, ly, running)[1]
+        P_lt = _layer_trainable_at(x, ms, ly, min(running + 1, len(ly.kind_of) - 1))[0]
         unsharded = LATE_GATHERED(prefetched, P_lt, P_lm, g_u, g_r)
         # not written yet: the running layer's sharded gradients and the first's below it
-        # (the second layer's where the first's activations are counted beside it)
-        n_u = min(2 if second or _layer_below_counted(stage, ms) else 1, len(ly.kind_of))
+        # (the second layer's moment across ranks, or where the first's activations are
+        # counted beside it: as `_written` counts them)
+        n_u = min(2 if x.fsdp_collectives or _layer_below_counted(stage, ms) else 1,
+                  len(ly.kind_of))
         written: Term | Part | None = _written(x, stage, ms, accumulating, unwritten=tuple(
             _layer_trainable_at(x, ms, ly, i)[0] for i in range(n_u)))
         if ms.gathered_model is not None and x.pp == 1:  # (resharded after its backward)
@@ -2057,25 +2069,34 @@ def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt:
     return (written, gathered, _with_below(own, below, True), transient)
 
 
-def _layer_trainable_at(x: Setup, ms: ModelStates, ly: Layers, i: int) -> tuple[int, int]:
-    """(trainable, the MLP's trainable) parameters of the stage's `i`th layer at its own
-    width: a dense one beside MoE layers (DeepSeek-V3's first) is narrower than the widest."""
-    local = ms.local
+def _narrower_at(x: Setup, ly: Layers, i: int) -> LayerParams | None:
+    """The stage's `i`th layer where it is narrower than the widest the stage's states count:
+    a dense one beside MoE layers (DeepSeek-V3's first); None where it is the widest."""
     dense = x.counts.dense_layer
     if ly.kind_of[i] == "moe" or all(kind != "moe" for kind in ly.kind_of) or dense is None:
-        return local.per_layer_trainable, local.per_layer_mlp
-    return layer_trainable(dense, x.lora, x.lora_rank, x.tp, x.ep, x.lora_targets)
+        return None
+    return dense
+
+
+def _layer_trainable_at(x: Setup, ms: ModelStates, ly: Layers, i: int
+                        ) -> tuple[int, int, int]:
+    """(trainable, its MLP's, its last projection's) parameters of the stage's `i`th layer at
+    its own width."""
+    layer = _narrower_at(x, ly, i)
+    if layer is None:
+        local = ms.local
+        return local.per_layer_trainable, local.per_layer_mlp, local.per_layer_last
+    return layer_trainable(layer, x.lora, x.lora_rank, x.tp, x.ep, x.lora_targets)
 
 
 def _gathered_at(x: Setup, ms: ModelStates, ly: Layers, i: int) -> Term:
     """The stage's `i`th layer as FSDP gathers it (the widest layer, `ms.gathered_layer` at
-    stage 3): a dense one beside MoE layers (DeepSeek-V3's first) at its own width, QLoRA's
-    linear weights packed."""
+    stage 3), at its own width (`_narrower_at`), QLoRA's linear weights packed."""
     widest = ms.gathered_layer or gathered_layer(ms.local, x.n.gathered_weight, x.qlora)
-    dense = x.counts.dense_layer
-    if ly.kind_of[i] == "moe" or all(kind != "moe" for kind in ly.kind_of) or dense is None:
+    layer = _narrower_at(x, ly, i)
+    if layer is None:
         return widest
-    P, L = layer_gathered(dense, x.lora, x.lora_rank, x.tp, x.ep, x.lora_targets)
+    P, L = layer_gathered(layer, x.lora, x.lora_rank, x.tp, x.ep, x.lora_targets)
     return GATHERED_LAYER_NF4(P, L, x.n.gathered_weight) if x.qlora \
         else GATHERED_LAYER(P, x.n.gathered_weight)
 

@@ -175,9 +175,7 @@ def local_params(counts: ParamCounts, lora: bool, lora_rank: int, tp: int, ep: i
         largest = max(largest, big)
         if lt + la > per_layer:
             per_layer, layer_adapters, layer_linear = lt + la, la, lw
-            layer_last = _last_trainable(layer, lora, lora_rank, tp, ep, targets)
-            layer_mlp = sum(_trainable(lin, lora, lora_rank, tp, ep, targets)
-                            for lin in layer.linears if lin.group != "attention")
+            _, layer_mlp, layer_last = layer_trainable(layer, lora, lora_rank, tp, ep, targets)
     root = head = 0
     h = arch.hidden_size
     vocab_part = counts.embedding // tp
@@ -219,13 +217,15 @@ def local_params(counts: ParamCounts, lora: bool, lora_rank: int, tp: int, ep: i
 
 
 def layer_trainable(layer: LayerParams, lora: bool, rank: int, tp: int, ep: int,
-                    targets: frozenset[str]) -> tuple[int, int]:
-    """(trainable, the MLP's trainable) parameters of one decoder layer on one GPU
-    (`LocalParams.per_layer_trainable` and `per_layer_mlp` are the widest layer's)."""
+                    targets: frozenset[str]) -> tuple[int, int, int]:
+    """(trainable, its MLP's, its last projection's) parameters of one decoder layer on one
+    GPU (`LocalParams.per_layer_trainable`, `per_layer_mlp` and `per_layer_last` are the
+    widest layer's)."""
     total, _, adapters, _, _ = _layer_local(layer, lora, rank, tp, ep, targets)
     mlp = sum(_trainable(lin, lora, rank, tp, ep, targets) for lin in layer.linears
               if lin.group != "attention")
-    return adapters if lora else total, mlp
+    return (adapters if lora else total), mlp, _last_trainable(layer, lora, rank, tp, ep,
+                                                               targets)
 
 
 def _last_trainable(layer: LayerParams, lora: bool, rank: int, tp: int, ep: int,

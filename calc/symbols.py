@@ -269,6 +269,9 @@ _LEGEND: tuple[tuple[str, str, str], ...] = (
      "with grouped heads; with one K/V head the repeat is a view, copied only where autocast "
      "casts it (an fp32 residual stream: K after the fp32 rotation)"),
     ("d_i", "d_\\text{in}", "input features of the adapted projection on one GPU"),
+    ("d_o", "d_\\text{out}", "output features of the adapted projection on one GPU"),
+    ("c_o", "c_\\text{out}", "bytes of a frozen projection's output: the compute width, or "
+     "bitsandbytes' in its input's width (QLoRA)"),
     ("F", "F", "Adafactor's factors: rows + cols of each trainable matrix, vectors whole"),
     ("n_max", "n_\\text{max}", "elements of the largest trainable tensor"),
     # bytes of other terms
