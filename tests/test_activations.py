@@ -375,3 +375,58 @@ def test_a_padded_batch_masks_every_layer_under_sdpa() -> None:
     t4 = estimate({"model": "llama-3.2-1b", "gpu": "t4-16gb", "training": {
         "precision": "fp16", "seq_len": 2048, "padded": True}})
     assert not t4.setup.math_attention and t4.setup.padded_sdpa
+
+
+def _scenario_setup(scenario: dict[str, Any]) -> Setup:
+    return setup(resolve(parse_scenario(scenario)))
+
+
+def _saved_ids(x: Setup) -> list[str]:
+    return [t.formula.id for t in decoder_layer(x, x.counts.dense_layer).saved]
+
+
+def test_qlora_s_4bit_projections_keep_no_input_under_deepspeed_zero3() -> None:
+    """DeepSpeed's ZeRO-3 swaps F.linear for its own, which keeps every input; bitsandbytes'
+    4-bit projections run F.linear inside their own autograd function, so nothing of theirs
+    is kept (traced: a Gemma 3 width, +9.6% with every projection's input counted). LoRA's
+    frozen nn.Linear projections do keep theirs."""
+    base = {"model": "llama-3.2-1b", "parallelism": {"dp": 2, "zero": 3,
+                                                      "framework": "deepspeed"},
+            "training": {"finetuning": "qlora", "lora_rank": 16, "seq_len": 1024,
+                         "mixed_precision": "amp"}}
+    qlora = _saved_ids(_scenario_setup(base))
+    lora = _saved_ids(_scenario_setup({**base, "training": {**base["training"],
+                                                             "finetuning": "lora"}}))
+    assert not {"act.input", "act.input@activations/mlp"} & set(qlora)
+    assert {"act.input", "act.input@activations/mlp"} <= set(lora)
+
+
+def test_lora_a_keeps_the_dropout_s_output_as_given_under_deepspeed_zero3() -> None:
+    """lora_A is DeepSpeed's ZeRO-3 linear too: it keeps the dropout's output (fp32 under
+    torch_autocast), not autocast's bf16 cast of it (traced: -9.0% on a Mistral width)."""
+    from calc.activations import lora_a_kept
+    zero3 = _scenario_setup({"model": "llama-3.2-1b",
+                             "parallelism": {"dp": 2, "zero": 3, "framework": "deepspeed"},
+                             "training": {"finetuning": "lora", "lora_dropout": 0.1,
+                                          "mixed_precision": "amp"}})
+    fsdp = _scenario_setup({"model": "llama-3.2-1b", "parallelism": {"dp": 2, "zero": 3},
+                            "training": {"finetuning": "lora", "lora_dropout": 0.1,
+                                         "mixed_precision": "amp"}})
+    assert lora_a_kept(zero3, 4, 0.1) == 4
+    assert lora_a_kept(zero3, 4, 0.0) == zero3.n.adapter_compute == 2
+    assert lora_a_kept(fsdp, 4, 0.1) == fsdp.n.adapter_compute
+
+
+def test_a_checkpointed_moe_layer_s_forward_holds_its_combine_not_its_saved() -> None:
+    """A checkpointed MoE layer saves nothing in forward: at its combine it holds the weighted
+    outputs, their gather back, the experts' gathered inputs and outputs, the MLP's input and
+    the residual, well under every activation it would save beside them (traced: DeepSeek-V3
+    QLoRA under per-op selective checkpointing, +7.5% counted as a bound)."""
+    x = _scenario_setup({"model": "deepseek-v3", "training": {"seq_len": 2048,
+                                                             "activation_checkpointing": "full"},
+                         "parallelism": {"dp": 8, "zero": 3}})
+    assert x.counts.moe_layer is not None
+    moe = decoder_layer(x, x.counts.moe_layer)
+    held = moe.checkpointed_forward
+    assert held is not None and held.formula.id == "act.checkpointed_moe"
+    assert moe.forward_transient.bytes <= held.bytes < moe.forward_transient.bytes + moe.total
