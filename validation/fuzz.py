@@ -116,6 +116,8 @@ def sample(rng: random.Random, models: list[Any]) -> dict[str, Any] | None:
         if not moe:
             return None
         p.update(dp=2, ep=2, zero=3)
+        if t["mixed_precision"] == "master":  # (DeepSpeed's engine, by default: EP not traced)
+            t["mixed_precision"] = "amp"
     meshed = any(p.get(k, 1) > 1 for k in ("tp", "cp", "pp"))
     if meshed:  # the harness traces tp, cp and pp for full training with the standard loss
         for key in ("finetuning", "lora_rank", "lora_targets", "lora_dropout", "loss"):

@@ -51,6 +51,11 @@ def trace_scenario(scenario: dict, with_modules: bool = False, timeline: bool = 
         ds_cfg = deepspeed_engine.ds_config(scenario)
     else:
         layout = parallel.kind(par)
+        if deepspeed_engine.uses_deepspeed(tr, par) and layout == "ep":
+            # calc means DeepSpeed's engine here (master weights' default); FSDP2 with the
+            # stand-in optimizer would be traced in its place, another engine's memory
+            raise Untraceable("expert parallelism under DeepSpeed's engine (calc's default "
+                              "for master weights): traced with FSDP2 only")
         if deepspeed_engine.uses_deepspeed(tr, par) and layout in ("ddp", "single") \
                 and not meshed:
             # DeepSpeed's engine without ZeRO (its bf16 optimizer), on one GPU too: what calc
