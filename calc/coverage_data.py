@@ -265,6 +265,7 @@ COVERED: frozenset[tuple[str, str, str, str]] = frozenset({
     ('checkpointing', 'selective:ops', 'attention', 'eager'),
     ('checkpointing', 'selective:ops', 'attention', 'flash'),
     ('checkpointing', 'selective:ops', 'batches', 'unpadded'),
+    ('checkpointing', 'selective:ops', 'data_parallel', 'ddp'),
     ('checkpointing', 'selective:ops', 'data_parallel', 'single'),
     ('checkpointing', 'selective:ops', 'data_parallel', 'zero2'),
     ('checkpointing', 'selective:ops', 'data_parallel', 'zero3'),

@@ -311,7 +311,10 @@ LAYER_BACKWARD_RECOMPUTE = Formula(
     title="A checkpointed layer's backward: its recomputed activations and the wider of its "
           "backward transient and its recomputed forward's, beside the incoming gradient",
     note="D_l, W_n: the backward's two moments (LAYER_BACKWARD); where the stage sends its "
-         "output, X_l and g_i without the incoming gradient, which arrives in a receive buffer")
+         "output, X_l and g_i without the incoming gradient, which arrives in a receive "
+         "buffer; g_i with what the layer's backward computes before its recomputation "
+         "(QLoRA's frozen down projection under per-op selective checkpointing: its input's "
+         "gradient, bitsandbytes' weight being no saved tensor to unpack)")
 ROOT_ALL_GATHER = Formula(
     "temporaries/all_gather_buffers", "lambda R, w_g, G_l: R * w_g + G_l",
     id="peak.root_all_gather", source=TRACED_FSDP,
@@ -1277,10 +1280,11 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
             _widest_forward(widest), alive - cached - _scores(widest), widest.kept_in_saved)
         recompute = layer_bwd = LAYER_BACKWARD_RECOMPUTE(
             widest.backward_transient.bytes - incoming, widest.forward_transient.bytes,
-            residual - incoming, alive, shared, freed, new)
+            residual - incoming + widest.before_recompute, alive, shared, freed, new)
         layer_bwd_after = LAYER_BACKWARD_RECOMPUTE(  # its weights recast: autocast's cache empty
-            widest.backward_transient.bytes, widest.forward_transient.bytes, residual,
-            ly.recomputed(widest), shared, freed, new) if ly.cleared else layer_bwd
+            widest.backward_transient.bytes, widest.forward_transient.bytes,
+            residual + widest.before_recompute, ly.recomputed(widest), shared, freed,
+            new) if ly.cleared else layer_bwd
     if not top_ckpt:
         layer_fwd = widest.forward_transient
         layer_bwd = LAYER_BACKWARD(widest.backward_transient.bytes, incoming, freed, new)
@@ -1299,7 +1303,8 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         if ckpt:
             first_bwd = LAYER_BACKWARD_RECOMPUTE(
                 first_act.backward_transient.bytes - (0 if ly.cleared else incoming),
-                first_act.forward_transient.bytes, residual - (0 if ly.cleared else incoming),
+                first_act.forward_transient.bytes,
+                residual - (0 if ly.cleared else incoming) + first_act.before_recompute,
                 ly.recomputed(first_act) if ly.cleared else ly.alive(first_act),
                 first_act.recomputed_shared, freed_1, new_1)
         else:

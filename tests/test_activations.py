@@ -430,3 +430,23 @@ def test_a_checkpointed_moe_layer_s_forward_holds_its_combine_not_its_saved() ->
     held = moe.checkpointed_forward
     assert held is not None and held.formula.id == "act.checkpointed_moe"
     assert moe.forward_transient.bytes <= held.bytes < moe.forward_transient.bytes + moe.total
+
+
+def test_qlora_s_frozen_down_projection_runs_its_backward_before_the_recomputation() -> None:
+    """Under per-op selective checkpointing a QLoRA layer whose down projection has no
+    adapter computes that projection's input gradient before anything unpacks a saved tensor
+    (bitsandbytes keeps its 4-bit weight out of autograd's), so it sits beside the
+    recomputation; an adapted down projection saves for its adapter and recomputes first."""
+    base = {"model": "llama-3.2-1b", "training": {
+        "finetuning": "qlora", "lora_rank": 8, "lora_targets": "attention", "seq_len": 1024,
+        "activation_checkpointing": "selective", "mixed_precision": "autocast"}}
+    x = _scenario_setup(base)
+    layer = decoder_layer(x, x.counts.dense_layer)
+    f = x.counts.dense_layer.linears[-1].in_features
+    assert layer.before_recompute == x.T * f * x.n.compute
+    every = _scenario_setup({**base, "training": {**base["training"],
+                                                  "lora_targets": "all_linear"}})
+    assert decoder_layer(every, every.counts.dense_layer).before_recompute == 0
+    full = _scenario_setup({**base, "training": {**base["training"],
+                                                 "activation_checkpointing": "full"}})
+    assert decoder_layer(full, full.counts.dense_layer).before_recompute == 0
