@@ -1589,6 +1589,20 @@ case("test", L8_4V1K, 1, 4096, ac="selective", lora=8, targets="query_value", ql
 case("test", V1K4, 2, 1024, mp=AC, ac="selective", lora=16, targets="attention", qlora=True,
      gas=2, tag="llama-3-8b-4L-v1k", notes=QB + "accumulating")
 
+# Instrument: a biased 4-bit layer adds its bias inside bitsandbytes' one F.linear (addmm),
+# which per-op selective checkpointing saves; the stand-in added it after an mm, which the
+# policy counts every other time (GPT-2 read -10.4% against the artefact, random runs;
+# re-traced, -1.9%; the nine biased QLoRA cases without per-op selective re-traced unchanged)
+BQ = "QLoRA's biased 4-bit layers under per-op selective checkpointing (addmm): "
+case("dev", "gpt2", 1, 1024, mp=AC, ac="selective", lora=8, qlora=True, lora_dropout=0.1, gas=2,
+     notes=BQ + "GPT-2, random runs")
+case("test", "gpt2-medium", 2, 1024, ac="selective", lora=8, targets="query_value", qlora=True,
+     notes=BQ + "GPT-2 medium, amp")
+case("test", "qwen2.5-1.5b", 1, 2048, mp=AC, ac="selective", lora=16, qlora=True,
+     notes=BQ + "Qwen2.5's q/k/v biases")
+case("test", "qwen2.5-0.5b", 2, 2048, ac="selective", lora=16, targets="attention", qlora=True,
+     dp=2, notes=BQ + "Qwen2.5, amp, FSDP2")
+
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
     assert len(ids) == len(set(ids)), "duplicate ids"

@@ -110,17 +110,17 @@ class Linear4bit(nn.Linear):
         return weight
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = _MatMul4Bit.apply(x.to(self.compute_dtype), self)
-        if self.bias is not None:
-            out = out + self.bias
-        return out.to(x.dtype)
+        return _MatMul4Bit.apply(x.to(self.compute_dtype), self).to(x.dtype)
 
 
 class _MatMul4Bit(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, layer):
+        # bitsandbytes' MatMul4Bit: the bias goes into the one F.linear (addmm on a contiguous
+        # 3-D input), not added after it (which per-op selective checkpointing would see as an
+        # mm to count and an add)
         ctx.layer = layer
-        return nn.functional.linear(x, layer.dequantize())
+        return nn.functional.linear(x, layer.dequantize(), layer.bias)
 
     @staticmethod
     def backward(ctx, grad):
