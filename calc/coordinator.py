@@ -229,6 +229,21 @@ class _Model(NamedTuple):
     viewed: frozenset[Hashable]
     trainable: frozenset[Hashable] | None  # the parameters that require grad (all when None)
     hidden: int  # h: the prefetch bucket's and the persistence threshold's scale
+    # bytes of each tensor gathered, and as its all-gather delivers it (`Widths`; its elements
+    # where all are alike)
+    size: dict[Hashable, int]
+    comm: dict[Hashable, int]
+
+
+class Widths(NamedTuple):
+    """Bytes per element where DeepSpeed's ZeRO-3 gathers tensors of different widths
+    (torch_autocast): the parameters as stored, QLoRA's packed 4-bit weights (stored in the
+    compute dtype, transformers' recipe for ZeRO-3), and what nn.Linear weights are all-gathered
+    in (autocast's dtype: DeepSpeed's get_allgather_dtype), cast to their own at the wait."""
+
+    weight: int
+    packed: int
+    comm: int
 
 
 def _tensor(key: Hashable, size: int, numel: dict[Hashable, int], keep: set[Hashable],
@@ -250,32 +265,43 @@ READS = dict.fromkeys(("q_proj", "k_proj", "v_proj", "qkv_proj", "q_a_proj",
 
 def _decoder_layer(layer: LayerParams, i: int, traits: Traits, numel: dict[Hashable, int],
                    keep: set[Hashable], viewed: set[Hashable], threshold: int,
-                   lora: Lora | None = None, packed: int = 0) -> tuple[Module, Module]:
+                   lora: Lora | None = None, packed: int = 0,
+                   kinds: dict[Hashable, str] | None = None) -> tuple[Module, Module]:
     """(the layer's module tree, its widest forward module), as transformers v5 builds a
     decoder layer: norms, the attention's projections (and their norms: MLA's latents, q/k
     norms), the MLP (gate, act_fn, up, down; Gemma's sandwiched between two more norms) or the
     MoE block (router, stacked experts, shared experts). Norm weights persist: their calls
     fetch nothing, but each call prefetches. `packed`: QLoRA's 4-bit weights per element of
-    the tensor bitsandbytes packs them in (0 without QLoRA)."""
+    the tensor bitsandbytes packs them in (0 without QLoRA). `kinds`: filled with each
+    tensor of an nn.Linear ("linear") or QLoRA's packed weight ("packed")."""
+    kinds = {} if kinds is None else kinds
     arch_leaf, gated, qk_norm = traits.moe_leaf, traits.mlp == "gated", traits.qk_norm
     sandwich = traits.norms_per_layer == 4
     def weights(j: int) -> tuple[Hashable, ...]:
         lin = layer.linears[j]
         size = stacked(lin) * lin.weight_count
-        if packed and quantised(lin):
+        four = bool(packed and quantised(lin))
+        if four:
             size = -(-size // packed)
         tensors = [_tensor((i, j, "w"), size, numel, keep, threshold)]
         if lin.bias_count:
             tensors.append(_tensor((i, j, "b"), stacked(lin) * lin.bias_count, numel, keep,
                                    threshold))
+        if lin.group not in ("experts", "router"):  # (modules of their own, not nn.Linear)
+            kinds.update(dict.fromkeys(tensors, "linear"))
+            if four:
+                kinds[tensors[0]] = "packed"
         return tuple(k for k in tensors if numel[k])
 
     def factors(j: int) -> tuple[Hashable, ...]:
         """peft's A and B for the projection (none where it is not adapted)."""
         lin = layer.linears[j]
         shapes = adapter_shapes(lin, lora[0]) if lora and adapted(lin, lora[1]) else ()
-        return tuple(_tensor((i, j, part), rows * cols, numel, keep, threshold)
+        made = tuple(_tensor((i, j, part), rows * cols, numel, keep, threshold)
                      for part, (rows, cols) in zip("AB" if shapes else "", shapes, strict=True))
+        if not by_parameter(lin):  # peft's lora_A and lora_B are nn.Linear
+            kinds.update(dict.fromkeys(made, "linear"))
+        return made
 
     def linear(j: int, name: str) -> Module:
         own, reads = weights(j), READS.get(layer.linears[j].name, "all")
@@ -350,27 +376,32 @@ def _decoder_layer(layer: LayerParams, i: int, traits: Traits, numel: dict[Hasha
 
 
 def _model(counts: ParamCounts, stage: Stage, lora: Lora | None = None,
-           threshold: int | None = None, packed: int = 0) -> _Model:
+           threshold: int | None = None, packed: int = 0, widths: Widths | None = None
+           ) -> _Model:
     """`threshold`: stage3_param_persistence_threshold (`default_sizes`' when None);
-    `packed`: as `_decoder_layer`'s."""
+    `packed`: as `_decoder_layer`'s; `widths`: where the tensors' widths differ (else each
+    tensor's size is its elements)."""
     arch = counts.arch
     if threshold is None:
         threshold = default_sizes(arch.hidden_size).persistence_threshold
     numel: dict[Hashable, int] = {}
     keep: set[Hashable] = set()
     viewed: set[Hashable] = set()
+    kinds: dict[Hashable, str] = {}
     layers, widest = [], []
     for i in range(stage.first_layer, stage.first_layer + stage.layers):
         kind = counts.moe_layer if arch.is_moe_layer(i) and counts.moe_layer else \
             counts.dense_layer
         layer, wide = _decoder_layer(kind, i, arch.traits, numel, keep, viewed, threshold, lora,
-                                     packed)
+                                     packed, kinds)
         layers.append(layer)
         widest.append(wide)
     embedding = Module("embed_tokens", (_tensor("embedding", counts.embedding, numel, keep,
                                                 threshold),) if stage.embedding else ())
     head_key = _tensor("head", counts.lm_head, numel, keep, threshold) if counts.lm_head \
         else "embedding"
+    if counts.lm_head:
+        kinds["head"] = "linear"
     numel.setdefault("embedding", counts.embedding)
     head = Module("lm_head", (head_key,) if stage.head else ())
     norm = Module("norm", (_tensor("final_norm", counts.final_norm, numel, keep, threshold),))
@@ -382,8 +413,16 @@ def _model(counts: ParamCounts, stage: Stage, lora: Lora | None = None,
         chain.insert(1, chain[0].children[0])
     trainable = None if lora is None else \
         frozenset(k for k in numel if isinstance(k, tuple) and k[-1] in ("A", "B"))
+    if widths is None:
+        size = comm = numel
+    else:
+        stored = {"packed": widths.packed}
+        size = {k: v * stored.get(kinds.get(k, ""), widths.weight) for k, v in numel.items()}
+        sent = {"packed": widths.packed, "linear": widths.comm}
+        comm = {k: v * sent.get(kinds.get(k, ""), widths.weight) for k, v in numel.items()}
     return _Model(chain[0], tuple(chain), body, embedding, head, tuple(layers), tuple(widest),
-                  numel, frozenset(keep), frozenset(viewed), trainable, arch.hidden_size)
+                  numel, frozenset(keep), frozenset(viewed), trainable, arch.hidden_size,
+                  size, comm)
 
 
 def _step(m: _Model, checkpointed: tuple[bool, ...]) -> list[tuple[str, Module]]:
@@ -451,7 +490,13 @@ class _Replay:
         if self.status[k] == 0:
             self.status[k] = 1
             self.available += self.m.numel[k]
-            self.gathered += self.m.numel[k]
+            self.gathered += self.m.comm[k]
+
+    def _land(self, k: Hashable) -> None:
+        """`k` waited for: its all-gather output cast to its own width where they differ."""
+        if self.status[k] == 1:
+            self.gathered += self.m.size[k] - self.m.comm[k]
+        self.status[k] = 2
 
     def fetch(self, mod: Module, hook: str = "F", backward: bool = False) -> None:
         """`hook`: the forward's ("F") or the backward's ("B"); `backward`: during backward
@@ -466,7 +511,7 @@ class _Replay:
         for k in tensors:
             self._wait(k)
             self._gather(k)
-            self.status[k] = 2
+            self._land(k)
         fresh = {k for k in tensors if self.recent.get(k, -1) < self.step}
         popped: set[Hashable] = set()
         while self.queue and len(popped) < len(fresh):
@@ -501,10 +546,10 @@ class _Replay:
         if group not in self.copied:
             self.copied.add(group)
             for other in members:
-                self.status[other] = 2
-            self.flat += sum(self.m.numel[other] for other in members)
+                self._land(other)
+            self.flat += sum(self.m.comm[other] for other in members)
         if not any(self.group.get(other) == group for other in members):
-            self.flat -= sum(self.m.numel[other] for other in members)
+            self.flat -= sum(self.m.comm[other] for other in members)
 
     def flat_holds(self, tensors: frozenset[Hashable]) -> bool:
         """Whether a coalesced all-gather's flat buffer still alive (copied out, not waited out)
@@ -517,7 +562,7 @@ class _Replay:
     def memory(self) -> int:
         """Elements of partitioned parameters on the GPU: gathered, released but held, and
         the flat buffers of coalesced all-gathers not yet waited out."""
-        return self.gathered + self.flat + sum(self.m.numel[k] for k in self.held)
+        return self.gathered + self.flat + sum(self.m.size[k] for k in self.held)
 
     def release(self, mod: Module, forward: bool = False, saving: bool = True) -> None:
         """`forward`: the release after a forward, whose autograd graph keeps what it saved
@@ -548,7 +593,7 @@ class _Replay:
                     continue
             self.status[k] = 0
             self.available -= self.m.numel[k]
-            self.gathered -= self.m.numel[k]
+            self.gathered -= self.m.size[k]
             if forward and saving and k in self.m.viewed:
                 self.held.add(k)
 
@@ -574,13 +619,16 @@ def played(m: _Model, checkpointed: tuple[bool, ...], sizes: Sizes | None = None
 
 @lru_cache(maxsize=256)
 def gathered(counts: ParamCounts, stage: Stage, checkpointed: tuple[bool, ...] | None = None,
-             lora: Lora | None = None, sizes: Sizes | None = None, packed: int = 0) -> Live:
+             lora: Lora | None = None, sizes: Sizes | None = None, packed: int = 0,
+             widths: Widths | None = None) -> Live:
     """The coordinator's gathered elements at each moment of a micro-batch's forward and
     backward, for a stage of whole tensors (no tp, no ep). `checkpointed`: which of the
     stage's layers recompute in backward (none when None); `sizes`: DeepSpeed's (calc's
-    export's when None); `packed`: QLoRA's 4-bit weights per element of the weights' dtype,
-    in which transformers' recipe for ZeRO-3 stores them (bnb_4bit_quant_storage)."""
-    m = _model(counts, stage, lora, sizes.persistence_threshold if sizes else None, packed)
+    export's when None); `packed`: QLoRA's 4-bit weights per element of the dtype they are
+    stored in (bnb_4bit_quant_storage); `widths`: where tensors differ in width, the moments
+    are bytes counted as elements of the stored parameters' width (`Widths.weight`)."""
+    m = _model(counts, stage, lora, sizes.persistence_threshold if sizes else None, packed,
+               widths)
     ckpt = checkpointed if checkpointed is not None else (False,) * len(m.layers)
     top, first = m.layers[-1], m.layers[0]
     inside = {id(mod): layer for layer in m.layers for mod in layer.calls()}
@@ -626,19 +674,23 @@ def gathered(counts: ParamCounts, stage: Stage, checkpointed: tuple[bool, ...] |
                 # GEMM has run its backward, freeing the view it saved; then the gate/up one's
                 routed = experts[id(layer)]
                 assert routed is not None
-                freed = [m.numel[k] for k in routed.own if k in replay.held]
+                freed = [m.size[k] for k in routed.own if k in replay.held]
                 # the down projections' stacked weight: the last weight (their adapters follow)
                 down_key = [k for k in routed.own if k not in (m.trainable or ())][-1]
-                down = m.numel[down_key] if down_key in replay.held else 0
+                down = m.size[down_key] if down_key in replay.held else 0
                 moe[layer] = (replay.memory - down, replay.memory - sum(freed))
         elif kind == "b" and _with_params(mod):
             opened[id(layer)] = False
-    persistent = sum(m.numel[k] for k in m.persistent)
-    return Live(at.get("forward_head", 0), at.get("forward_mlp", 0), at.get("backward_head", 0),
-                at.get("backward_top", 0), at.get("backward_first", 0), at.get("embedding", 0),
-                tuple(moe.get(layer, (0, 0))[0] for layer in m.layers),
-                tuple(moe.get(layer, (0, 0))[1] for layer in m.layers), at.get("forward_router", 0),
-                persistent, before_norm)
+    persistent = sum(m.size[k] for k in m.persistent)
+    unit = widths.weight if widths else 1
+    def own(v: int) -> int:
+        return -(-v // unit)
+    return Live(own(at.get("forward_head", 0)), own(at.get("forward_mlp", 0)),
+                own(at.get("backward_head", 0)), own(at.get("backward_top", 0)),
+                own(at.get("backward_first", 0)), own(at.get("embedding", 0)),
+                tuple(own(moe.get(layer, (0, 0))[0]) for layer in m.layers),
+                tuple(own(moe.get(layer, (0, 0))[1]) for layer in m.layers),
+                own(at.get("forward_router", 0)), own(persistent), before_norm)
 
 
 def sub_group(ordered: tuple[int, ...], N: int, size: int = SUB_GROUP_SIZE) -> int:

@@ -506,14 +506,26 @@ def coordinated(x: Setup, stage: Stage) -> coordinator.Live | None:
         return coordinator.one_rank(stage.layers)
     lora, packed = replayed(x)
     return coordinator.gathered(x.counts, stage, x.checkpointed(stage), lora, x.zero_sizes,
-                                packed)
+                                packed, replay_widths(x))
 
 
 def replayed(x: Setup) -> tuple[coordinator.Lora | None, int]:
     """What the coordinator's replay takes of the scenario beyond the stage: the adapters
     (rank, targets), and QLoRA's 4-bit weights per element of the dtype they are stored in
-    (the weights', as transformers' recipe for ZeRO-3 sets bnb_4bit_quant_storage)."""
-    return (x.lora_rank, x.lora_targets) if x.lora else None, 2 * x.n.weight if x.qlora else 0
+    (the compute dtype, as transformers' recipe for ZeRO-3 sets bnb_4bit_quant_storage: bf16
+    under torch_autocast too, whose other parameters are fp32)."""
+    return (x.lora_rank, x.lora_targets) if x.lora else None, 2 * x.n.compute if x.qlora else 0
+
+
+def replay_widths(x: Setup) -> coordinator.Widths | None:
+    """The replay's tensor widths where they differ: under torch_autocast the parameters are
+    fp32, QLoRA's 4-bit weights stored in the compute dtype, and nn.Linear weights all-gathered
+    in it (DeepSpeed's get_allgather_dtype) and cast to fp32 at the wait; None where every
+    tensor is gathered as stored."""
+    n = x.n
+    if not n.autocast or n.gathered_weight == n.compute:
+        return None
+    return coordinator.Widths(n.gathered_weight, n.compute, n.compute)
 
 
 @lru_cache(maxsize=4096)

@@ -1530,8 +1530,9 @@ case("test", L4["llama-3.1-8b"], 2, 1024, lora=16, targets="attention", qlora=Tr
      notes=QA + "QLoRA with dropout on the attention, checkpointed")
 case("test", "llama-3.2-1b", 2, 2048, lora=16, qlora=True, lora_dropout=0.1, gas=2, dp=4,
      framework="deepspeed", notes=QA + "QLoRA with dropout, accumulating")
-case("test", L4["mistral-7b"], 1, 2048, lora=16, targets="query_value", qlora=True, dp=2,
-     framework="deepspeed", tag="mistral-7b-4L", notes=QA + "QLoRA on q and v, x shared")
+case("dev", L4["mistral-7b"], 1, 2048, lora=16, targets="query_value", qlora=True, dp=2,
+     framework="deepspeed", tag="mistral-7b-4L", notes=QA + "QLoRA on q and v, x shared (first "
+     "scored +2.87%; the coordinator's widths read off it, see below)")
 
 # A checkpointed MoE layer's forward saves nothing: at its combine the weighted outputs and
 # their gather back beside the experts' gathered inputs and outputs, the MLP's input and the
@@ -1602,6 +1603,20 @@ case("test", "qwen2.5-1.5b", 1, 2048, mp=AC, ac="selective", lora=16, qlora=True
      notes=BQ + "Qwen2.5's q/k/v biases")
 case("test", "qwen2.5-0.5b", 2, 2048, ac="selective", lora=16, targets="attention", qlora=True,
      dp=2, notes=BQ + "Qwen2.5, amp, FSDP2")
+
+# DeepSpeed ZeRO-3 under torch_autocast, the coordinator's widths: QLoRA's 4-bit weights are
+# stored in bf16 (their element counts set the prefetch's coalescing), nn.Linear weights are
+# all-gathered in bf16 and cast to fp32 at the wait, the coalesced buffer in bf16 (+2.87% on a
+# held-out case counted all in fp32, read off it, now dev)
+ZW = "DeepSpeed ZeRO-3 under torch_autocast, gathered at their own widths: "
+case("test", L4["qwen3-8b"], 1, 2048, dp=4, framework="deepspeed", tag="qwen3-8b-4L",
+     notes=ZW + "full training")
+case("test", L8_4V1K, 2, 1024, lora=16, dp=2, framework="deepspeed", tag="llama-3.1-8b-4L-v1k",
+     notes=ZW + "LoRA")
+case("test", L4["llama-3.1-8b"], 1, 1024, lora=16, targets="query_value", qlora=True, dp=4,
+     framework="deepspeed", tag="llama-3.1-8b-4L", notes=ZW + "QLoRA on q and v")
+case("test", "qwen2.5-1.5b", 2, 1024, gas=2, dp=4, framework="deepspeed",
+     notes=ZW + "full training, accumulating")
 
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
