@@ -739,7 +739,7 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
                                        x.h, z_width, r)
         checkpointed_fwd = max(combine_fwd, fwd, key=lambda t: t.bytes)
     if x.selective_ops:
-        kept, overlap, kept_after, saved_after = _sac_outputs(x, layer)
+        kept, overlap, kept_after, saved_after = _sac_outputs(x, layer, math)
         return layer_activations(tuple(saved), fwd, bwd, SELECTIVE_KEPT(T, x.h, r, kept),
                                  x.lora, overlap, last_input, kept,
                                  (after, copies_after, kept_after, saved_after, values),
@@ -810,14 +810,16 @@ _OUTPUT_SAVED = frozenset({"v_proj", "qkv_proj", "c_attn", "query_key_value", "W
                            "dense_h_to_4h"})
 
 
-def _sac_outputs(x: Setup, layer: LayerParams) -> tuple[int, int, int, int]:
+def _sac_outputs(x: Setup, layer: LayerParams, math: bool) -> tuple[int, int, int, int]:
     """(bytes, bytes also saved by the normal graph, bytes made after the attention's softmax,
     of those the bytes the normal graph saves too) of the outputs torchtitan's per-op policy
     keeps in one layer. In forward order, a biased
     projection runs addmm (always saved), an unbiased one mm (saved every other time, counted
     per layer), the routed experts aten._grouped_mm (neither saved nor counted); LoRA's lora_A
     and lora_B are two more mm each. The attention kernel's outputs are saved too: flash keeps them
-    anyway; eager's two bmm (the scores and the weighted values) are extra."""
+    anyway; eager's two bmm (the scores and the weighted values) are extra, and the math
+    kernel's (`math`: the layer runs it; Gemma 3's masked sliding layers before sm80 run the
+    memory-efficient kernel instead, traced)."""
     T, c, tp = x.T, x.n.compute, x.tp
     rank, targets = x.lora_rank, x.lora_targets
     no_rotary = x.arch.traits.rotary == "none"
@@ -843,8 +845,8 @@ def _sac_outputs(x: Setup, layer: LayerParams) -> tuple[int, int, int, int]:
             if lin in late:
                 after += nbytes
                 after_saved += nbytes if in_saved else 0
-    if x.eager or x.math_attention:  # (the math kernel's bmm outputs in fp32)
-        w = 4 if x.math_attention else c
+    if x.eager or math:  # (the math kernel's bmm outputs in fp32)
+        w = 4 if math else c
         kept += x.b * x.a * x.s**2 * w + T * x.a * x.d * w
         after += T * x.a * x.d * w  # (the weighted values)
     else:  # flash / memory-efficient: the output and the log-sum-exp, saved anyway

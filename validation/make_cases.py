@@ -1618,6 +1618,18 @@ case("test", L4["llama-3.1-8b"], 1, 1024, lora=16, targets="query_value", qlora=
 case("test", "qwen2.5-1.5b", 2, 1024, gas=2, dp=4, framework="deepspeed",
      notes=ZW + "full training, accumulating")
 
+# Gemma 3 before sm80 under per-op selective checkpointing: only its global layers run SDPA's
+# math kernel, whose two bmm outputs the policy saves; its masked sliding layers run the
+# memory-efficient kernel (+15.3% counting the math kernel's in every layer, random runs)
+GS3 = "Gemma 3 before sm80 under per-op selective checkpointing: "
+case("dev", inline("gemma-3-12b", num_hidden_layers=6), 3, 2048, mp=AC, prec="fp16",
+     ac="selective", lora=16, targets="attention", gas=2, dp=2, zero=0, gpu="v100-32gb",
+     tag="gemma-3-12b-6L", notes=GS3 + "LoRA on the attention, DDP, random runs")
+case("test", inline("gemma-3-4b", num_hidden_layers=6), 2, 2048, mp=AC, prec="fp16",
+     ac="selective", lora=16, gpu="v100-32gb", tag="gemma-3-4b-6L", notes=GS3 + "LoRA")
+case("test", "gemma-3-1b", 2, 2048, prec="fp16", ac="selective", gpu="t4-16gb",
+     notes=GS3 + "full training, amp")
+
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
     assert len(ids) == len(set(ids)), "duplicate ids"
