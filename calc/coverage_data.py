@@ -271,6 +271,7 @@ COVERED: frozenset[tuple[str, str, str, str]] = frozenset({
     ('checkpointing', 'selective:ops', 'data_parallel', 'zero3'),
     ('checkpointing', 'selective:ops', 'loss', 'chunked'),
     ('checkpointing', 'selective:ops', 'loss', 'standard'),
+    ('checkpointing', 'selective:ops', 'model_parallel', 'cp'),
     ('checkpointing', 'selective:ops', 'model_parallel', 'none'),
     ('checkpointing', 'selective:ops', 'model_parallel', 'pp:1f1b'),
     ('checkpointing', 'selective:ops', 'model_parallel', 'tp+sp'),

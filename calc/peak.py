@@ -46,6 +46,7 @@ from .activations import (
     norm_width,
     output_grads,
     received_kept,
+    ring_attention_backward,
     weight_inputs,
 )
 from .formula import Formula, Items, Part, Term, extended, joined, part, part_of, scaled
@@ -419,6 +420,11 @@ EXPERTS_ALIVE = Formula(
     id="peak.experts_alive", source=TRACED_PEAK,
     title="At an MoE layer's expert backward: the layers below it, its own activations but "
           "the MLP's, and the gathered rows the gate/up weight gradient reads")
+MOE_LATE_ALIVE = Formula(
+    "activations/last_layer", "lambda A_d, A_l, A_m: A_d + A_l - A_m", id="peak.moe_late_alive",
+    source=TRACED_PEAK,
+    title="Past an MoE layer's expert backward, at its attention's: the layers below it and "
+          "its own activations but the MLP's")
 OFFLOAD_REDUCE = Formula(
     "temporaries/offload_reduce", "lambda M_p, g: M_p * g + 8 * min(M_p, 250000000)",
     id="peak.offload_reduce", source=TRACED_DEEPSPEED,
@@ -2068,10 +2074,10 @@ def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt:
         P_lt = _layer_trainable_at(x, ms, ly, min(running + 1, len(ly.kind_of) - 1))[0]
         unsharded = LATE_GATHERED(prefetched, P_lt, P_lm, g_u, g_r)
         # not written yet: the running layer's sharded gradients and the first's below it
-        # (the second layer's moment across ranks, or where the first's activations are
-        # counted beside it: as `_written` counts them)
-        n_u = min(2 if x.fsdp_collectives or _layer_below_counted(stage, ms) else 1,
-                  len(ly.kind_of))
+        # (the second layer's moment, or where the first's activations are counted beside
+        # it); on two layers the top's post-backward has written its shard by the first
+        # layer's late moment (traced: DeepSeek-V3 under FSDP2 x CP2, the MoE layer's shard)
+        n_u = min(2 if second or _layer_below_counted(stage, ms) else 1, len(ly.kind_of))
         written: Term | Part | None = _written(x, stage, ms, accumulating, unwritten=tuple(
             _layer_trainable_at(x, ms, ly, i)[0] for i in range(n_u)))
         if ms.gathered_model is not None and x.pp == 1:  # (resharded after its backward)
@@ -2240,6 +2246,12 @@ def _experts_fsdp(x: Setup, stage: Stage, ms: ModelStates, ly: Layers,
         transient = EXPERTS_BACKWARD(gate_up, g_u, x.routed,
                                      x.arch.expert_intermediate_size // x.tp, x.H, x_e)
         candidates.append((written, gathered, alive, transient))
+        ring = ring_attention_backward(x)
+        if ring is not None:  # later its attention's ring backward, every expert's gradient
+            # unsharded and the MLP's activations freed (traced: DeepSeek-V3 under FSDP2 x CP2)
+            late = _regathered(ms, LATE_GATHERED(G_n, n_r * P_lt, ms.local.per_layer_mlp, g_u,
+                                                 g_r), detail)
+            candidates.append((written, late, MOE_LATE_ALIVE(A_d, A_l, moe.mlp_bytes), ring))
     return max(candidates, key=lambda c: sum(t.bytes for t in c if t is not None))
 
 

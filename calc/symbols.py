@@ -269,6 +269,10 @@ _LEGEND: tuple[tuple[str, str, str], ...] = (
      "with grouped heads; with one K/V head the repeat is a view, copied only where autocast "
      "casts it (an fp32 residual stream: K after the fp32 rotation)"),
     ("d_i", "d_\\text{in}", "input features of the adapted projection on one GPU"),
+    ("Q_r", "Q_\\text{ring}", "context parallelism's local queries' elements (T a d_qk)"),
+    ("K_r", "K_\\text{ring}", "context parallelism's local keys' and values' elements "
+     "(T a (d_qk + d_v))"),
+    ("n_cp", "n_\\text{cp}", "the context-parallel ranks (cp)"),
     ("d_o", "d_\\text{out}", "output features of the adapted projection on one GPU"),
     ("c_o", "c_\\text{out}", "bytes of a frozen projection's output: the compute width, or "
      "bitsandbytes' in its input's width (QLoRA)"),

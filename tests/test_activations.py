@@ -465,3 +465,27 @@ def test_gemma3_s_sliding_layers_keep_no_math_kernel_outputs_under_per_op_select
     scores = x.b * x.a * x.s**2 * 4 + x.T * x.a * x.d * 4
     flash = x.T * x.a * x.d * x.n.compute + x.T * x.a * 4
     assert global_ - sliding == scores - flash
+
+
+def test_ring_attention_backward_holds_its_accumulators_buffers_and_two_steps() -> None:
+    """Context parallelism's ring backward (torch's _templated_ring_attention_backward) with
+    MLA, at its second step's kernel on rank 0: fp32 accumulators for dq, dk, dv, three dk/dv
+    buffers (the initial accumulators, the send buffer and the all-to-all's output), the K/V
+    all-gather and the K/V sent, and two steps' gradients (traced at cp = 2: 3,144 MiB at 3K
+    tokens, 128 heads of 192 and 128; at cp = 4, 1K tokens: 1,216 MiB, the formula 1,208)."""
+    import json
+    from pathlib import Path
+
+    from calc.activations import ring_attention_backward
+    presets = Path(__file__).resolve().parent.parent / "presets" / "models"
+    cut = {**json.loads((presets / "deepseek-v3.json").read_text())["hf_config"],
+           "first_k_dense_replace": 1, "n_routed_experts": 32, "num_hidden_layers": 2,
+           "vocab_size": 32768}
+    for cp, batch, seq, mib in ((2, 3, 2048, 3144), (4, 1, 4096, 1208)):
+        x = _scenario_setup({"model": {"hf_config": cut}, "parallelism": {"cp": cp, "zero": 3},
+                             "training": {"micro_batch_size": batch, "seq_len": seq,
+                                          "mixed_precision": "autocast"}})
+        ring = ring_attention_backward(x)
+        assert ring is not None and ring.bytes == mib * 2**20
+    dense = _scenario_setup({"model": "llama-3.2-1b", "parallelism": {"cp": 2, "zero": 3}})
+    assert ring_attention_backward(dense) is None

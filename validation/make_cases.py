@@ -1630,6 +1630,22 @@ case("test", inline("gemma-3-4b", num_hidden_layers=6), 2, 2048, mp=AC, prec="fp
 case("test", "gemma-3-1b", 2, 2048, prec="fp16", ac="selective", gpu="t4-16gb",
      notes=GS3 + "full training, amp")
 
+# Context parallelism's ring-attention backward with MLA: fp32 accumulators for dq, dk, dv, the
+# K/V all-gather, the dk/dv send and receive buffers and two steps' gradients, beside the
+# layer's MLP gradients (the first layer's late moment; the MoE layer's past its experts)
+# (-8.1% and -5.1% without it on DeepSeek-V3 under FSDP2 x CP2, random runs)
+RB = "ring attention's backward with MLA: "
+case("dev", DSV3_3L, 3, 2048, mp=AC, ac="selective", cp=2, tag="deepseek-v3-3L-e32-v32k",
+     notes=RB + "three layers, per-op selective, FSDP2 x CP2, random runs")
+case("dev", DSV3_2L, 1, 1536, mp="pure", cp=2, tag="deepseek-v3-2L-e32-v32k",
+     notes=RB + "two layers, pure bf16, FSDP2 x CP2, random runs")
+case("test", DSV3_2L, 2, 2048, mp=AC, cp=2, tag="deepseek-v3-2L-e32-v32k",
+     notes=RB + "FSDP2 x CP2")
+case("test", DSV3_3L, 1, 2048, cp=2, dp=2, tag="deepseek-v3-3L-e32-v32k",
+     notes=RB + "amp, FSDP2 over dp 2 x cp 2")
+case("test", DSV3_2L, 1, 4096, mp="pure", cp=4, tag="deepseek-v3-2L-e32-v32k",
+     notes=RB + "four context-parallel ranks")
+
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
     assert len(ids) == len(set(ids)), "duplicate ids"
