@@ -341,7 +341,7 @@ ATTENTION_BACKWARD_LAYER = Formula(
          "mistral-7b-4L on a V100, checkpointed, and 8B-wide stacks at 4K tokens")
 RING_ATTENTION_BACKWARD = Formula(
     "temporaries/layer_backward",
-    "lambda Q_r, K_r, c, n_cp: 4 * Q_r + 12 * K_r + c * (K_r * (n_cp + 3) + 3 * Q_r // 2)",
+    "lambda Q_r, K_r, c, n_cp: 4 * Q_r + 12 * K_r + c * (K_r * (n_cp + 3) + floor(3 * Q_r / 2))",
     id="act.ring_attention_backward", source=SRC,
     title="Context parallelism's ring attention, backward (torch's "
           "_templated_ring_attention_backward, rank 0) at its second step's kernel: the fp32 "
