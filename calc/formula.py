@@ -157,6 +157,10 @@ def _check_names(fid: str, body: ast.expr, args: set[str]) -> None:
                 raise ValueError(f"{fid}: only {sorted(_FUNCTIONS)} may be called")
         elif isinstance(node, ast.Name) and node.id not in args | _FUNCTIONS:
             raise ValueError(f"{fid}: {node.id!r} is not an argument of the lambda")
+        elif isinstance(node, ast.operator) and not isinstance(
+                node, ast.Add | ast.Sub | ast.Mult | ast.Div | ast.Pow):
+            raise ValueError(f"{fid}: {type(node).__name__} is not part of the formula "
+                             "language (integer division: floor(x / y))")
         elif not isinstance(node, ast.expr | ast.operator | ast.unaryop | ast.expr_context):
             raise ValueError(f"{fid}: {type(node).__name__} is not part of the formula language")
 

@@ -51,6 +51,19 @@ def test_a_formula_names_only_known_symbols_and_ids_once() -> None:
         Formula("test/x", "lambda P: P", id="states.weights", title="t", source=ZERO)
 
 
+def test_only_the_operators_the_latex_renders_are_allowed() -> None:
+    """`//` or `%` would render as a subtraction in 'show the math' (and did, once): a
+    formula says floor(x / y) instead."""
+    for op in ("//", "%"):
+        f = Formula("test/x", f"lambda P: P {op} 2", id="test.operator", title="t",
+                    source=ZERO)
+        try:
+            with pytest.raises(ValueError, match="not part of the formula language"):
+                f(3)
+        finally:
+            del FORMULAS["test.operator"]
+
+
 def test_ceiling_division_is_exact_for_large_integers() -> None:
     f = FORMULAS["states.gradients"]
     big = 10**18 + 1
