@@ -1230,40 +1230,129 @@ def final_hidden(x: Setup) -> Term | None:
     return FINAL_HIDDEN(x.T, x.H, z)
 
 
-def output_grads(x: Setup, layer: LayerParams, received: bool = False) -> Term:
+def _output_rows(x: Setup, lin: Linear) -> int:
+    """A projection's output gradient's width per token (routed experts: their routed rows
+    spread over the tokens)."""
+    rows = lin.local_shape(x.tp)[0]
+    return (rows * x.routed // x.T if x.T else 0) if lin.group == "experts" else rows
+
+
+def output_grads(x: Setup, layer: LayerParams, received: bool = False,
+                 widths: tuple[int, int, int] | None = None) -> Term:
     """What one layer's split backward keeps for its weight backward (`OUTPUT_GRADS`): the
     gradient at every trained projection's output and every trained norm's. Routed experts
     count their routed rows. `received`: the layer is the top of a stage that sends its output,
     so its last projection's output gradient is the gradient the stage received (autograd's
-    residual add passes it on as it is), counted as the receive buffer."""
+    residual add passes it on as it is), counted as the receive buffer. `widths`: of some of
+    the layer's parameter groups only, their projections', norms' and q/k norms' widths."""
     n, T, arch = x.n, x.T, x.arch
-    outputs = 0
-    for lin in layer.linears[:-1] if received else layer.linears:
-        if x.lora and not adapted(lin, x.lora_targets):
-            continue
-        rows = lin.local_shape(x.tp)[0]
-        if lin.group == "experts":  # T K rows spread over the local experts
-            rows = rows * x.routed // T if T else 0
-        outputs += rows
+    outputs = sum(_output_rows(x, lin) for lin in (
+        layer.linears[:-1] if received else layer.linears)
+        if not x.lora or adapted(lin, x.lora_targets))
     norms = 0 if x.lora else arch.traits.norms_per_layer * x.h
     qk = (x.a + x.k) * x.d if arch.traits.qk_norm and not x.lora else 0
+    if widths is not None:
+        outputs, norms, qk = widths
     z = 4 if n.residual == 4 or _normalised_fp32(x, 0) else n.compute
     # a q/k norm multiplies its weight as stored (fp32 under amp) into the low-precision heads
     z_qk = max(n.compute, n.gathered_weight if n.fsdp_mixed else n.weight)
     return OUTPUT_GRADS(T, outputs, n.compute, norms, z, qk, z_qk)
 
 
-_WEIGHT_INPUTS = frozenset({"act.input", "act.input_casts", "act.attention_output",
-                            "act.norm_normalised", "act.norm_normalised_fp32"})
+class WeightGroups(NamedTuple):
+    """A layer's parameter groups as a split backward's weight pass runs them (`weight_groups`)."""
+
+    reads: tuple[int, ...]  # the recomputed bytes that only each group's gradient reads
+    widths: tuple[tuple[int, int, int], ...]  # its output gradient's widths per token
+    # (`output_grads`: projections', norms', q/k norms')
+    last_mlp: int  # the index of the last MLP group (a dense layer's down projection's)
+    mlp_unread: int  # the MLP's recomputed bytes that no gradient reads
 
 
-def weight_inputs(x: Setup, act: LayerActivations, layer: LayerParams) -> int:
-    """Bytes of one layer's saved tensors that its weights' gradients read: the projections'
-    inputs (the normed tensors, each projection's own cast under autocast, the attention
-    output o_proj reads, the widest row-parallel projection's input) and the trained norms'
-    normalised tensors. Full training of dense llama-like layers."""
-    read = sum(t.bytes for t in act.saved if t.id.partition("@")[0] in _WEIGHT_INPUTS)
-    return read + x.T * (layer.widest_row_input // x.tp) * x.n.compute
+def weight_groups(x: Setup, act: LayerActivations, layer: LayerParams,
+                  copies: bool) -> WeightGroups:
+    """A layer's parameter groups, in the order a split backward's weight pass runs them (the
+    module's parameters' order: torch's get_param_groups), each with the bytes of the layer's
+    recomputed tensors that only its gradient reads; its backward frees them in every
+    recomputation holding them (`SPLIT_RECOMPUTED`). `copies`: the recomputation casts the
+    weights anew (autocast's cache emptied), each projection's cast read by its own gradient
+    (not the routed experts': grouped_mm is not autocast). An input several projections read
+    goes with the last of them; SDPA's output, which o_proj reads, its node keeps too; a
+    LayerNorm's gradient reads its input and statistics (the first's input is the
+    checkpoint's own); the routed experts' gate and up are one parameter, reading the tokens
+    gathered for them, and their down projection the gating product. Full training."""
+    n, T, tp = x.n, x.T, x.tp
+    by_id: dict[str, list[int]] = {}
+    for t in act.saved:
+        by_id.setdefault(t.id, []).append(t.bytes)
+    read: dict[int, int] = {}  # by the projection's index in layer.linears
+    index = {id(lin): i for i, lin in enumerate(layer.linears)}
+
+    def inputs(consumers: tuple[Linear, ...], suffix: str) -> None:
+        casts, shared = by_id.get("act.input_casts" + suffix), by_id.get("act.input" + suffix)
+        if casts:  # autocast's cast of the normed tensor, one a projection
+            for lin in consumers:
+                read[index[id(lin)]] = sum(casts) // len(consumers)
+        elif shared and consumers:
+            read[index[id(consumers[-1])]] = sum(shared)
+
+    attention = [i for i, lin in enumerate(layer.linears) if lin.group == "attention"]
+    ffn = [i for i, lin in enumerate(layer.linears) if lin.group != "attention"]
+    inputs(layer.attention_inputs, "")
+    shared = tuple(lin for lin in layer.linears
+                   if lin.group == ("shared_expert" if layer.moe else "mlp") and lin.tp != "row")
+    inputs(shared, "@activations/mlp")
+    read[attention[-1]] = sum(by_id.get("act.eager_output", ())) + sum(
+        by_id.get("act.transposed_output", ()))
+    routed = [i for i in ffn if layer.linears[i].group == "experts"]
+    for i in ffn:
+        lin = layer.linears[i]
+        if lin.group == "router":
+            read[i] = sum(by_id.get("act.router_input", ()))
+        elif lin.tp == "row":  # a down projection: the gating product
+            tokens = x.routed if lin.group == "experts" else T
+            read[i] = read.get(i, 0) + tokens * (lin.in_features // tp) * (
+                expert_width(x) if lin.group == "experts" else n.compute)
+    if routed:  # gate and up: one parameter, reading the gathered tokens
+        read[routed[0]] = sum(by_id.get("act.expert_io", ())) // 2
+    arch = x.arch
+    latents = [rank for rank in (arch.q_lora_rank, arch.kv_lora_rank)
+               if rank and any(t.id == "act.mla_latent" for t in act.saved)]
+    for rank, name in zip(latents, ("q_b_proj", "kv_b_proj")[2 - len(latents):], strict=True):
+        read[index[id(dict(layer.by_name)[name])]] = T * rank * n.compute
+    mlp_unread = act.mlp_bytes - sum(read.get(i, 0) for i in ffn)
+
+    def group(i: int) -> int:
+        lin = layer.linears[i]
+        return read.get(i, 0) + (lin.local_counts(tp, x.ep)[0] * n.compute
+                                 if copies and lin.group != "experts" else 0)
+
+    def width(i: int) -> tuple[int, int, int]:
+        rows = _output_rows(x, layer.linears[i])
+        return (rows * 2 if routed and i == routed[0] and len(routed) > 2 else rows, 0, 0)
+
+    ffn = [i for i in ffn if i not in routed[1:-1]]  # (fused gate and up)
+    if x.arch.traits.experts_first:
+        ffn = [i for i in ffn if i in routed] + [i for i in ffn if i not in routed]
+    norm = (0, x.h, 0)
+    if x.arch.traits.norm_upcast == "native":  # LayerNorm: ln_1, attention, ln_2, MLP
+        stats, given = by_id.get("act.norm_stats", [0, 0]), by_id.get("act.norm_input", [0, 0])
+        reads = (stats[0], *map(group, attention), given[-1] + stats[-1], *map(group, ffn))
+        widths = (norm, *map(width, attention), norm, *map(width, ffn))
+        return WeightGroups(reads, widths, len(reads) - 1, mlp_unread)
+    c_n = 4 if _normalised_fp32(x, n.compute) else n.compute
+    heads = [(T * x.a * x.d * c_n, (0, 0, x.a * x.d)), (T * x.k * x.d * c_n, (0, 0, x.k * x.d))] \
+        if x.arch.traits.qk_norm else []
+    # MLA's latent norms, normalised in fp32
+    heads += [(T * rank * 4, (0, rank, 0)) for rank in latents]
+    normalised = [t.bytes for t in act.saved
+                  if t.id in ("act.norm_normalised", "act.norm_normalised_fp32")]
+    post = [t.bytes - T * 4 - T * x.h * 4 for t in act.saved if t.id == "act.post_norm"]
+    norms = (*normalised, *post)
+    reads = (*map(group, attention), *(b for b, _ in heads), *map(group, ffn), *norms)
+    widths = (*map(width, attention), *(w for _, w in heads), *map(width, ffn),
+              *(norm for _ in norms))
+    return WeightGroups(reads, widths, len(attention) + len(heads) + len(ffn) - 1, mlp_unread)
 
 
 def head_output_grads(x: Setup) -> Term:

@@ -47,9 +47,9 @@ from .activations import (
     output_grads,
     received_kept,
     ring_attention_backward,
-    weight_inputs,
+    weight_groups,
 )
-from .formula import Formula, Items, Part, Term, extended, joined, part, part_of, scaled
+from .formula import Formula, Items, Part, Term, add_up, extended, joined, part, part_of, scaled
 from .logits import kept_logits, logits_memory, stage_output
 from .megatron import megatron_layer
 from .params import LayerParams
@@ -605,16 +605,33 @@ COPY_GRADS = Formula(
          "layers above wait, and its own last projection's (traced: 1F1B and GPipe, first "
          "stage)")
 SPLIT_RECOMPUTED = Formula(
-    "activations/recomputed", "lambda L_c, n_pg, A_l, x_c, I_w: L_c * n_pg * (A_l - x_c - I_w)",
+    "activations/recomputed",
+    "lambda L_c, n_pg, N_w, k_w, U_w, F_w: (L_c - 1) * n_pg * N_w + k_w * U_w + F_w",
     id="peak.split_recomputed", source=TORCH_SCHEDULES,
     title="A split backward's weight pass over checkpointed layers: one autograd.grad per "
-          "parameter group, each a new graph task that recomputes the layer; what the weights' "
-          "gradients do not read stays until the pass frees the graph",
+          "parameter group, each a new graph task that recomputes its layer; what no weight's "
+          "gradient reads stays, a copy a group, until the pass ends, and what a group reads "
+          "until that group runs",
     note="torch's stage_backward_weight and torch.utils.checkpoint's per-graph-task recompute "
-         "(frame.recomputed[gid]): a recomputed tensor goes when its node runs, and the weight "
-         "pass runs only the nodes the weights' gradients need. n_pg: a layer's parameter groups "
-         "(its trained projections and norms); I_w: the tensors those gradients read "
-         "(traced: ZBV under full checkpointing, op by op)")
+         "(frame.recomputed[gid]): a recomputation stores a tensor for every saved-tensor "
+         "holder still alive, and a holder dies with its node once the group that runs it "
+         "ends (retain_graph off). Groups run in the parameters' order, the layers' one by one: "
+         "the layers below the last hold n_pg copies of N_w; the last holds k_w copies of U_w "
+         "as group k_w's recomputation ends, and past its MLP's groups no longer its MLP's "
+         "(nothing later reads them). F_w: what group k_w's recomputation holds as it stops "
+         "beside what it stores (a dense layer's residual where no norm keeps it, the MLP's "
+         "input and its gating product once the groups reading them ran). Traced: zero bubble "
+         "and ZBV under full checkpointing, op by op (and every group's copies counted in a "
+         "real step on the CPU)")
+SPLIT_HEAD_GRAD = Formula(
+    "temporaries/head_grad", "lambda V_t, h, c, g_c: V_t * h * (c + g_c)",
+    id="peak.split_head_grad", source=TORCH_SCHEDULES,
+    title="A split backward's weight pass on the head's stage, at its last group, the head's: "
+          "its new weight gradient beside .grad, before it is added in place (under autocast "
+          "beside its cast to the weight's dtype, g_c); every layer below still holds each of "
+          "its groups' recomputation",
+    note="the final norm's and the head's nodes, whose groups run last, reach every layer's "
+         "nodes, so no holder dies before (traced: ZBV's rank 0, the peak of its step)")
 EMBEDDING_GRAD_TIED = Formula(
     "temporaries/embedding_grad", "lambda E, t, g, T, h, r, c: 2 * floor(E / t) * g + "
     "T * h * max(r, c)", id="peak.embedding_grad_tied", source=TRACED_PEAK,
@@ -977,13 +994,13 @@ def _heaviest(x: Setup, stage: Stage, ly: Layers, unit: tuple[Layers, Layers],
     whole, received = unit[0].saved.bytes, unit[1].saved.bytes
     sent = SENT_OUTPUT(x.T, x.h, _hidden_width(x)).bytes
     first, head = (sum(t.bytes for t in ends) for ends in _ends(x, stage, ly))
-    best: dict[tuple[Boundary, bool, bool, int, int], tuple[int, Mix]] = {}
+    best: dict[tuple[Boundary, bool, bool, bool, int, int], tuple[int, Mix]] = {}
     for mix in mixes:
         b = _boundary(x, stage, mix.alive)
         weight = b.first * (whole - received + first) + b.sends * sent + b.heads * head + \
             sum(mix.alive) * received
-        key = (_boundary(x, stage, _one(mix)), mix.backward, mix.written, mix.waiting,
-               _inputs_kept(x, stage, mix))
+        key = (_boundary(x, stage, _one(mix)), mix.backward, mix.split, mix.written,
+               mix.waiting, _inputs_kept(x, stage, mix))
         if key not in best or weight > best[key][0]:
             best[key] = (weight, mix)
     return [mix for _, mix in best.values()]
@@ -1056,8 +1073,10 @@ def stage_peak(x: Setup, stage: Stage, detail: bool = False) -> StagePeak:
     variants: list[tuple[Flight, int, bool, bool, Mix | None]]
     mixes = _chunk_mixes(x, stage)
     if mixes and unit:
-        variants = [(fl._replace(waiting=mix.waiting, inputs=_inputs_kept(x, stage, mix))
-                     if fl.split else fl, sum(mix.alive), mix.written, not mix.backward, mix)
+        variants = [(fl._replace(split=True, waiting=mix.waiting,
+                                 inputs=_inputs_kept(x, stage, mix))
+                     if fl.split or mix.split else fl, sum(mix.alive), mix.written,
+                     not mix.backward, mix)
                     for mix in _heaviest(x, stage, ly, unit, mixes)]
     elif x.micro_batches == 1:
         variants = [(fl, fl.held, False, True, None)]
@@ -1132,12 +1151,9 @@ def _output_grads(x: Setup, stage: Stage) -> list[tuple[Term, int]]:
     items = [(output_grads(x, layer), n) for layer, n in (
         (counts.dense_layer, unit.dense_layers), (counts.moe_layer, unit.moe_layers))
         if layer is not None and n]
-    # a stage that sends its output receives its gradient: its top layer's last projection's
-    # output gradient is that receive buffer (one stage a rank, dense, whole tensors)
     dense = counts.dense_layer
-    if (_sent_output(x, stage) is not None and stage.unit is None and not unit.moe_layers
-            and dense is not None and x.tp == 1 and x.cp == 1
-            and dense.linears[-1].tp == "row" and dense.linears[-1].group == "mlp"):
+    if _received_top(x, stage):
+        assert dense is not None
         items = [(output_grads(x, dense), unit.dense_layers - 1),
                  (output_grads(x, dense, received=True), 1)]
         items = [(t, k) for t, k in items if k]
@@ -1146,18 +1162,77 @@ def _output_grads(x: Setup, stage: Stage) -> list[tuple[Term, int]]:
     return items
 
 
-def _weight_pass(x: Setup, stage: Stage, ly: Layers) -> list[tuple[Term, int]]:
+def _chunk_written(x: Setup, stage: Stage, ms: ModelStates) -> Term | None:
+    """A rank of chunks at its first backward, a weight pass (DualPipeV's warm-up runs one of
+    its second chunk before any other backward): its chunk's layers' gradients written by the
+    time its last groups run, not the other chunk's nor the embedding's and head's."""
+    unit = stage.unit or stage
+    if ms.gradients is None or not accumulated(ms.gradients) or x.lora:
+        return ms.gradients
+    other = (stage.layers - unit.layers) * ms.local.per_layer_trainable
+    return GRADIENTS_WRITTEN(ms.gradients.bytes, ms.local.root_trainable, other, x.n.grad)
+
+
+def _received_top(x: Setup, stage: Stage) -> bool:
+    """Whether the stage's top layer's last projection's output gradient is the gradient the
+    stage received (a stage that sends its output; one stage a rank, dense, whole tensors)."""
+    unit, dense = stage.unit or stage, x.counts.dense_layer
+    return (_sent_output(x, stage) is not None and stage.unit is None and not unit.moe_layers
+            and dense is not None and x.tp == 1 and x.cp == 1
+            and dense.linears[-1].tp == "row" and dense.linears[-1].group == "mlp")
+
+
+def _weight_pass(x: Setup, stage: Stage, ly: Layers, accumulating: bool, mix: Mix | None
+                 ) -> list[tuple[Term, int]]:
     """The weight pass of a split backward over the unit's checkpointed layers
-    (`SPLIT_RECOMPUTED`); nothing for a first stage, whose weight pass is a whole backward."""
+    (`SPLIT_RECOMPUTED`); nothing for a first stage, whose weight pass is a whole backward. On
+    a rank of chunks, `mix`: the running chunk's."""
     unit = stage.unit or stage
     ckpt = x.checkpointed_layers(unit)
     layer = x.counts.dense_layer if unit.dense_layers else x.counts.moe_layer
-    if not ckpt or layer is None or (stage.embedding and stage.unit is None):
+    held, count = x.held_stages(stage)
+    running = held[mix.running] if mix is not None else held[0]
+    if not ckpt or layer is None or running == 0:
         return []
+    on_head = running == count - 1
     act = ly.widest
-    groups = sum(1 for lin in layer.linears) + x.arch.traits.norms_per_layer
-    return [(SPLIT_RECOMPUTED(ckpt, groups, ly.recomputed(act), act.recomputed_shared,
-                              weight_inputs(x, act, layer)), 1)]
+    groups = weight_groups(x, act, layer, ly.cleared)
+    unread = max(ly.recomputed(act) - act.recomputed_shared - sum(groups.reads), 0)
+    # the stage's last layer: past its MLP's groups nothing reads the MLP's (where the final
+    # norm and the head follow, their groups do)
+    top = all(x.checkpointed(unit)) and not on_head
+    copies = [(k + 1) * (sum(groups.reads[k:]) + unread - (
+        groups.mlp_unread if top and k > groups.last_mlp else 0))
+        for k in range(len(groups.reads))]
+    k = max(range(len(copies)), key=copies.__getitem__)
+    live = 0
+    if not layer.moe:  # as the recomputation stops, at the down projection
+        n, T = x.n, x.T
+        if not any(t.id == "act.norm_input" for t in act.saved):  # the residual
+            live += T * x.h * n.residual
+        if k > groups.last_mlp - 1 or any(t.id == "act.input_casts@activations/mlp"
+                                          for t in act.saved):  # the MLP's input
+            live += T * x.h * norm_width(x)
+        if k > groups.last_mlp:  # the gating product
+            live += T * (layer.widest_row_input // x.tp) * n.compute
+    # the output gradients it still holds: those of the groups from k on (each group's go
+    # once it ran), the head's (its group runs last); of the top layer's last projection, the
+    # receive buffer's
+    widths = groups.widths[k:]
+    if _received_top(x, stage) and k <= groups.last_mlp:
+        widths = (*widths[:groups.last_mlp - k], (0, 0, 0), *widths[groups.last_mlp - k + 1:])
+    o_k, n_k, q_k = (sum(w) for w in zip(*widths, strict=True))
+    grads = output_grads(x, layer, widths=(o_k, n_k, q_k))
+    n_pg = len(groups.reads)
+    items = [(SPLIT_RECOMPUTED(ckpt, n_pg, unread, k + 1, copies[k] // (k + 1), live), 1),
+             (grads, 1)]
+    if not on_head:
+        return items
+    head = [(head_output_grads(x), 1)]
+    # (where no earlier backward wrote the head's gradient, this one becomes it)
+    last = [(SPLIT_RECOMPUTED(ckpt, n_pg, unread, n_pg, unread, 0), 1), *head,
+            (SPLIT_HEAD_GRAD(x.vocab, x.h, x.n.compute, x.n.grad if x.n.weight_copies else 0), 1)]
+    return max(items + head, last, key=add_up)
 
 
 def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flight, times: int,
@@ -1409,8 +1484,9 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         # all of it stays beside the others, with its output gradients; the weight pass over
         # checkpointed layers recomputes them after it (`backward.weight_pass`)
         others: Part | None = extended(saved_after, tuple(_output_grads(x, stage)), detail)
-        weight_pass = _weight_pass(x, stage, ly)
-        done = _beside(others, tuple(weight_pass), detail)
+        weight_pass = _weight_pass(x, stage, ly, accumulating, mix)
+        done = _beside(saved_after, tuple(weight_pass), detail) if weight_pass else others
+        ended = others  # (the weight pass frees its recomputations as it ends)
         first: Term | Part | None = None
     else:
         others = _beside(other_batches, (*holds_after, *late_above), detail)
@@ -1475,7 +1551,8 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
                                _first_gathered(x, stage, ms, ly, below, detail), others, first,
                                first_bwd, bucket))
     if weight_pass:  # after the input's backward: its transient is gone
-        moments.append(_moment("backward.weight_pass", states, written, below, done, bucket))
+        moments.append(_moment("backward.weight_pass", states, written if accumulating or (
+            mix is None) else _chunk_written(x, stage, ms), below, done, bucket))
     late = None if units else _first_layer_late(x, stage, ms, ly, ckpt, accumulating,
                                                   layer_below)
     if late is not None:
@@ -1509,7 +1586,8 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         moments.append(_moment("backward.experts_fsdp", states, *fsdp_experts))
     if ms.live is not None and stage.moe_layers:
         moments.append(_experts_zero3(x, stage, ms, ly, states, other_batches))
-    moments.extend(_end_of_backward(x, stage, ms, states, done, accumulating))
+    moments.extend(_end_of_backward(x, stage, ms, states, ended if fl.split else done,
+                                    accumulating))
     # (Megatron-LM runs its own schedule, not torch.distributed.pipelining's post-backward)
     if pipelined and mix is None and not units and not x.megatron:
         moments.extend(_stage_reduce(x, ms, states))

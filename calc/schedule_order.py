@@ -173,6 +173,8 @@ class Mix(NamedTuple):
     # only some have is counted without: the estimate's gradients are the rank's, all or none)
     waiting: int  # of the others, those whose weight backward is still to run
     inputs: tuple[int, ...]  # input backwards run before it, by chunk (`Held.inputs`)
+    split: bool = False  # the backward is an input backward, its weight backward to follow
+    # (every backward of ZBV, DualPipeV's in its warm-up and cool-down)
 
 
 @lru_cache(maxsize=256)
@@ -193,7 +195,7 @@ def chunk_mixes(schedule: str, pp: int, v: int, m: int, rank: int) -> tuple[Mix,
             alive[chunk] += 1
         if kind != "W":
             states.add(Mix(tuple(alive), chunk, kind != "F", not unwritten, waiting,
-                           tuple(inputs)))
+                           tuple(inputs), kind == "I"))
         waiting += (kind == "I") - (kind == "W")
         inputs[chunk] += kind == "I"
         if kind in "BW":
@@ -202,7 +204,7 @@ def chunk_mixes(schedule: str, pp: int, v: int, m: int, rank: int) -> tuple[Mix,
     return tuple(sorted(
         (s for s in states if not any(
             o != s and o.running == s.running and o.backward == s.backward
-            and o.written >= s.written and o.waiting >= s.waiting
+            and o.split == s.split and o.written >= s.written and o.waiting >= s.waiting
             and all(a >= b for a, b in zip(o.alive + o.inputs, s.alive + s.inputs, strict=True))
             for o in states)),
         key=lambda s: (-sum(s.alive), s)))

@@ -204,7 +204,14 @@ _LEGEND: tuple[tuple[str, str, str], ...] = (
     ("L_c", "L_\\text{ckpt}", "checkpointed decoder layers of one pipeline stage (or chunk)"),
     ("n_pg", "n_\\text{groups}", "a layer's parameter groups in a split weight backward: its "
      "trained projections and norms"),
-    ("I_w", "I_w", "the bytes of a layer's saved tensors its weights' gradients read"),
+    ("N_w", "N_w", "the bytes of a checkpointed layer's recomputation that no weight's "
+     "gradient reads (what only its input's gradient needs)"),
+    ("k_w", "k_w", "the parameter group of a stage's last checkpointed layer at whose "
+     "recomputation a split weight backward peaks (1 for the first)"),
+    ("U_w", "U_w", "the bytes of that layer's recomputation that group k_w holds: what it and "
+     "the groups after it read, beside what none reads"),
+    ("F_w", "F_w", "what a recomputation holds as it stops beside what it stores: the tensors "
+     "the layer's forward still uses that no alive node saves"),
     ("W", "W", "a layer's linear weights: d_in x d_out each, times the routed experts"),
     ("W_l", "W'", "a layer's linear weights on one GPU"),
     ("B_b", "B", "a layer's biases"),

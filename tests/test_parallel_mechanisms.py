@@ -10,6 +10,7 @@ import pytest
 from traced import traced_case  # tests/ is on sys.path (rootdir conftest)
 
 from calc import estimate
+from calc.activations import weight_groups
 from calc.peak import layers, stage_peak
 from calc.placement import stages
 from calc.scenario import parse_scenario, resolve
@@ -232,22 +233,89 @@ def test_zbv_cool_down_holds_fewer_micro_batches_more_of_them_waiting() -> None:
     assert last.bytes == pytest.approx(traced["pipeline_stages"]["last"]["peak_bytes"], rel=0.01)
 
 
-def test_split_weight_pass_recomputes_checkpointed_layers_once_a_parameter_group() -> None:
-    """torch's zero-bubble weight pass runs one autograd.grad per parameter group, each a graph
-    task of its own in which a checkpointed layer is recomputed; what the weights' gradients do
-    not read stays until the pass ends. A llama layer has 9 groups (7 projections, 2 norms);
-    ZBV's head chunk over 4 ranks holds 4 of llama-3.1-8b's 32 layers. The pass runs after the
-    input's backward: its moment has no layer's backward transient (traced: qwen2.5-7b ZBV
-    under full checkpointing, +5.9% on the last rank with it, -0.3% without)."""
-    x = _setup({"model": "llama-3.1-8b", "training": {"gradient_accumulation_steps": 8,
-                                                      "activation_checkpointing": "full"},
-                "parallelism": {"pp": 4, "pipeline_schedule": "zbv"}})
-    moment = {m.name: m for m in stage_peak(x, x.stages[0], detail=True).moments}[
+def _weight_pass(scenario: dict, rank: int = -1) -> tuple[dict, Setup]:
+    """The symbols of the weight pass's recomputed term on a pipeline rank, and the setup."""
+    x = _setup(scenario)
+    moment = {m.name: m for m in stage_peak(x, x.stages[rank], detail=True).moments}[
         "backward.weight_pass"]
     (kept,) = [t for p in moment.parts if p is not None and hasattr(p, "items")
                for t, _ in p.items if t.key == "activations/recomputed"]
-    assert kept.symbols["L_c"] == 4 and kept.symbols["n_pg"] == 9
-    assert "temporaries/layer_backward" not in moment.breakdown
+    return kept.symbols, x
+
+
+def test_a_weight_group_reads_its_projection_s_input_and_cast_and_nothing_else() -> None:
+    """Qwen3-8B under amp with eager attention, 1,024 tokens (a probe of the real step, per
+    group: the bytes each group's holders free, and what stays). The groups run in the
+    parameters' order: q, k, v, o, q_norm, k_norm, gate, up, down, the two norms. A projection's
+    group reads its weight's bf16 cast and its input's own cast; o_proj the transposed output;
+    down the gating product; a norm's its fp32 normalised tensor. What no group reads: q's and
+    k's fp32 copies in their norms, eager's q, k, v, the fp32 softmax and its bf16 cast, the
+    residual after the attention, and the MLP's gate, activation and up outputs."""
+    MiB = 2**20
+    x = _setup({"model": {"hf_config": {**json.loads((PRESETS / "qwen3-8b.json").read_text())[
+        "hf_config"], "num_hidden_layers": 4}}, "training": {
+        "seq_len": 1024, "attention": "eager", "activation_checkpointing": "full"}})
+    ly = layers(x, x.stages[0], False)
+    groups = weight_groups(x, ly.widest, x.counts.dense_layer, copies=True)
+    assert [b / MiB for b in groups.reads] == [40, 16, 16, 40, 8, 2, 104, 104, 120, 16, 16]
+    unread = ly.recomputed(ly.widest) - ly.widest.recomputed_shared - sum(groups.reads)
+    rsqrt = 2 * 1024 * 4 + 1024 * (32 + 8) * 4  # (the norms' and the q/k norms' rsqrt)
+    assert unread == (16 + 4 + 3 * 8 + 128 + 64 + 16 + 3 * 24) * MiB + rsqrt
+    assert groups.last_mlp == 8 and groups.mlp_unread == 72 * MiB
+
+
+def test_gpt2_s_weight_pass_runs_each_layernorm_before_its_sublayer() -> None:
+    """GPT-2's block registers ln_1, attn, ln_2, mlp: a LayerNorm's group (weight and bias
+    share its node) reads its statistics, ln_2's also its input (ln_1's is the checkpoint's)."""
+    x = _setup({"model": "gpt2", "training": {"seq_len": 1024,
+                                              "activation_checkpointing": "full"}})
+    ly = layers(x, x.stages[0], False)
+    reads = weight_groups(x, ly.widest, x.counts.dense_layer, copies=False).reads
+    assert len(reads) == 6
+    assert reads[0] == 8 * 1024 and reads[3] == 8 * 1024 + 1024 * 768 * 4
+
+
+def test_split_weight_pass_holds_a_copy_a_group_of_what_no_weight_reads() -> None:
+    """torch's zero-bubble weight pass runs one autograd.grad per parameter group, each a graph
+    task of its own in which the group's checkpointed layer is recomputed: the layer below the
+    top holds 11 copies of what no weight reads once its groups ran; the top layer peaks at
+    its gate's group, 7 copies of what it and the later groups read beside that (traced:
+    Qwen3-8B's width, amp, eager: +28.5% counting every copy whole, -1.7% now)."""
+    scenario, traced = traced_case(
+        "qwen3-8b-4L-v1k_b1_s1024_amp_eager_adamw-foreach_acfull_gas4_pp2-zb")
+    kept, _ = _weight_pass(scenario)
+    assert (kept["L_c"], kept["n_pg"], kept["k_w"]) == (2, 11, 7)
+    assert estimate(scenario).peak_bytes == pytest.approx(traced["peak_bytes"], rel=0.02)
+
+
+def test_the_head_s_stage_peaks_at_the_head_s_weight_gradient_every_copy_alive() -> None:
+    """The final norm's and the head's groups run last and their nodes reach every layer's:
+    no holder dies before, so as the head's weight gradient is computed every layer holds
+    every group's copy (traced: ZBV's rank 0 peaks there, +3.3% counting the last layer's MLP
+    freed past its groups, -2.5% without that moment)."""
+    scenario, traced = traced_case("qwen2.5-7b-8L_b1_s4096_pure_flash_acfull_gas4_pp2-zbv")
+    kept, x = _weight_pass(scenario, 0)
+    assert kept["k_w"] == kept["n_pg"] == 9 and kept["U_w"] == kept["N_w"]
+    r = estimate(scenario)
+    assert r.as_dict()["breakdown"]["temporaries/head_grad"] == x.vocab * x.h * 2
+    assert r.peak_bytes == pytest.approx(traced["peak_bytes"], rel=0.01)
+
+
+def test_the_top_layer_frees_its_mlp_past_its_groups_only_where_no_head_follows() -> None:
+    """Eager attention at 4K tokens: what no weight reads outweighs what the groups read, so the
+    top layer peaks at its last group. On a middle rank the MLP's outputs are gone by then
+    (nothing after the MLP's groups reaches them); on the head's rank the final norm's group
+    still does."""
+    base = {"model": "llama-3.1-8b", "training": {
+        "seq_len": 4096, "attention": "eager", "activation_checkpointing": "full",
+        "gradient_accumulation_steps": 8}, "parallelism": {"pp": 4,
+                                                          "pipeline_schedule": "zero_bubble"}}
+    middle, _ = _weight_pass(base, 1)
+    head, _ = _weight_pass(base, -1)
+    f = 14336 * 4096 * 2  # the MLP's gate, activation and up outputs
+    assert middle["k_w"] == head["k_w"] == 9
+    assert middle["U_w"] == middle["N_w"] - 3 * f + 4096 * 4096 * 4  # (+ the norm's read)
+    assert head["U_w"] == head["N_w"]  # (and the head's gradient after its every group)
 
 
 def test_dualpipe_ranks_hold_two_stages() -> None:
