@@ -385,7 +385,7 @@ HEAD_COPY = _f("weight_copies", "lambda V_t, H, c: V_t * H * c", "head_weight_co
                "Autocast's low-precision copy of the lm_head weight")
 OUTPUT_GRADS = Formula(
     "temporaries/output_grads",
-    "lambda T, O_l, c, N_l, z, Q_n, z_q: T * (O_l * c + N_l * z + Q_n * z_q)",
+    "lambda T, O_l, c, N_l, z, Q_n, z_q, O_e, c_e: T * (O_l * c + N_l * z + Q_n * z_q + O_e * c_e)",
     id="act.output_grads", source=TORCH_SCHEDULES,
     title="A layer's output gradients kept for the weight backward of a split backward: each "
           "projection's and each norm's, where the weights' gradients start",
@@ -394,7 +394,9 @@ OUTPUT_GRADS = Formula(
          "trained projection outputs per token (c each), N_l hidden-size norm outputs (their "
          "output width z), Q_n = (a + k) d per-head q/k norm outputs (z_q wide: the weight "
          "as stored times the heads cast back, fp32 under amp; traced: qwen3 ZBV, 512 MiB "
-         "kept per layer at 4096 tokens)")
+         "kept per layer at 4096 tokens), O_e the routed experts' outputs, their routed rows "
+         "spread over the tokens, in the experts' width c_e (grouped_mm is not autocast: fp32 "
+         "under amp)")
 HEAD_OUTPUT_GRADS = Formula(
     "temporaries/output_grads", "lambda T, V_t, c, H, z: T * (V_t * c + H * z)",
     id="act.head_output_grads", source=TORCH_SCHEDULES,
@@ -1238,35 +1240,39 @@ def _output_rows(x: Setup, lin: Linear) -> int:
 
 
 def output_grads(x: Setup, layer: LayerParams, received: bool = False,
-                 widths: tuple[int, int, int] | None = None) -> Term:
+                 widths: tuple[int, int, int, int] | None = None) -> Term:
     """What one layer's split backward keeps for its weight backward (`OUTPUT_GRADS`): the
     gradient at every trained projection's output and every trained norm's. Routed experts
     count their routed rows. `received`: the layer is the top of a stage that sends its output,
     so its last projection's output gradient is the gradient the stage received (autograd's
     residual add passes it on as it is), counted as the receive buffer. `widths`: of some of
-    the layer's parameter groups only, their projections', norms' and q/k norms' widths."""
+    the layer's parameter groups only, their projections', norms', q/k norms' and routed
+    experts' widths."""
     n, T, arch = x.n, x.T, x.arch
-    outputs = sum(_output_rows(x, lin) for lin in (
-        layer.linears[:-1] if received else layer.linears)
-        if not x.lora or adapted(lin, x.lora_targets))
+    trained = [lin for lin in (layer.linears[:-1] if received else layer.linears)
+               if not x.lora or adapted(lin, x.lora_targets)]
+    outputs = sum(_output_rows(x, lin) for lin in trained if lin.group != "experts")
+    experts = sum(_output_rows(x, lin) for lin in trained if lin.group == "experts")
     norms = 0 if x.lora else arch.traits.norms_per_layer * x.h
     qk = (x.a + x.k) * x.d if arch.traits.qk_norm and not x.lora else 0
     if widths is not None:
-        outputs, norms, qk = widths
+        outputs, norms, qk, experts = widths
     z = 4 if n.residual == 4 or _normalised_fp32(x, 0) else n.compute
     # a q/k norm multiplies its weight as stored (fp32 under amp) into the low-precision heads
     z_qk = max(n.compute, n.gathered_weight if n.fsdp_mixed else n.weight)
-    return OUTPUT_GRADS(T, outputs, n.compute, norms, z, qk, z_qk)
+    return OUTPUT_GRADS(T, outputs, n.compute, norms, z, qk, z_qk, experts, expert_width(x))
 
 
 class WeightGroups(NamedTuple):
     """A layer's parameter groups as a split backward's weight pass runs them (`weight_groups`)."""
 
     reads: tuple[int, ...]  # the recomputed bytes that only each group's gradient reads
-    widths: tuple[tuple[int, int, int], ...]  # its output gradient's widths per token
-    # (`output_grads`: projections', norms', q/k norms')
+    widths: tuple[tuple[int, int, int, int], ...]  # its output gradient's widths per token
+    # (`output_grads`: projections', norms', q/k norms', routed experts')
     last_mlp: int  # the index of the last MLP group (a dense layer's down projection's)
     mlp_unread: int  # the MLP's recomputed bytes that no gradient reads
+    grads: tuple[int, ...] = ()  # each group's new weight gradient as its node computes it (a
+    # projection's in the compute dtype, the routed experts' in theirs; a norm's: none counted)
 
 
 def weight_groups(x: Setup, act: LayerActivations, layer: LayerParams,
@@ -1327,24 +1333,33 @@ def weight_groups(x: Setup, act: LayerActivations, layer: LayerParams,
         return read.get(i, 0) + (lin.local_counts(tp, x.ep)[0] * n.compute
                                  if copies and lin.group != "experts" else 0)
 
-    def width(i: int) -> tuple[int, int, int]:
-        rows = _output_rows(x, layer.linears[i])
-        return (rows * 2 if routed and i == routed[0] and len(routed) > 2 else rows, 0, 0)
+    def fused(i: int) -> int:  # the routed experts' gate and up: one parameter
+        return 2 if routed and i == routed[0] and len(routed) > 2 else 1
+
+    def width(i: int) -> tuple[int, int, int, int]:
+        rows = _output_rows(x, layer.linears[i]) * fused(i)
+        return (0, 0, 0, rows) if layer.linears[i].group == "experts" else (rows, 0, 0, 0)
+
+    def grad(i: int) -> int:
+        lin = layer.linears[i]
+        return lin.local_counts(tp, x.ep)[0] * fused(i) * (
+            expert_width(x) if lin.group == "experts" else n.compute)
 
     ffn = [i for i in ffn if i not in routed[1:-1]]  # (fused gate and up)
     if x.arch.traits.experts_first:
         ffn = [i for i in ffn if i in routed] + [i for i in ffn if i not in routed]
-    norm = (0, x.h, 0)
+    norm = (0, x.h, 0, 0)
     if x.arch.traits.norm_upcast == "native":  # LayerNorm: ln_1, attention, ln_2, MLP
         stats, given = by_id.get("act.norm_stats", [0, 0]), by_id.get("act.norm_input", [0, 0])
         reads = (stats[0], *map(group, attention), given[-1] + stats[-1], *map(group, ffn))
         widths = (norm, *map(width, attention), norm, *map(width, ffn))
-        return WeightGroups(reads, widths, len(reads) - 1, mlp_unread)
+        grads = (0, *map(grad, attention), 0, *map(grad, ffn))
+        return WeightGroups(reads, widths, len(reads) - 1, mlp_unread, grads)
     c_n = 4 if _normalised_fp32(x, n.compute) else n.compute
-    heads = [(T * x.a * x.d * c_n, (0, 0, x.a * x.d)), (T * x.k * x.d * c_n, (0, 0, x.k * x.d))] \
-        if x.arch.traits.qk_norm else []
+    heads = [(T * x.a * x.d * c_n, (0, 0, x.a * x.d, 0)),
+             (T * x.k * x.d * c_n, (0, 0, x.k * x.d, 0))] if x.arch.traits.qk_norm else []
     # MLA's latent norms, normalised in fp32
-    heads += [(T * rank * 4, (0, rank, 0)) for rank in latents]
+    heads += [(T * rank * 4, (0, rank, 0, 0)) for rank in latents]
     normalised = [t.bytes for t in act.saved
                   if t.id in ("act.norm_normalised", "act.norm_normalised_fp32")]
     post = [t.bytes - T * 4 - T * x.h * 4 for t in act.saved if t.id == "act.post_norm"]
@@ -1352,7 +1367,9 @@ def weight_groups(x: Setup, act: LayerActivations, layer: LayerParams,
     reads = (*map(group, attention), *(b for b, _ in heads), *map(group, ffn), *norms)
     widths = (*map(width, attention), *(w for _, w in heads), *map(width, ffn),
               *(norm for _ in norms))
-    return WeightGroups(reads, widths, len(attention) + len(heads) + len(ffn) - 1, mlp_unread)
+    grads = (*map(grad, attention), *(0 for _ in heads), *map(grad, ffn), *(0 for _ in norms))
+    return WeightGroups(reads, widths, len(attention) + len(heads) + len(ffn) - 1, mlp_unread,
+                        grads)
 
 
 def head_output_grads(x: Setup) -> Term:

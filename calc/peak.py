@@ -620,7 +620,9 @@ SPLIT_RECOMPUTED = Formula(
          "as group k_w's recomputation ends, and past its MLP's groups no longer its MLP's "
          "(nothing later reads them). F_w: what group k_w's recomputation holds as it stops "
          "beside what it stores (a dense layer's residual where no norm keeps it, the MLP's "
-         "input and its gating product once the groups reading them ran). Traced: zero bubble "
+         "input and its gating product once the groups reading them ran), or the group's new "
+         "weight gradient as its node computes it (the routed experts' stacked one), the "
+         "larger. Traced: zero bubble "
          "and ZBV under full checkpointing, op by op (and every group's copies counted in a "
          "real step on the CPU)")
 SPLIT_HEAD_GRAD = Formula(
@@ -1204,27 +1206,32 @@ def _weight_pass(x: Setup, stage: Stage, ly: Layers, accumulating: bool, mix: Mi
     copies = [(k + 1) * (sum(groups.reads[k:]) + unread - (
         groups.mlp_unread if top and k > groups.last_mlp else 0))
         for k in range(len(groups.reads))]
-    k = max(range(len(copies)), key=copies.__getitem__)
-    live = 0
-    if not layer.moe:  # as the recomputation stops, at the down projection
-        n, T = x.n, x.T
-        if not any(t.id == "act.norm_input" for t in act.saved):  # the residual
-            live += T * x.h * n.residual
-        if k > groups.last_mlp - 1 or any(t.id == "act.input_casts@activations/mlp"
-                                          for t in act.saved):  # the MLP's input
-            live += T * x.h * norm_width(x)
-        if k > groups.last_mlp:  # the gating product
-            live += T * (layer.widest_row_input // x.tp) * n.compute
+    # beside them, what group k's recomputation holds as it stops, at the down projection, or
+    # then the group's new weight gradient as its node computes it, the larger
+    n, T = x.n, x.T
+    residual = 0 if any(t.id == "act.norm_input" for t in act.saved) else T * x.h * n.residual
+    casts = any(t.id == "act.input_casts@activations/mlp" for t in act.saved)
+
+    def live(k: int) -> int:
+        stops = 0
+        if not layer.moe:  # the residual, the MLP's input, the gating product
+            stops = residual + (T * x.h * norm_width(x) if casts or k > groups.last_mlp - 1
+                                else 0) + (T * (layer.widest_row_input // x.tp) * n.compute
+                                           if k > groups.last_mlp else 0)
+        return max(stops, groups.grads[k])
+
+    k = max(range(len(copies)), key=lambda k: copies[k] + live(k))
     # the output gradients it still holds: those of the groups from k on (each group's go
     # once it ran), the head's (its group runs last); of the top layer's last projection, the
     # receive buffer's
     widths = groups.widths[k:]
     if _received_top(x, stage) and k <= groups.last_mlp:
-        widths = (*widths[:groups.last_mlp - k], (0, 0, 0), *widths[groups.last_mlp - k + 1:])
-    o_k, n_k, q_k = (sum(w) for w in zip(*widths, strict=True))
-    grads = output_grads(x, layer, widths=(o_k, n_k, q_k))
+        widths = (*widths[:groups.last_mlp - k], (0, 0, 0, 0),
+                  *widths[groups.last_mlp - k + 1:])
+    o_k, n_k, q_k, e_k = (sum(w) for w in zip(*widths, strict=True))
+    grads = output_grads(x, layer, widths=(o_k, n_k, q_k, e_k))
     n_pg = len(groups.reads)
-    items = [(SPLIT_RECOMPUTED(ckpt, n_pg, unread, k + 1, copies[k] // (k + 1), live), 1),
+    items = [(SPLIT_RECOMPUTED(ckpt, n_pg, unread, k + 1, copies[k] // (k + 1), live(k)), 1),
              (grads, 1)]
     if not on_head:
         return items

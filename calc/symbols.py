@@ -42,6 +42,10 @@ _LEGEND: tuple[tuple[str, str, str], ...] = (
     ("r_q", "r_\\text{latent}", "MLA: a latent's rank"),
     ("a_h", "a_h", "heads of the normed tensor (a for q, k for k)"),
     ("O_l", "O_\\text{layer}", "a layer's trained projection outputs per token on one GPU"),
+    ("O_e", "O_\\text{experts}", "a MoE layer's routed experts' outputs per token on one GPU "
+     "(their routed rows spread over the tokens)"),
+    ("c_e", "c_e", "bytes per element of the routed experts' activations (grouped_mm is not "
+     "autocast: the weights' dtype under amp)"),
     ("N_l", "N_\\text{layer}", "a layer's hidden-size norm outputs per token with trained "
      "weights, norms x h'"),
     ("Q_n", "Q_n", "a layer's per-head q/k norm outputs per token, (a + k) d"),
@@ -210,8 +214,9 @@ _LEGEND: tuple[tuple[str, str, str], ...] = (
      "recomputation a split weight backward peaks (1 for the first)"),
     ("U_w", "U_w", "the bytes of that layer's recomputation that group k_w holds: what it and "
      "the groups after it read, beside what none reads"),
-    ("F_w", "F_w", "what a recomputation holds as it stops beside what it stores: the tensors "
-     "the layer's forward still uses that no alive node saves"),
+    ("F_w", "F_w", "what a recomputation holds as it stops beside what it stores (the tensors "
+     "the layer's forward still uses that no alive node saves), or its group's new weight "
+     "gradient, the larger"),
     ("W", "W", "a layer's linear weights: d_in x d_out each, times the routed experts"),
     ("W_l", "W'", "a layer's linear weights on one GPU"),
     ("B_b", "B", "a layer's biases"),
