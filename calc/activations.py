@@ -1263,36 +1263,50 @@ def output_grads(x: Setup, layer: LayerParams, received: bool = False,
     return OUTPUT_GRADS(T, outputs, n.compute, norms, z, qk, z_qk, experts, expert_width(x))
 
 
+class WeightGroup(NamedTuple):
+    """One parameter group of a split backward's weight pass (`weight_groups`)."""
+
+    read: int  # the recomputed bytes that only its gradient reads
+    width: tuple[int, int, int, int] = (0, 0, 0, 0)  # its output gradient's widths per token
+    # (`output_grads`: projections', norms', q/k norms', routed experts')
+    grad: int = 0  # its new weight gradient as its node computes it (a projection's in the
+    # compute dtype, the routed experts' in theirs; a norm's or an adapter's: none counted)
+    mlp: bool = False  # one of the MLP's (or MoE block's)
+
+
 class WeightGroups(NamedTuple):
     """A layer's parameter groups as a split backward's weight pass runs them (`weight_groups`)."""
 
     reads: tuple[int, ...]  # the recomputed bytes that only each group's gradient reads
     widths: tuple[tuple[int, int, int, int], ...]  # its output gradient's widths per token
-    # (`output_grads`: projections', norms', q/k norms', routed experts')
     last_mlp: int  # the index of the last MLP group (a dense layer's down projection's)
     mlp_unread: int  # the MLP's recomputed bytes that no gradient reads
-    grads: tuple[int, ...] = ()  # each group's new weight gradient as its node computes it (a
-    # projection's in the compute dtype, the routed experts' in theirs; a norm's: none counted)
+    grads: tuple[int, ...]  # each group's new weight gradient (`WeightGroup.grad`)
 
 
 def weight_groups(x: Setup, act: LayerActivations, layer: LayerParams,
                   copies: bool) -> WeightGroups:
     """A layer's parameter groups, in the order a split backward's weight pass runs them (the
-    module's parameters' order: torch's get_param_groups), each with the bytes of the layer's
-    recomputed tensors that only its gradient reads; its backward frees them in every
+    module's parameters' order: torch's get_param_groups, a group for each trained parameter
+    whose gradient path meets the input's at a node of its own), each with the bytes of the
+    layer's recomputed tensors that only its gradient reads; its backward frees them in every
     recomputation holding them (`SPLIT_RECOMPUTED`). `copies`: the recomputation casts the
     weights anew (autocast's cache emptied), each projection's cast read by its own gradient
     (not the routed experts': grouped_mm is not autocast). An input several projections read
     goes with the last of them; SDPA's output, which o_proj reads, its node keeps too; a
     LayerNorm's gradient reads its input and statistics (the first's input is the
     checkpoint's own); the routed experts' gate and up are one parameter, reading the tokens
-    gathered for them, and their down projection the gating product. Full training."""
+    gathered for them, their down projection the gating product, and their biases (GPT-OSS)
+    groups of their own that read nothing, as GPT-OSS's attention sinks are. With LoRA each
+    adapter is two groups: lora_A (what it reads, its input or its own copy of it, is counted
+    with what no group reads) and lora_B, reading lora_A's output."""
     n, T, tp = x.n, x.T, x.tp
     by_id: dict[str, list[int]] = {}
     for t in act.saved:
         by_id.setdefault(t.id, []).append(t.bytes)
     read: dict[int, int] = {}  # by the projection's index in layer.linears
     index = {id(lin): i for i, lin in enumerate(layer.linears)}
+    lora = bool(x.lora)
 
     def inputs(consumers: tuple[Linear, ...], suffix: str) -> None:
         casts, shared = by_id.get("act.input_casts" + suffix), by_id.get("act.input" + suffix)
@@ -1304,72 +1318,95 @@ def weight_groups(x: Setup, act: LayerActivations, layer: LayerParams,
 
     attention = [i for i, lin in enumerate(layer.linears) if lin.group == "attention"]
     ffn = [i for i, lin in enumerate(layer.linears) if lin.group != "attention"]
-    inputs(layer.attention_inputs, "")
-    shared = tuple(lin for lin in layer.linears
-                   if lin.group == ("shared_expert" if layer.moe else "mlp") and lin.tp != "row")
-    inputs(shared, "@activations/mlp")
-    read[attention[-1]] = sum(by_id.get("act.eager_output", ())) + sum(
-        by_id.get("act.transposed_output", ()))
     routed = [i for i in ffn if layer.linears[i].group == "experts"]
-    for i in ffn:
-        lin = layer.linears[i]
-        if lin.group == "router":
-            read[i] = sum(by_id.get("act.router_input", ()))
-        elif lin.tp == "row":  # a down projection: the gating product
-            tokens = x.routed if lin.group == "experts" else T
-            read[i] = read.get(i, 0) + tokens * (lin.in_features // tp) * (
-                expert_width(x) if lin.group == "experts" else n.compute)
-    if routed:  # gate and up: one parameter, reading the gathered tokens
-        read[routed[0]] = sum(by_id.get("act.expert_io", ())) // 2
+    if not lora:  # (an adapter's lora_A reads its input: counted as what no group reads)
+        inputs(layer.attention_inputs, "")
+        inputs(tuple(lin for lin in layer.linears if lin.tp != "row" and lin.group == (
+            "shared_expert" if layer.moe else "mlp")), "@activations/mlp")
+        read[attention[-1]] = sum(by_id.get("act.eager_output", ())) + sum(
+            by_id.get("act.transposed_output", ()))
+        for i in ffn:
+            lin = layer.linears[i]
+            if lin.group == "router":
+                read[i] = sum(by_id.get("act.router_input", ()))
+            elif lin.tp == "row":  # a down projection: the gating product
+                tokens = x.routed if lin.group == "experts" else T
+                read[i] = read.get(i, 0) + tokens * (lin.in_features // tp) * (
+                    expert_width(x) if lin.group == "experts" else n.compute)
+        if routed:  # gate and up: one parameter, reading the gathered tokens
+            read[routed[0]] = sum(by_id.get("act.expert_io", ())) // 2
     arch = x.arch
     latents = [rank for rank in (arch.q_lora_rank, arch.kv_lora_rank)
                if rank and any(t.id == "act.mla_latent" for t in act.saved)]
-    for rank, name in zip(latents, ("q_b_proj", "kv_b_proj")[2 - len(latents):], strict=True):
+    names = ("q_b_proj", "kv_b_proj")[2 - len(latents):]
+    for rank, name in zip(latents, names, strict=True):
         read[index[id(dict(layer.by_name)[name])]] = T * rank * n.compute
     mlp_unread = act.mlp_bytes - sum(read.get(i, 0) for i in ffn)
-
-    def group(i: int) -> int:
-        lin = layer.linears[i]
-        return read.get(i, 0) + (lin.local_counts(tp, x.ep)[0] * n.compute
-                                 if copies and lin.group != "experts" else 0)
 
     def fused(i: int) -> int:  # the routed experts' gate and up: one parameter
         return 2 if routed and i == routed[0] and len(routed) > 2 else 1
 
-    def width(i: int) -> tuple[int, int, int, int]:
-        rows = _output_rows(x, layer.linears[i]) * fused(i)
-        return (0, 0, 0, rows) if layer.linears[i].group == "experts" else (rows, 0, 0, 0)
-
-    def grad(i: int) -> int:
+    def projection(i: int) -> list[WeightGroup]:
         lin = layer.linears[i]
-        return lin.local_counts(tp, x.ep)[0] * fused(i) * (
-            expert_width(x) if lin.group == "experts" else n.compute)
+        mlp = lin.group != "attention"
+        rows = _output_rows(x, lin) * fused(i)
+        if lora:  # lora_A, then lora_B reading lora_A's output
+            if not adapted(lin, x.lora_targets) or by_parameter(lin):
+                return [WeightGroup(0, mlp=mlp)] * 2 if by_parameter(lin) and adapted(
+                    lin, x.lora_targets) else []
+            return [WeightGroup(read.get(i, 0), mlp=mlp),
+                    WeightGroup(T * x.lora_rank * n.adapter_compute, (rows, 0, 0, 0), mlp=mlp)]
+        experts = lin.group == "experts"
+        cast = lin.local_counts(tp, x.ep)[0] * n.compute if copies and not experts else 0
+        grad = lin.local_counts(tp, x.ep)[0] * fused(i) * (
+            expert_width(x) if experts else n.compute)
+        group = WeightGroup(read.get(i, 0) + cast,
+                            (0, 0, 0, rows) if experts else (rows, 0, 0, 0), grad, mlp)
+        return [group, WeightGroup(0, mlp=True)] if experts and lin.bias else [group]
 
-    ffn = [i for i in ffn if i not in routed[1:-1]]  # (fused gate and up)
+    norm = WeightGroup(0, (0, x.h, 0, 0))
     if x.arch.traits.experts_first:
         ffn = [i for i in ffn if i in routed] + [i for i in ffn if i not in routed]
-    norm = (0, x.h, 0, 0)
-    if x.arch.traits.norm_upcast == "native":  # LayerNorm: ln_1, attention, ln_2, MLP
+    ffn = [i for i in ffn if i not in routed[1:-1]]  # (fused gate and up)
+    if arch.traits.fused_qkv and arch.traits.rotary != "none":  # Phi-3 builds o_proj first
+        attention = attention[-1:] + attention[:-1]
+    groups: list[WeightGroup] = []
+    if arch.traits.norm_upcast == "native":  # LayerNorm: ln_1, attention, ln_2, MLP
         stats, given = by_id.get("act.norm_stats", [0, 0]), by_id.get("act.norm_input", [0, 0])
-        reads = (stats[0], *map(group, attention), given[-1] + stats[-1], *map(group, ffn))
-        widths = (norm, *map(width, attention), norm, *map(width, ffn))
-        grads = (0, *map(grad, attention), 0, *map(grad, ffn))
-        return WeightGroups(reads, widths, len(reads) - 1, mlp_unread, grads)
-    c_n = 4 if _normalised_fp32(x, n.compute) else n.compute
-    heads = [(T * x.a * x.d * c_n, (0, 0, x.a * x.d, 0)),
-             (T * x.k * x.d * c_n, (0, 0, x.k * x.d, 0))] if x.arch.traits.qk_norm else []
-    # MLA's latent norms, normalised in fp32
-    heads += [(T * rank * 4, (0, rank, 0, 0)) for rank in latents]
-    normalised = [t.bytes for t in act.saved
-                  if t.id in ("act.norm_normalised", "act.norm_normalised_fp32")]
-    post = [t.bytes - T * 4 - T * x.h * 4 for t in act.saved if t.id == "act.post_norm"]
-    norms = (*normalised, *post)
-    reads = (*map(group, attention), *(b for b, _ in heads), *map(group, ffn), *norms)
-    widths = (*map(width, attention), *(w for _, w in heads), *map(width, ffn),
-              *(norm for _ in norms))
-    grads = (*map(grad, attention), *(0 for _ in heads), *map(grad, ffn), *(0 for _ in norms))
-    return WeightGroups(reads, widths, len(attention) + len(heads) + len(ffn) - 1, mlp_unread,
-                        grads)
+        trained = not lora
+        groups += [norm._replace(read=stats[0])] * trained
+        for i in attention:
+            groups += projection(i)
+        groups += [norm._replace(read=given[-1] + stats[-1])] * trained
+        for i in ffn:
+            groups += projection(i)
+    else:
+        c_n = 4 if _normalised_fp32(x, n.compute) else n.compute
+        latent = dict(zip(("q_a_proj", "kv_a_proj_with_mqa")[2 - len(latents):], latents,
+                          strict=True))
+        for i in attention:
+            groups += projection(i)
+            r_l = latent.get(layer.linears[i].name)
+            if r_l and not lora:  # MLA's latent norm after its a-projection, in fp32
+                groups.append(WeightGroup(T * r_l * 4, (0, r_l, 0, 0)))
+        if not lora and arch.traits.qk_norm:
+            groups += [WeightGroup(T * heads * x.d * c_n, (0, 0, heads * x.d, 0))
+                       for heads in (x.a, x.k)]
+        if not lora and arch.traits.sinks:
+            groups.append(WeightGroup(0))
+        for i in ffn:
+            groups += projection(i)
+        if not lora:
+            pre = [t.bytes for t in act.saved
+                   if t.id in ("act.norm_normalised", "act.norm_normalised_fp32")]
+            post = [t.bytes - T * 4 - T * x.h * 4 for t in act.saved if t.id == "act.post_norm"]
+            # Gemma's: input, post-attention, pre-feedforward, post-feedforward
+            ordered = [b for pair in zip(pre, post, strict=False) for b in pair] + \
+                pre[len(post):] if post else pre
+            groups += [norm._replace(read=b) for b in ordered]
+    last = max((k for k, g in enumerate(groups) if g.mlp), default=len(groups) - 1)
+    return WeightGroups(tuple(g.read for g in groups), tuple(g.width for g in groups), last,
+                        mlp_unread, tuple(g.grad for g in groups))
 
 
 def head_output_grads(x: Setup) -> Term:

@@ -1168,11 +1168,16 @@ def _chunk_written(x: Setup, stage: Stage, ms: ModelStates) -> Term | None:
     """A rank of chunks at its first backward, a weight pass (DualPipeV's warm-up runs one of
     its second chunk before any other backward): its chunk's layers' gradients written by the
     time its last groups run, not the other chunk's nor the embedding's and head's."""
-    unit = stage.unit or stage
-    if ms.gradients is None or not accumulated(ms.gradients) or x.lora:
-        return ms.gradients
-    other = (stage.layers - unit.layers) * ms.local.per_layer_trainable
-    return GRADIENTS_WRITTEN(ms.gradients.bytes, ms.local.root_trainable, other, x.n.grad)
+    unit, grads = stage.unit or stage, ms.gradients
+    if x.pp > 1 and ms.gathered_model is not None:  # (FSDP2 under pipelining: none written)
+        return None
+    if grads is None or not accumulated(grads) or x.lora:
+        return grads
+    shards = x.N if x.z >= 2 else 1  # (sharded gradients: this rank's shards)
+    m_e = -(-ms.local.root_trainable // shards)
+    m_l = (stage.layers - unit.layers) * -(-ms.local.per_layer_trainable // shards)
+    m_l = min(m_l, max(0, grads.bytes // x.n.grad - m_e))
+    return GRADIENTS_WRITTEN(grads.bytes, min(m_e, grads.bytes // x.n.grad), m_l, x.n.grad)
 
 
 def _received_top(x: Setup, stage: Stage) -> bool:
@@ -1220,25 +1225,28 @@ def _weight_pass(x: Setup, stage: Stage, ly: Layers, accumulating: bool, mix: Mi
                                            if k > groups.last_mlp else 0)
         return max(stops, groups.grads[k])
 
-    k = max(range(len(copies)), key=lambda k: copies[k] + live(k))
-    # the output gradients it still holds: those of the groups from k on (each group's go
-    # once it ran), the head's (its group runs last); of the top layer's last projection, the
-    # receive buffer's
-    widths = groups.widths[k:]
-    if _received_top(x, stage) and k <= groups.last_mlp:
-        widths = (*widths[:groups.last_mlp - k], (0, 0, 0, 0),
-                  *widths[groups.last_mlp - k + 1:])
-    o_k, n_k, q_k, e_k = (sum(w) for w in zip(*widths, strict=True))
-    grads = output_grads(x, layer, widths=(o_k, n_k, q_k, e_k))
     n_pg = len(groups.reads)
-    items = [(SPLIT_RECOMPUTED(ckpt, n_pg, unread, k + 1, copies[k] // (k + 1), live(k)), 1),
-             (grads, 1)]
+    received = _received_top(x, stage)
+
+    def at(k: int) -> list[tuple[Term, int]]:
+        """Group k's moment: its copies and what it holds beside them, and the output
+        gradients of the groups from k on (each group's go once it ran; of the top layer's
+        last projection, the receive buffer's)."""
+        widths = [w for g, w in enumerate(groups.widths)
+                  if g >= k and not (received and g == groups.last_mlp)]
+        o_k, n_k, q_k, e_k = (sum(w) for w in zip(*widths, strict=True)) if widths else \
+            (0, 0, 0, 0)
+        return [(SPLIT_RECOMPUTED(ckpt, n_pg, unread, k + 1, copies[k] // (k + 1), live(k)), 1),
+                (output_grads(x, layer, widths=(o_k, n_k, q_k, e_k)), 1)]
+
+    items = max((at(k) for k in range(n_pg)), key=add_up)
     if not on_head:
         return items
     head = [(head_output_grads(x), 1)]
-    # (where no earlier backward wrote the head's gradient, this one becomes it)
-    last = [(SPLIT_RECOMPUTED(ckpt, n_pg, unread, n_pg, unread, 0), 1), *head,
-            (SPLIT_HEAD_GRAD(x.vocab, x.h, x.n.compute, x.n.grad if x.n.weight_copies else 0), 1)]
+    last = [(SPLIT_RECOMPUTED(ckpt, n_pg, unread, n_pg, unread, 0), 1), *head]
+    if not x.lora:  # (where no earlier backward wrote the head's gradient, this one becomes it)
+        last.append((SPLIT_HEAD_GRAD(x.vocab, x.h, x.n.compute,
+                                     x.n.grad if x.n.weight_copies else 0), 1))
     return max(items + head, last, key=add_up)
 
 

@@ -40,6 +40,7 @@ LoraTargets = Literal["all_linear", "attention", "query_value"]  # query_value: 
 Implementation = Literal["hf", "megatron"]
 PipelineSchedule = Literal["1f1b", "interleaved_1f1b", "gpipe", "zero_bubble", "zbv", "dualpipev",
                            "dualpipe"]
+SPLIT_SCHEDULES = ("zero_bubble", "zbv", "dualpipev")  # torch splits some backwards in two
 V_SCHEDULES = ("zbv", "dualpipev")  # two stages a rank in a V: i and 2 pp - 1 - i of 2 pp
 Framework = Literal["torch", "deepspeed"]
 
@@ -511,6 +512,14 @@ def _check(s: Scenario, arch: Architecture, gpu: GpuPreset) -> list[EstimateWarn
         warn("selective_attention_flash", "training.selective_policy",
              "with flash attention the attention core saves only its output and logsumexp: "
              "recomputing it saves nothing (use ops, torch's per-op policy)")
+    if t.policy == "ops" and p.pipeline_schedule in SPLIT_SCHEDULES and p.pp > 1:
+        fail("training.selective_policy" if t.selective_policy else
+             "training.activation_checkpointing",
+             f"torch's per-op selective checkpointing cannot run under {p.pipeline_schedule}: its "
+             "split backward's weight pass recomputes each layer again after the input's "
+             "backward, and torch refuses a second backward through a selectively checkpointed "
+             "region ('Trying to backward an extra time', traced, torch 2.13); use full "
+             "checkpointing, or a schedule without a split backward (1f1b, interleaved_1f1b)")
     if selective_autocast_pipeline(t, p):
         warn("selective_autocast_pipeline", "training.selective_policy",
              "torch's per-op selective checkpointing fails under a pipeline schedule with "

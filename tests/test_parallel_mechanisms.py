@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from traced import traced_case  # tests/ is on sys.path (rootdir conftest)
 
-from calc import estimate
+from calc import ScenarioError, estimate
 from calc.activations import weight_groups
 from calc.peak import layers, stage_peak
 from calc.placement import stages
@@ -1245,3 +1245,38 @@ def test_a_moe_model_s_largest_tensor_is_its_stacked_experts() -> None:
         report = estimate(scenario)
         assert report.peak_moment == "optimizer_step"
         assert abs(report.peak_bytes / traced["peak_bytes"] - 1) < 0.007, case
+
+
+def test_lora_s_weight_pass_runs_two_groups_an_adapter_and_none_for_frozen_weights() -> None:
+    """torch makes a group of each trained parameter: lora_A and lora_B of every adapter (q and
+    v: four), none for the frozen projections and norms, and the frozen head writes no
+    gradient at the end of the head's stage's pass."""
+    scenario = {"model": "llama-3.1-8b", "training": {
+        "finetuning": "lora", "lora_targets": "query_value", "activation_checkpointing": "full",
+        "gradient_accumulation_steps": 4}, "parallelism": {"pp": 2,
+                                                           "pipeline_schedule": "zero_bubble"}}
+    kept, _ = _weight_pass(scenario)
+    assert kept["n_pg"] == 4
+    assert "temporaries/head_grad" not in estimate(scenario).as_dict()["breakdown"]
+
+
+def test_a_rank_of_chunks_first_weight_pass_counts_its_own_gradient_shards() -> None:
+    """DualPipeV's warm-up weight pass of the head's chunk under ZeRO-3 across 4 ranks: the
+    written gradients are this chunk's layers' shards, never fewer than none."""
+    x = _setup({"model": "llama-3.1-8b", "training": {
+        "seq_len": 4096, "activation_checkpointing": "full", "gradient_accumulation_steps": 8},
+        "parallelism": {"pp": 2, "pipeline_schedule": "dualpipev", "dp": 4, "zero": 3}})
+    moments = [m for m in stage_peak(x, x.stages[0], detail=True).moments
+               if m.name == "backward.weight_pass"]
+    assert moments and all(m.breakdown.get("gradients/weights", 0) >= 0 for m in moments)
+
+
+@pytest.mark.parametrize("schedule", ["zero_bubble", "zbv", "dualpipev"])
+def test_per_op_selective_checkpointing_is_refused_under_a_split_backward(schedule: str) -> None:
+    """torch's SAC frees each cached output once used: the weight pass's second recomputation
+    raises ('Trying to backward an extra time'), so the run cannot happen."""
+    with pytest.raises(ScenarioError, match="Trying to backward an extra time") as e:
+        estimate({"model": "llama-3.2-1b", "training": {
+            "activation_checkpointing": "selective", "gradient_accumulation_steps": 4},
+            "parallelism": {"pp": 2, "pipeline_schedule": schedule}})
+    assert e.value.field == "training.activation_checkpointing"

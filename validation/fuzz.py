@@ -105,7 +105,7 @@ def sample(rng: random.Random, models: list[Any]) -> dict[str, Any] | None:
         p.update(cp=2, dp=rng.choice([1, 2]), zero=3)
     elif layout == "pp":
         p.update(pp=2, pipeline_schedule=rng.choice(["1f1b", "gpipe", "interleaved_1f1b",
-                                                     "zero_bubble"]))
+                                                     "zero_bubble", "zbv", "dualpipev"]))
         t["gradient_accumulation_steps"] = 4
         if p["pipeline_schedule"] == "interleaved_1f1b":
             p["virtual_stages"] = 2
