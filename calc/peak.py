@@ -2508,7 +2508,10 @@ def _end_of_backward(x: Setup, stage: Stage, ms: ModelStates, states: Part | Non
     one in .grad it is added to. With FSDP, the root's post-backward; under torch TP, first
     the redistribution of the embedding's whole gradient."""
     n = x.n
-    tied = stage.embedding and stage.head and x.arch.tie_word_embeddings and not x.lora
+    # (a rank of two chunks holding both ends, ZBV's and DualPipeV's rank 0, runs the head's
+    # backward and the embedding's apart: the head's gradient is written before, not summed)
+    tied = stage.embedding and stage.head and x.arch.tie_word_embeddings and not x.lora and \
+        len(x.held_stages(stage)[0]) == 1
     fsdp = ms.gathered_layer is not None or ms.gathered_model is not None
     pipelined = x.pp > 1 and ms.gathered_model is not None
     # the sum of the two is a temporary where it does not become .grad: added in place to an

@@ -6,7 +6,7 @@ seconds (the cut-down ones and the presets under 2B), with random training setti
 random layout the harness takes, skips what `calc` refuses, traces each (the first and last
 pipeline ranks under pp, the larger counted) and records the estimate beside the trace:
 
-    python validation/fuzz.py run --seed 1 --count 80 --out /tmp/fuzz.jsonl
+    python validation/fuzz.py run --seed 1 --count 80 --out /tmp/fuzz.jsonl [--layout pp]
     python validation/fuzz.py report /tmp/fuzz.jsonl [--over 0.01]
 
 `report` re-estimates every record with the current `calc` and lists the misses over the
@@ -55,8 +55,14 @@ def _arch(model: Any) -> str:
     return json.dumps(model) if isinstance(model, dict) else model
 
 
-def sample(rng: random.Random, models: list[Any]) -> dict[str, Any] | None:
-    """One random scenario the harness can trace, or None (drawn again)."""
+LAYOUTS = ("single", "single", "fsdp", "ddp", "zero12", "deepspeed", "tp", "cp", "pp", "ep",
+           "tp+pp", "fsdp x tp")
+
+
+def sample(rng: random.Random, models: list[Any], layout: str | None = None
+           ) -> dict[str, Any] | None:
+    """One random scenario the harness can trace, or None (drawn again); `layout`: one of
+    `LAYOUTS` only (the others drawn as they would be)."""
     model = rng.choice(models)
     arch = _arch(model)
     moe = any(a in arch for a in ("Moe", "Mixtral", "Deepseek", "GptOss"))
@@ -85,8 +91,8 @@ def sample(rng: random.Random, models: list[Any]) -> dict[str, Any] | None:
         t["optimizer_impl"] = rng.choice(["foreach", "for_loop"])
     if rng.random() < 0.1:
         t["optimizer"] = rng.choice(["sgd_momentum", "adafactor", "adam"])
-    layout = rng.choice(["single", "single", "fsdp", "ddp", "zero12", "deepspeed", "tp", "cp",
-                         "pp", "ep", "tp+pp", "fsdp x tp"])
+    drawn = rng.choice(LAYOUTS)
+    layout = layout or drawn
     if layout == "fsdp":  # (one rank: the wrapper without sharding)
         p.update(dp=rng.choice([1, 2, 4]), zero=3)
     elif layout == "ddp":
@@ -158,13 +164,13 @@ def trace(scenario: dict[str, Any], path: Path) -> dict[str, Any]:
     return best
 
 
-def run(seed: int, count: int, out: Path) -> None:
+def run(seed: int, count: int, out: Path, layout: str | None = None) -> None:
     rng = random.Random(seed)
     models = _models()
     done = tries = 0
     while done < count and tries < 50 * count:
         tries += 1
-        scenario = sample(rng, models)
+        scenario = sample(rng, models, layout)
         if scenario is None:
             continue
         try:
@@ -220,12 +226,14 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--seed", type=int, default=1)
     r.add_argument("--count", type=int, default=40)
     r.add_argument("--out", type=Path, required=True)
+    r.add_argument("--layout", choices=sorted(set(LAYOUTS)),
+                   help="draw this layout only (the other settings as ever)")
     p = sub.add_parser("report", help="the misses of recorded runs under the current calc")
     p.add_argument("paths", type=Path, nargs="+")
     p.add_argument("--over", type=float, default=0.01)
     args = parser.parse_args(argv)
     if args.command == "run":
-        run(args.seed, args.count, args.out)
+        run(args.seed, args.count, args.out, args.layout)
     else:
         report(args.paths, args.over)
     return 0
