@@ -214,6 +214,8 @@ _LEGEND: tuple[tuple[str, str, str], ...] = (
      "recomputation a split weight backward peaks (1 for the first)"),
     ("U_w", "U_w", "the bytes of that layer's recomputation that group k_w holds: what it and "
      "the groups after it read, beside what none reads"),
+    ("B_a", "B_a", "the attention's backward transient at its eager softmax "
+     "(act.attention_backward_eager)"),
     ("F_w", "F_w", "what a recomputation holds as it stops beside what it stores (the tensors "
      "the layer's forward still uses that no alive node saves), or its group's new weight "
      "gradient, the larger"),

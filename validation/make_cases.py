@@ -1689,6 +1689,19 @@ case("test", "qwen2.5-0.5b", 2, 2048, mp="pure", ac="full", gas=4, pp=2, sched=D
      notes=TV + "DualPipeV, bf16, checkpointed")
 case("test", "qwen3-0.6b", 1, 4096, ac="full", gas=4, pp=2, sched=ZBV, notes=TV + "ZBV, amp")
 
+# A split backward's input pass frees nothing (retain_graph): at the first layer's eager
+# softmax the probabilities' cast stays beside the backward's fp32 gradients (-6.9% on a
+# random run, `validated`, counting a backward that frees them)
+SE = "a split backward's input pass at an eager softmax: "
+case("dev", L8_4V1K, 3, 2048, attn="eager", impl="foreach", gas=4, pp=2, sched=ZB,
+     gpu="a100-80gb", tag="llama-3.1-8b-4L-v1k", notes=SE + "zero bubble, amp, random runs")
+case("test", L8[LL], 1, 4096, attn="eager", gas=4, pp=2, sched=ZB, tag=T8[LL],
+     notes=SE + "zero bubble, amp")
+case("test", V1K8, 2, 4096, mp="pure", attn="eager", gas=4, pp=2, sched=ZB,
+     tag="llama-3-8b-8L-v1k", notes=SE + "zero bubble, bf16, a 1k vocabulary")
+case("test", "llama-3.2-1b", 1, 4096, mp="pure", attn="eager", gas=4, pp=2, sched=ZB,
+     notes=SE + "zero bubble, bf16, tied")
+
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
     assert len(ids) == len(set(ids)), "duplicate ids"
