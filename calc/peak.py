@@ -54,7 +54,7 @@ from .formula import Formula, Items, Part, Term, add_up, extended, joined, part,
 from .logits import kept_logits, logits_memory, stage_output
 from .megatron import megatron_layer
 from .params import LayerParams
-from .placement import Stage, layer_gathered, layer_trainable
+from .placement import Stage, layer_gathered, layer_trainable, split_layers
 from .schedule_order import Mix, chunk_mixes
 from .setup import Flight, Setup
 from .sources import (
@@ -1214,10 +1214,14 @@ def _weight_pass(x: Setup, stage: Stage, ly: Layers, accumulating: bool, mix: Mi
     (`SPLIT_RECOMPUTED`); nothing for a first stage, whose weight pass is a whole backward. On
     a rank of chunks, `mix`: the running chunk's."""
     unit = stage.unit or stage
-    ckpt = x.checkpointed_layers(unit)
-    layer = x.counts.dense_layer if unit.dense_layers else x.counts.moe_layer
     held, count = x.held_stages(stage)
     running = held[mix.running] if mix is not None else held[0]
+    if mix is not None:  # the running chunk's own layers (which of them are checkpointed)
+        first, layers = split_layers(x.arch.num_hidden_layers, count)[running]
+        if layers == unit.layers:
+            unit = replace(unit, first_layer=first)
+    ckpt = x.checkpointed_layers(unit)
+    layer = x.counts.dense_layer if unit.dense_layers else x.counts.moe_layer
     if not ckpt or layer is None or running == 0:
         return []
     on_head = running == count - 1

@@ -37,7 +37,7 @@ class Stage:
         return self.dense_layers + self.moe_layers
 
 
-def _split(L: int, parts: int) -> list[tuple[int, int]]:
+def split_layers(L: int, parts: int) -> list[tuple[int, int]]:
     """(first layer, layers) of each of `parts` contiguous pieces, the first ones a layer longer
     where they do not divide evenly."""
     sizes = [L // parts + (1 if i < L % parts else 0) for i in range(parts)]
@@ -73,21 +73,21 @@ def stages(counts: ParamCounts, pp: int, schedule: str = "1f1b", v: int = 1
     L = arch.num_hidden_layers
     out: dict[tuple[int, int, bool, bool, int, bool], Stage] = {}
     if schedule == "interleaved_1f1b":
-        chunks = _split(L, pp * v)
+        chunks = split_layers(L, pp * v)
         ranks = []
         for i in range(pp):
             mine = chunks[i::pp]
             unit = _piece(arch, i, mine[:1], False, False)  # its first chunk, the longest
             ranks.append(_piece(arch, i, mine, i == 0, i == pp - 1, unit))
     elif schedule in ("zbv", "dualpipev"):
-        chunks = _split(L, 2 * pp)
+        chunks = split_layers(L, 2 * pp)
         ranks = []
         for i in range(pp):
             mine = [chunks[i], chunks[2 * pp - 1 - i]]
             unit = _piece(arch, i, [max(mine, key=lambda c: c[1])], False, False)
             ranks.append(_piece(arch, i, mine, i == 0, i == 0, unit))
     elif schedule == "dualpipe":
-        pieces = _split(L, pp)
+        pieces = split_layers(L, pp)
         ranks = []
         for i in range(pp):
             j = pp - 1 - i
@@ -97,7 +97,7 @@ def stages(counts: ParamCounts, pp: int, schedule: str = "1f1b", v: int = 1
             ranks.append(_piece(arch, i, [pieces[i], pieces[j]], ends, ends, unit))
     else:
         ranks = [_piece(arch, i, [piece], i == 0, i == pp - 1)
-                 for i, piece in enumerate(_split(L, pp))]
+                 for i, piece in enumerate(split_layers(L, pp))]
     for st in reversed(ranks) if schedule in ("zero_bubble", "zbv") else ranks:
         # a V's last rank holds two neighbouring stages: one passes its output to the other
         neighbours = schedule in ("zbv", "dualpipev") and st.index == pp - 1
