@@ -634,6 +634,16 @@ SPLIT_ATTENTION_BACKWARD = Formula(
           "which the pass keeps for the weights' (retain_graph)",
     note="traced: zero bubble's last rank, Llama 3 8B's width at 6K tokens (-6.9% counting the "
          "transient of a backward that frees the probabilities)")
+SPLIT_WEIGHT_GRAD = Formula(
+    "temporaries/weight_pass", "lambda G_k, R_k: G_k - R_k", id="peak.split_weight_grad",
+    source=TORCH_PIPELINING,
+    title="A split backward's weight pass over layers that are not checkpointed, at its widest "
+          "group (the first layer's): the group's new weight gradient (G_k) less what the "
+          "groups before it freed (R_k: the saved tensors their nodes read, their output "
+          "gradients)",
+    note="each group's autograd.grad frees the saved tensors of the nodes it ran (retain_graph "
+         "off) and its output gradients (stage_backward_weight deletes them); traced: Qwen3-MoE "
+         "under zero bubble, its routed experts' stacked gate_up gradient")
 SPLIT_HEAD_GRAD = Formula(
     "temporaries/head_grad", "lambda V_t, h, c, g_c: V_t * h * (c + g_c)",
     id="peak.split_head_grad", source=TORCH_SCHEDULES,
@@ -1189,6 +1199,12 @@ def _chunk_written(x: Setup, stage: Stage, ms: ModelStates) -> Term | None:
     return GRADIENTS_WRITTEN(grads.bytes, min(m_e, grads.bytes // x.n.grad), m_l, x.n.grad)
 
 
+def _summed(widths: Sequence[tuple[int, int, int, int]]) -> tuple[int, int, int, int]:
+    """The output-gradient widths of some parameter groups together (`WeightGroup.width`)."""
+    o, n, q, e = (sum(w[i] for w in widths) for i in range(4))
+    return o, n, q, e
+
+
 def _split_softmax(x: Setup, act: LayerActivations) -> Term:
     """A split backward's input pass at a layer's eager softmax (`SPLIT_ATTENTION_BACKWARD`),
     or nothing where the attention is not eager (or has sinks: not traced)."""
@@ -1222,10 +1238,20 @@ def _weight_pass(x: Setup, stage: Stage, ly: Layers, accumulating: bool, mix: Mi
             unit = replace(unit, first_layer=first)
     ckpt = x.checkpointed_layers(unit)
     layer = x.counts.dense_layer if unit.dense_layers else x.counts.moe_layer
-    if not ckpt or layer is None or running == 0:
+    if layer is None or running == 0:
         return []
     on_head = running == count - 1
     act = ly.widest
+    if not ckpt:  # (beside the input pass's whole micro-batch: what it frees as it goes)
+        plain = weight_groups(x, act, layer, False)
+
+        def freed(k: int) -> int:
+            grads = output_grads(x, layer, widths=_summed(plain.widths[:k])).bytes if k else 0
+            return sum(plain.reads[:k]) + grads
+
+        k = max(range(len(plain.grads)), key=lambda k: plain.grads[k] - freed(k))
+        return [(SPLIT_WEIGHT_GRAD(plain.grads[k], freed(k)), 1)] \
+            if plain.grads[k] > freed(k) else []
     groups = weight_groups(x, act, layer, ly.cleared)
     unread = max(ly.recomputed(act) - act.recomputed_shared - sum(groups.reads), 0)
     # the stage's last layer: past its MLP's groups nothing reads the MLP's (where the final
@@ -1257,10 +1283,8 @@ def _weight_pass(x: Setup, stage: Stage, ly: Layers, accumulating: bool, mix: Mi
         last projection, the receive buffer's)."""
         widths = [w for g, w in enumerate(groups.widths)
                   if g >= k and not (received and g == groups.last_mlp)]
-        o_k, n_k, q_k, e_k = (sum(w) for w in zip(*widths, strict=True)) if widths else \
-            (0, 0, 0, 0)
         return [(SPLIT_RECOMPUTED(ckpt, n_pg, unread, k + 1, copies[k] // (k + 1), live(k)), 1),
-                (output_grads(x, layer, widths=(o_k, n_k, q_k, e_k)), 1)]
+                (output_grads(x, layer, widths=_summed(widths)), 1)]
 
     items = max((at(k) for k in range(n_pg)), key=add_up)
     if not on_head:
@@ -1525,7 +1549,8 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         # checkpointed layers recomputes them after it (`backward.weight_pass`)
         others: Part | None = extended(saved_after, tuple(_output_grads(x, stage)), detail)
         weight_pass = _weight_pass(x, stage, ly, accumulating, mix)
-        done = _beside(saved_after, tuple(weight_pass), detail) if weight_pass else others
+        done = _beside(saved_after if ckpt else others, tuple(weight_pass), detail) \
+            if weight_pass else others
         ended = others  # (the weight pass frees its recomputations as it ends)
         first: Term | Part | None = None
     else:

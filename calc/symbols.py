@@ -216,6 +216,9 @@ _LEGEND: tuple[tuple[str, str, str], ...] = (
      "the groups after it read, beside what none reads"),
     ("B_a", "B_a", "the attention's backward transient at its eager softmax "
      "(act.attention_backward_eager)"),
+    ("G_k", "G_k", "a weight pass group's new weight gradient as its node computes it"),
+    ("R_k", "R_k", "what a weight pass's groups before group k freed: the saved tensors their "
+     "nodes read, their output gradients"),
     ("F_w", "F_w", "what a recomputation holds as it stops beside what it stores (the tensors "
      "the layer's forward still uses that no alive node saves), or its group's new weight "
      "gradient, the larger"),

@@ -1333,3 +1333,18 @@ def test_a_v_schedule_s_weight_pass_recomputes_the_running_chunk_s_checkpointed_
     moment = {m.name: m for m in stage_peak(x, rank_1, detail=True).moments}.get(
         "backward.weight_pass")
     assert moment is not None and moment.breakdown["activations/recomputed"] > 0
+
+
+def test_an_unrecomputed_weight_pass_peaks_at_the_routed_experts_stacked_gradient() -> None:
+    """Without checkpointing a weight pass recomputes nothing; its widest group is the routed
+    experts' gate_up, whose stacked gradient (every local expert's) is computed whole before it
+    is added, beside all the micro-batch keeps but what the groups before it freed (traced:
+    Qwen3-MoE under zero bubble, -8.9% without)."""
+    x = _setup({"model": "qwen3-30b-a3b", "training": {"gradient_accumulation_steps": 4},
+                "parallelism": {"pp": 4, "pipeline_schedule": "zero_bubble"}})
+    moment = {m.name: m for m in stage_peak(x, x.stages[-1], detail=True).moments}[
+        "backward.weight_pass"]
+    (grad,) = [t for p in moment.parts if p is not None and hasattr(p, "items")
+               for t, _ in p.items if t.id == "peak.split_weight_grad"]
+    experts = 128 * 2 * 768 * 2048  # gate and up of every expert, one parameter
+    assert grad.symbols["G_k"] == experts * 4  # (in fp32 under amp: grouped_mm is not autocast)
