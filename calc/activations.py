@@ -25,6 +25,7 @@ Rules that decide the numbers (each checked against traced steps, see validation
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import NamedTuple
 
 from .architecture import ACTIVATIONS
@@ -1249,13 +1250,14 @@ def output_grads(x: Setup, layer: LayerParams, received: bool = False,
     the layer's parameter groups only, their projections', norms', q/k norms' and routed
     experts' widths."""
     n, T, arch = x.n, x.T, x.arch
-    trained = [lin for lin in (layer.linears[:-1] if received else layer.linears)
-               if not x.lora or adapted(lin, x.lora_targets)]
-    outputs = sum(_output_rows(x, lin) for lin in trained if lin.group != "experts")
-    experts = sum(_output_rows(x, lin) for lin in trained if lin.group == "experts")
-    norms = 0 if x.lora else arch.traits.norms_per_layer * x.h
-    qk = (x.a + x.k) * x.d if arch.traits.qk_norm and not x.lora else 0
-    if widths is not None:
+    if widths is None:
+        trained = [lin for lin in (layer.linears[:-1] if received else layer.linears)
+                   if not x.lora or adapted(lin, x.lora_targets)]
+        outputs = sum(_output_rows(x, lin) for lin in trained if lin.group != "experts")
+        experts = sum(_output_rows(x, lin) for lin in trained if lin.group == "experts")
+        norms = 0 if x.lora else arch.traits.norms_per_layer * x.h
+        qk = (x.a + x.k) * x.d if arch.traits.qk_norm and not x.lora else 0
+    else:
         outputs, norms, qk, experts = widths
     z = 4 if n.residual == 4 or _normalised_fp32(x, 0) else n.compute
     # a q/k norm multiplies its weight as stored (fp32 under amp) into the low-precision heads
@@ -1284,6 +1286,7 @@ class WeightGroups(NamedTuple):
     grads: tuple[int, ...]  # each group's new weight gradient (`WeightGroup.grad`)
 
 
+@lru_cache(maxsize=64)  # (a stage's variants ask alike)
 def weight_groups(x: Setup, act: LayerActivations, layer: LayerParams,
                   copies: bool) -> WeightGroups:
     """A layer's parameter groups, in the order a split backward's weight pass runs them (the

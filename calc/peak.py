@@ -1275,18 +1275,15 @@ def _weight_pass(x: Setup, stage: Stage, ly: Layers, accumulating: bool, mix: Mi
         return max(stops, groups.grads[k])
 
     n_pg = len(groups.reads)
+    # the output gradients of the groups from k on (each group's go once it ran; of the top
+    # layer's last projection, the receive buffer's): their bytes, group by group
     received = _received_top(x, stage)
-
-    def at(k: int) -> list[tuple[Term, int]]:
-        """Group k's moment: its copies and what it holds beside them, and the output
-        gradients of the groups from k on (each group's go once it ran; of the top layer's
-        last projection, the receive buffer's)."""
-        widths = [w for g, w in enumerate(groups.widths)
-                  if g >= k and not (received and g == groups.last_mlp)]
-        return [(SPLIT_RECOMPUTED(ckpt, n_pg, unread, k + 1, copies[k] // (k + 1), live(k)), 1),
-                (output_grads(x, layer, widths=_summed(widths)), 1)]
-
-    items = max((at(k) for k in range(n_pg)), key=add_up)
+    widths = [(0, 0, 0, 0) if received and g == groups.last_mlp else w
+              for g, w in enumerate(groups.widths)]
+    kept = [output_grads(x, layer, widths=w).bytes for w in widths]
+    k = max(range(n_pg), key=lambda k: copies[k] + live(k) + sum(kept[k:]))
+    items = [(SPLIT_RECOMPUTED(ckpt, n_pg, unread, k + 1, copies[k] // (k + 1), live(k)), 1),
+             (output_grads(x, layer, widths=_summed(widths[k:])), 1)]
     if not on_head:
         return items
     head = [(head_output_grads(x), 1)]
