@@ -638,12 +638,14 @@ SPLIT_WEIGHT_GRAD = Formula(
     "temporaries/weight_pass", "lambda G_k, R_k: G_k - R_k", id="peak.split_weight_grad",
     source=TORCH_PIPELINING,
     title="A split backward's weight pass over layers that are not checkpointed, at its widest "
-          "group (the first layer's): the group's new weight gradient (G_k) less what the "
-          "groups before it freed (R_k: the saved tensors their nodes read, their output "
-          "gradients)",
+          "group (the first layer's, or on the head's stage the head's, last): the group's new "
+          "weight gradient (G_k; the head's under autocast beside its cast to the weight's "
+          "dtype) less what the groups before it freed (R_k: the saved tensors their nodes "
+          "read, their output gradients)",
     note="each group's autograd.grad frees the saved tensors of the nodes it ran (retain_graph "
          "off) and its output gradients (stage_backward_weight deletes them); traced: Qwen3-MoE "
-         "under zero bubble, its routed experts' stacked gate_up gradient")
+         "under zero bubble, its routed experts' stacked gate_up gradient; ZBV's rank 0, the "
+         "head's)")
 SPLIT_HEAD_GRAD = Formula(
     "temporaries/head_grad", "lambda V_t, h, c, g_c: V_t * h * (c + g_c)",
     id="peak.split_head_grad", source=TORCH_SCHEDULES,
@@ -1250,8 +1252,13 @@ def _weight_pass(x: Setup, stage: Stage, ly: Layers, accumulating: bool, mix: Mi
             return sum(plain.reads[:k]) + grads
 
         k = max(range(len(plain.grads)), key=lambda k: plain.grads[k] - freed(k))
-        return [(SPLIT_WEIGHT_GRAD(plain.grads[k], freed(k)), 1)] \
-            if plain.grads[k] > freed(k) else []
+        widest = (plain.grads[k], freed(k))
+        if on_head and not x.lora:  # the head's group, last: every layer's groups ran
+            n = x.n
+            head_grad = x.vocab * x.h * (n.compute + (n.grad if n.weight_copies else 0))
+            widest = max(widest, (head_grad, unit.layers * freed(len(plain.grads))),
+                         key=lambda gr: gr[0] - gr[1])
+        return [(SPLIT_WEIGHT_GRAD(*widest), 1)] if widest[0] > widest[1] else []
     groups = weight_groups(x, act, layer, ly.cleared)
     unread = max(ly.recomputed(act) - act.recomputed_shared - sum(groups.reads), 0)
     # the stage's last layer: past its MLP's groups nothing reads the MLP's (where the final
