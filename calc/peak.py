@@ -1251,8 +1251,12 @@ def _weight_pass(x: Setup, stage: Stage, ly: Layers, accumulating: bool, mix: Mi
             grads = output_grads(x, layer, widths=_summed(plain.widths[:k])).bytes if k else 0
             return sum(plain.reads[:k]) + grads
 
-        k = max(range(len(plain.grads)), key=lambda k: plain.grads[k] - freed(k))
-        widest = (plain.grads[k], freed(k))
+        def new(k: int) -> int:  # (accumulating, the group before's, still referenced:
+            # stage_backward_weight's `dweights`; else it became that group's .grad)
+            return plain.grads[k] + (plain.grads[k - 1] if k and accumulating else 0)
+
+        k = max(range(len(plain.grads)), key=lambda k: new(k) - freed(k))
+        widest = (new(k), freed(k))
         if on_head and not x.lora:  # the head's group, last: every layer's groups ran
             n = x.n
             head_grad = x.vocab * x.h * (n.compute + (n.grad if n.weight_copies else 0))
@@ -1279,7 +1283,10 @@ def _weight_pass(x: Setup, stage: Stage, ly: Layers, accumulating: bool, mix: Mi
             stops = residual + (T * x.h * norm_width(x) if casts or k > groups.last_mlp - 1
                                 else 0) + (T * (layer.widest_row_input // x.tp) * n.compute
                                            if k > groups.last_mlp else 0)
-        return max(stops, groups.grads[k])
+        # accumulating, beside the group before's new gradients, which stage_backward_weight's
+        # `dweights` still references through this group's autograd.grad (else they are its
+        # .grad)
+        return max(stops, groups.grads[k]) + (groups.grads[k - 1] if k and accumulating else 0)
 
     n_pg = len(groups.reads)
     # the output gradients of the groups from k on (each group's go once it ran; of the top
