@@ -1239,11 +1239,14 @@ def _weight_pass(x: Setup, stage: Stage, ly: Layers, accumulating: bool, mix: Mi
         if layers == unit.layers:
             unit = replace(unit, first_layer=first)
     ckpt = x.checkpointed_layers(unit)
-    layer = x.counts.dense_layer if unit.dense_layers else x.counts.moe_layer
+    # the widest layer's parameters with its activations (DeepSeek-V3's first stage: MoE
+    # layers above a dense one)
+    act = ly.widest
+    moe = any(kind == "moe" and a is act for kind, a, _ in ly.kinds)
+    layer = x.counts.moe_layer if moe else x.counts.dense_layer
     if layer is None or running == 0:
         return []
     on_head = running == count - 1
-    act = ly.widest
     if not ckpt:  # (beside the input pass's whole micro-batch: what it frees as it goes)
         plain = weight_groups(x, act, layer, False)
 

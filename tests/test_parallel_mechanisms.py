@@ -1378,3 +1378,4 @@ def test_accumulating_a_weight_pass_group_holds_the_group_before_s_new_gradients
     experts = 8 * 14336 * 4096 * 2  # one projection of every expert, bf16
     assert grad.symbols["G_k"] == 2 * experts + experts  # gate_up's beside down's
     assert estimate(scenario).peak_bytes == pytest.approx(traced["peak_bytes"], rel=0.01)
+
