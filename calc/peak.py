@@ -646,6 +646,16 @@ SPLIT_WEIGHT_GRAD = Formula(
          "off) and its output gradients (stage_backward_weight deletes them); traced: Qwen3-MoE "
          "under zero bubble, its routed experts' stacked gate_up gradient; ZBV's rank 0, the "
          "head's)")
+SPLIT_PLAIN_READS = Formula(
+    "temporaries/weight_pass", "lambda R_l: R_l", id="peak.split_plain_reads",
+    source=TORCH_SCHEDULES,
+    title="A split backward's weight pass past a layer that is not checkpointed: what its "
+          "groups read (each projection's input, the norms' inputs and statistics), freed once "
+          "they ran; counted negative for each such layer below the one the pass is at",
+    note="each group's autograd.grad frees the saved tensors of the nodes it runs (retain_graph "
+         "off); where every micro-batch's forward cast the weights anew (checkpointing empties "
+         "autocast's cache), the layer's own weight copies go with them (traced: zero bubble's "
+         "last rank, every second layer checkpointed, Qwen3 8B's width)")
 SPLIT_HEAD_GRAD = Formula(
     "temporaries/head_grad", "lambda V_t, h, c, g_c: V_t * h * (c + g_c)",
     id="peak.split_head_grad", source=TORCH_SCHEDULES,
@@ -1226,11 +1236,12 @@ def _received_top(x: Setup, stage: Stage) -> bool:
             and dense.linears[-1].tp == "row" and dense.linears[-1].group == "mlp")
 
 
-def _weight_pass(x: Setup, stage: Stage, ly: Layers, accumulating: bool, mix: Mix | None
-                 ) -> list[tuple[Term, int]]:
+def _weight_pass(x: Setup, stage: Stage, ly: Layers, accumulating: bool, mix: Mix | None,
+                 own: bool = False) -> list[tuple[Term, int]]:
     """The weight pass of a split backward over the unit's checkpointed layers
     (`SPLIT_RECOMPUTED`); nothing for a first stage, whose weight pass is a whole backward. On
-    a rank of chunks, `mix`: the running chunk's."""
+    a rank of chunks, `mix`: the running chunk's. `own`: each micro-batch holds the weight
+    copies its forward cast (`Layers.kept`), the running one's freed as its groups run."""
     unit = stage.unit or stage
     held, count = x.held_stages(stage)
     running = held[mix.running] if mix is not None else held[0]
@@ -1299,12 +1310,34 @@ def _weight_pass(x: Setup, stage: Stage, ly: Layers, accumulating: bool, mix: Mi
               for g, w in enumerate(groups.widths)]
     kept = [output_grads(x, layer, widths=w).bytes for w in widths]
     k = max(range(n_pg), key=lambda k: copies[k] + live(k) + sum(kept[k:]))
+    # the layers that are not checkpointed (every Nth checkpointed): those below the highest
+    # checkpointed one have run their groups, those above keep their output gradients
+    # (one stage a rank: a rank of chunks' is not traced for it)
+    flags = x.checkpointed(unit) if mix is None else (True,)
+    at = max(i for i, f in enumerate(flags) if f)
+    below, above = flags[:at].count(False), flags[at + 1:].count(False)
+
+    def run_past(layers: int) -> list[tuple[Term, int]]:  # what `layers` plain layers freed
+        if not layers:
+            return []
+        reads = sum(weight_groups(x, act, layer, False).reads)
+        out = [(SPLIT_PLAIN_READS(reads), -layers)]
+        if own:  # (their weight copies, the running micro-batch's own)
+            out += [(t, -layers) for t in act.weight_copies if ly.cached(act)]
+        return out
+
     items = [(SPLIT_RECOMPUTED(ckpt, n_pg, unread, k + 1, copies[k] // (k + 1), live(k)), 1),
-             (output_grads(x, layer, widths=_summed(widths[k:])), 1)]
+             (output_grads(x, layer, widths=_summed(widths[k:])), 1), *run_past(below)]
+    if above:
+        items += [(output_grads(x, layer), above - int(received)),
+                  *([(output_grads(x, layer, received=True), 1)] if received else [])]
     if not on_head:
         return items
     head = [(head_output_grads(x), 1)]
-    last = [(SPLIT_RECOMPUTED(ckpt, n_pg, unread, n_pg, unread, 0), 1), *head]
+    last = [(SPLIT_RECOMPUTED(ckpt, n_pg, unread, n_pg, unread, 0), 1), *head,
+            *run_past(below + above)]
+    if own:  # the head's group has freed the running micro-batch's copy of its weight
+        last += [(t, -1) for t, _ in ly.kept if t.formula is HEAD_COPY]
     if not x.lora:  # (where no earlier backward wrote the head's gradient, this one becomes it)
         last.append((SPLIT_HEAD_GRAD(x.vocab, x.h, x.n.compute,
                                      x.n.grad if x.n.weight_copies else 0), 1))
@@ -1349,8 +1382,17 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         sends = beside.sends
         assert unit is not None
         ly = replace(ly, received=0 if run.first else unit[1].received)
+    # where backwards that recompute run between the forwards (cleared), each micro-batch's
+    # forward cast anew what its graph keeps; a split backward's input pass frees none of it,
+    # so every micro-batch in flight holds its own (a whole backward frees the running one's
+    # as it goes: one, the others'; a rank of chunks' order is not traced for it)
+    own = times if ly.cleared and fl.split and not fl.drained and times > 1 \
+        and stage.unit is None else 1
+    kept_copies = tuple((t, k * own) for t, k in ly.kept)
+    if own > 1:
+        at_start = (*at_start, *((t, k * (own - 1)) for t, k in ly.kept))
     holds = tuple(_schedule_holds(x, stage, at_start, fl, times, accumulating, sent, sends))
-    holds_after = tuple(_schedule_holds(x, stage, ly.kept, fl, times, accumulating, sent,
+    holds_after = tuple(_schedule_holds(x, stage, kept_copies, fl, times, accumulating, sent,
                                         sends)) if ly.cleared and at_start is not ly.kept \
         else holds
     other_batches: Part | None = None
@@ -1562,7 +1604,7 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         # all of it stays beside the others, with its output gradients; the weight pass over
         # checkpointed layers recomputes them after it (`backward.weight_pass`)
         others: Part | None = extended(saved_after, tuple(_output_grads(x, stage)), detail)
-        weight_pass = _weight_pass(x, stage, ly, accumulating, mix)
+        weight_pass = _weight_pass(x, stage, ly, accumulating, mix, own > 1)
         done = _beside(saved_after if ckpt else others, tuple(weight_pass), detail) \
             if weight_pass else others
         ended = others  # (the weight pass frees its recomputations as it ends)

@@ -219,6 +219,8 @@ _LEGEND: tuple[tuple[str, str, str], ...] = (
     ("G_k", "G_k", "a weight pass group's new weight gradient as its node computes it"),
     ("R_k", "R_k", "what a weight pass's groups before group k freed: the saved tensors their "
      "nodes read, their output gradients"),
+    ("R_l", "R_l", "what a layer's weight pass groups read, where the layer is not "
+     "checkpointed: each projection's input, the norms' inputs and statistics"),
     ("F_w", "F_w", "what a recomputation holds as it stops beside what it stores (the tensors "
      "the layer's forward still uses that no alive node saves), or its group's new weight "
      "gradient, the larger"),
