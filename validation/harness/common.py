@@ -13,6 +13,10 @@ HERE = os.path.dirname(HARNESS)  # validation/
 ROOT = os.path.dirname(HERE)
 if HERE not in sys.path:
     sys.path.insert(0, HERE)
+if ROOT not in sys.path:  # calc: the scenario's defaults
+    sys.path.insert(0, ROOT)
+
+from calc.scenario import Training  # noqa: E402
 
 
 # The device the fake tensors pretend to live on. "cuda" needs fake_cuda's C++ shim,
@@ -71,8 +75,12 @@ def normalize_scenario(sc: dict) -> dict:
     sc = copy.deepcopy(sc)
     out = {"schema_version": sc.get("schema_version", 1), "model": sc["model"],
            "gpu": sc.get("gpu", "h100-sxm-80gb")}
+    given = sc.get("training") or {}
     tr = dict(TRAINING_DEFAULTS)
-    tr.update(sc.get("training") or {})
+    tr.update(given)
+    if "mixed_precision" not in given:  # calc's default, which depends on the fine-tuning
+        # (LoRA and QLoRA: autocast over a base loaded in `precision`), from calc itself
+        tr["mixed_precision"] = Training.model_validate(given).mixed_precision
     par = dict(PARALLEL_DEFAULTS)
     par.update(sc.get("parallelism") or {})
     out["training"], out["parallelism"] = tr, par
