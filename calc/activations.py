@@ -271,9 +271,16 @@ FORWARD_TRANSIENT_SINKS = Formula(
           "output, less the cast not yet made")
 FORWARD_TRANSIENT_EAGER = Formula(
     "temporaries/layer_forward",
-    "lambda T, H, h, r, b, a, s, m, c: max(T * H * 4 + T * h * r, b * a * s**2 * max(0, m - c))",
+    "lambda T, H, h, r, b, a, s, m, c, c_u, c_q, A_sm: "
+    "max(T * H * 4 + T * h * r, b * a * s**2 * max(0, m + c_u - c, c_q) - A_sm)",
     id="act.forward_transient_eager", source=SRC,
-    title="A layer's widest forward moment; eager: the softmax's input beside its output")
+    title="A layer's widest forward moment; eager: the softmax's input beside its output and "
+          "its fp32 copy of a 16-bit input, or beside the output's cast to the queries' dtype "
+          "(c_q), less what the layer saves after it (A_sm, not built yet)",
+    note="ATen's softmax with dtype=float32 converts its input first (only CUDA's fp16 takes "
+         "the half-to-float kernel), as autocast does for a softmax it upcasts; the copy lives "
+         "beside the output until the kernel returns (traced: Mistral's width under autocast "
+         "in bf16, checkpointed and per-op selective, 2 GiB at 4K tokens)")
 BACKWARD_TRANSIENT = Formula(
     "temporaries/layer_backward",
     "lambda n_x, T, f_w, c, h, r: n_x * T * f_w * c + T * h * max(r, c)",
@@ -359,13 +366,16 @@ ATTENTION_BACKWARD_MATH = Formula(
     title="SDPA's math kernel, backward: the fp32 probabilities' gradient and the scores' "
           "beside the saved probabilities (traced: fp16 on Volta and Turing GPUs)")
 ATTENTION_BACKWARD_EAGER = Formula(
-    "temporaries/layer_backward", "lambda b, a, s, c, T, h, r, d: b * a * s**2 * (8 - c) + "
-    "T * h * max(r, c) + T * a * d * c", id="act.attention_backward_eager", source=SRC,
-    title="Eager attention, backward: the softmax's fp32 gradients, beside the gradients "
-          "coming in (the residual's, waiting for the attention's to be added, and the "
-          "attention output's)",
+    "temporaries/layer_backward", "lambda b, a, s, c, T, h, r, d, c_g: b * a * s**2 * "
+    "(4 + c_g - c) + T * h * max(r, c) + T * a * d * c", id="act.attention_backward_eager",
+    source=SRC,
+    title="Eager attention, backward: the softmax's fp32 gradients (its output's and, c_g, its "
+          "input's), beside the gradients coming in (the residual's, waiting for the "
+          "attention's to be added, and the attention output's)",
     note="traced op by op: mistral-7b-4L at 2K and 4K tokens, amp, checkpointed (-0.9% "
-         "without the incoming gradients)")
+         "without the incoming gradients); CUDA's fp16 half-to-float softmax returns its "
+         "input's gradient in fp16 (Mistral's width, fp16 under per-op selective "
+         "checkpointing: +4.9% counting it in fp32)")
 # --- the ends of the model ----------------------------------------------------------------------
 HEAD_NORMS = tuple(f.booked("activations/head") for f in (
     NORM_INPUT, NORM_STATS, NORM_FP32_COPY, NORM_RSQRT, NORM_OUT_FP32, NORM_OUT))
@@ -478,6 +488,9 @@ class LayerActivations(NamedTuple):
     # a checkpointed layer's backward before its recomputation: what it computes before it
     # first unpacks a saved tensor (QLoRA's frozen down projection: its input's gradient)
     before_recompute: int = 0
+    # eager attention's forward at its softmax (`FORWARD_TRANSIENT_EAGER`), whichever of the
+    # layer's transients is the widest (LoRA's may be): the moment of a checkpointed forward
+    softmax_forward: Term | None = None
 
     @property
     def recomputed_shared(self) -> int:
@@ -491,7 +504,8 @@ def layer_activations(saved: tuple[Term, ...], forward: Term, backward: Term,
                       kept_outputs: int = 0,
                       after_softmax: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0),
                       checkpointed_forward: Term | None = None,
-                      before_recompute: int = 0) -> LayerActivations:
+                      before_recompute: int = 0,
+                      softmax_forward: Term | None = None) -> LayerActivations:
     # autocast caches the casts of leaf weights that train; a frozen base's casts are made
     # per op and saved, so a checkpointed layer drops them
     copies = tuple(t for t in saved if t.key == "activations/weight_copies"
@@ -506,7 +520,8 @@ def layer_activations(saved: tuple[Term, ...], forward: Term, backward: Term,
             mlp += t.bytes
     return LayerActivations(saved, forward, backward, checkpoint_input, total, copies, residual,
                             shared, mlp, last_input, kept_outputs - kept_outputs_in_saved,
-                            *after_softmax, checkpointed_forward, before_recompute)
+                            *after_softmax, checkpointed_forward, before_recompute,
+                            softmax_forward)
 
 
 def received_kept(kept: Term) -> tuple[Term, ...]:
@@ -682,14 +697,11 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
         else BACKWARD_TRANSIENT(n_x, T, f_w, c, x.h, r)
     dequant = dequant_forward(x, mlp, saved, w_m, f_w, z_width) if gated_qlora else None
     after = copies_after = values = 0
+    at_softmax: Term | None = None
     if math or (x.eager and not x.selective_attention):
         # the softmax's backward runs after the MLP's, whose activations it has freed, in a
         # recomputed layer too (traced: Phi-3 with LoRA, checkpointed, +6.1% counted beside
         # them; held out -0.45 .. +1.42%)
-        fwd = FORWARD_TRANSIENT_EAGER(T, x.H, x.h, r, x.b, a, x.s, 8, 4) if math \
-            else FORWARD_TRANSIENT_SINKS(T, x.H, x.h, r, x.b, a, x.s, mask_width(x),
-                                         sink_cast(x)) if arch.traits.sinks \
-            else FORWARD_TRANSIENT_EAGER(T, x.H, x.h, r, x.b, a, x.s, mask_width(x), c)
         bwd = mlp_bwd
         softmax = attention_backward(x, sliding)
         # freed by then: the MLP's and what the norms after the attention keep (all but the
@@ -707,6 +719,13 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
                                    for lin in _after_attention(layer))
         if softmax is not None and softmax.bytes - after - copies_after - values > bwd.bytes:
             bwd = ATTENTION_BACKWARD_LAYER(softmax.bytes, after + copies_after + values)
+        # at the softmax, what the layer saves after it is not built yet
+        fwd = FORWARD_TRANSIENT_EAGER(T, x.H, x.h, r, x.b, a, x.s, 8, 4, 0, 0, 0) if math \
+            else FORWARD_TRANSIENT_SINKS(T, x.H, x.h, r, x.b, a, x.s, mask_width(x),
+                                         sink_cast(x)) if arch.traits.sinks \
+            else FORWARD_TRANSIENT_EAGER(T, x.H, x.h, r, x.b, a, x.s, mask_width(x), c,
+                                         softmax_copy(x), cast_beside(x), after + copies_after)
+        at_softmax = fwd if fwd.formula is FORWARD_TRANSIENT_EAGER else None
     else:
         fwd = FORWARD_TRANSIENT(T, x.H, x.h, r)
         bwd = mlp_bwd
@@ -766,11 +785,12 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
         return layer_activations(tuple(saved), fwd, bwd, SELECTIVE_KEPT(T, x.h, r, kept),
                                  x.lora, overlap, last_input, kept,
                                  (after, copies_after, kept_after, saved_after, values),
-                                 checkpointed_fwd, before)
+                                 checkpointed_fwd, before, at_softmax)
     return layer_activations(tuple(saved), fwd, bwd, CHECKPOINT_INPUT(T, x.h, r), x.lora,
                              last_input=last_input,
                              after_softmax=(after, copies_after, 0, 0, values),
-                             checkpointed_forward=checkpointed_fwd, before_recompute=before)
+                             checkpointed_forward=checkpointed_fwd, before_recompute=before,
+                             softmax_forward=at_softmax)
 
 
 class PeftInput(NamedTuple):
@@ -884,6 +904,31 @@ def mask_width(x: Setup) -> int:
     return x.n.residual
 
 
+def half_to_float(x: Setup) -> bool:
+    """Whether eager attention's softmax(dtype=float32) takes its fp16 scores as they are (CUDA's
+    half-to-float kernel: ATen converts bf16 first; autocast's own cast, where the model does not
+    ask for float32, is a copy in both)."""
+    return x.arch.traits.softmax_upcast and x.fp16 and max(mask_width(x), x.n.compute) == 2
+
+
+def softmax_copy(x: Setup) -> int:
+    """Bytes an element of eager attention's fp32 copy of its 16-bit softmax input, beside the
+    output until the kernel returns: none where the scores are fp32 (the mask's width), the
+    softmax stays in their dtype or takes them as they are (`half_to_float`)."""
+    upcast, given = x.arch.traits.softmax_upcast, max(mask_width(x), x.n.compute)
+    if given == 4 or not (upcast or x.n.autocast) or half_to_float(x):
+        return 0
+    return 4
+
+
+def cast_beside(x: Setup) -> int:
+    """Bytes an element of eager attention's masked scores still referenced as the softmax's
+    output is cast to the queries' dtype (HF's `softmax(...).to(query.dtype)`): a 16-bit model's
+    (under amp the queries come out of the rotary embedding in fp32, and nothing is cast)."""
+    m = mask_width(x)
+    return m if m == x.n.compute else 0
+
+
 def sink_cast(x: Setup) -> int:
     """Bytes of eager attention's cast of the probabilities to the values' dtype with sinks:
     GPT-OSS softmaxes in the scores' dtype, the mask's once it is added, and casts back."""
@@ -910,7 +955,7 @@ def attention_backward(x: Setup, sliding: bool = False) -> Term | None:
         return ATTENTION_BACKWARD_SINKS(x.b, x.a, x.s, mask_width(x), sink_cast(x), x.T, x.h,
                                         x.n.residual, x.d, x.n.compute)
     return ATTENTION_BACKWARD_EAGER(x.b, x.a, x.s, x.n.compute, x.T, x.h, x.n.residual,
-                                    _values_width(x))
+                                    _values_width(x), x.n.compute if half_to_float(x) else 4)
 
 
 def ring_attention_backward(x: Setup) -> Term | None:

@@ -1980,11 +1980,12 @@ def _forward_at_softmax(ly: Layers, act: LayerActivations, built: int, copies: b
     outputs its checkpoint keeps only those before it, and (`copies`: this forward's autocast
     cache) of its weights' copies only those of the projections before it. None where the
     layer's attention is not eager."""
-    fwd = act.forward_transient
-    if fwd.formula is not FORWARD_TRANSIENT_EAGER:
+    fwd = act.softmax_forward
+    if fwd is None:
         return None
-    b, a, s, m, c = fwd.values[4:]
-    layer = LAYER_FORWARD_RECOMPUTE(b * a * s * s * max(0, m - c), built - act.after_softmax,
+    b, a, s, m, c, c_u, c_q = fwd.values[4:11]
+    layer = LAYER_FORWARD_RECOMPUTE(b * a * s * s * max(0, m + c_u - c, c_q),
+                                    built - act.after_softmax,
                                     act.kept_in_saved - act.kept_saved_after_softmax)
     kept = act.checkpoint_input
     if act.kept_after_softmax and kept.formula is SELECTIVE_KEPT and not ly.received:

@@ -49,6 +49,7 @@ class Setup:
         "dp",
         "eager",
         "ep",
+        "fp16",
         "full_checkpointing",
         "h",
         "k",
@@ -139,6 +140,7 @@ class Setup:
     sdpa_flash: bool  # the GPU has SDPA's flash kernel (sm80 and newer)
     sliding_sdpa: bool  # sliding-window layers run SDPA with a mask (Gemma 3, s >= window)
     chunked_loss: bool
+    fp16: bool  # 16-bit in fp16, not bf16 (CUDA's softmax takes fp16 to fp32 in one kernel)
     megatron: bool  # implementation megatron (Korthikanti's per-layer formula)
     vocab_grad_split: int  # tp, or 1 where the embedding's gradient is whole on each tp rank
 
@@ -208,6 +210,7 @@ class Setup:
                                and 0 < arch.kv_heads < arch.num_attention_heads
                                and not arch.is_mla)
         self.chunked_loss = t.loss == "chunked"
+        self.fp16 = t.precision == "fp16"
         self.megatron = t.implementation == "megatron"
         # transformers masks the sliding layers once the sequence reaches the window (below it
         # every layer keeps is_causal); the mask rules flash out for them

@@ -106,6 +106,17 @@ _LEGEND: tuple[tuple[str, str, str], ...] = (
      "mask and the window's), else 1"),
     ("c_s", "c_s", "bytes of eager attention's softmax output: 4 where the model (dtype "
      "float32) or autocast upcasts it, else the compute width"),
+    ("c_u", "c_u", "bytes an element of eager attention's fp32 copy of a 16-bit softmax input: "
+     "4 where the softmax upcasts bf16 scores (ATen converts first; CUDA's fp16 kernel does not) "
+     "or autocast casts them, else 0"),
+    ("A_sm", "A_\\text{after}", "what a layer with eager attention saves after its softmax (the norms after "
+     "the attention, the MLP, the output projection's input) and the weight copies autocast "
+     "casts there"),
+    ("c_g", "c_g", "bytes of eager attention's softmax input's gradient: 4, or the compute "
+     "width where CUDA's fp16 half-to-float kernel ran the softmax"),
+    ("c_q", "c_q", "bytes of eager attention's masked scores, still referenced as the "
+     "softmax's output is cast to the queries' dtype: the compute width in a 16-bit model, "
+     "else 0 (amp's queries are fp32, nothing is cast)"),
     ("c_p", "c_p", "bytes of the attention probabilities' cast to the values' dtype: the "
      "compute width, or 0 where the softmax ran in it"),
     ("n_r", "n_r", "projections reading one normed tensor"),

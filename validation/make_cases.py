@@ -1779,6 +1779,44 @@ case("test", L8[QW], 1, 2048, ac="full", every=2, gas=8, pp=4, sched=ZB, tag=T8[
 case("test", inline("phi-3-mini", num_hidden_layers=8), 1, 2048, ac="full", every=2, gas=4, pp=2,
      sched=ZB, tag="phi-3-mini-8L", notes=ZO + "every second layer, Phi-3, amp")
 
+# Eager attention's softmax in bf16: softmax(dtype=float32) converts its 16-bit input first
+# (ATen's half-to-float kernel takes only fp16 on CUDA), the copy beside the output until the
+# kernel returns; the layer has not built what it saves after the softmax yet (-2.9%, -2.7%
+# on Mistral's width under per-op selective checkpointing with LoRA, FSDP2 at stage 2, the
+# forward's peak there; read off a random run at -7.0%)
+ES = "eager attention's fp32 copy of bf16 scores at the softmax: "
+M4 = inline("mistral-7b", num_hidden_layers=4)
+case("dev", M4, 1, 4096, mp=AC, attn="eager", ac="selective", lora=16, dp=2, zero=2,
+     tag="mistral-7b-4L", notes=ES + "per-op selective, LoRA, autocast (read off it)")
+case("dev", M4, 1, 4096, attn="eager", ac="selective", lora=16, dp=2, zero=2,
+     tag="mistral-7b-4L", notes=ES + "per-op selective, LoRA, amp under FSDP2 (read off it)")
+case("dev", M4, 1, 4096, mp=AC, attn="eager", ac="full", lora=16, dp=2, zero=2,
+     tag="mistral-7b-4L", notes=ES + "checkpointed, the forward's moment under the backward's")
+case("test", L4[LL], 1, 4096, mp=AC, attn="eager", ac="selective", tag=T4[LL],
+     notes=ES + "per-op selective, full training, autocast")
+case("test", inline("qwen3-8b", num_hidden_layers=4, vocab_size=1024), 1, 4096, mp="pure",
+     attn="eager", ac="selective", tag="qwen3-8b-4L-v1k", notes=ES + "per-op selective, bf16")
+case("test", M4, 1, 4096, mp=AC, prec="fp16", attn="eager", ac="selective", lora=16,
+     gpu="v100-32gb", tag="mistral-7b-4L", notes=ES + "none in fp16 (CUDA's half-to-float kernel)")
+case("test", inline("qwen2.5-7b", num_hidden_layers=4, vocab_size=1024), 1, 8192, mp="pure",
+     attn="eager", tag="qwen2.5-7b-4L-v1k", notes=ES + "not checkpointed, bf16")
+case("test", "llama-3.2-1b", 2, 4096, mp=AC, attn="eager", ac="selective", lora=16,
+     targets="attention", dp=2, zero=3, notes=ES + "per-op selective, LoRA, FSDP2")
+
+# fp16 on CUDA: eager attention's softmax(dtype=float32) runs the half-to-float kernel, so its
+# input's gradient comes back in fp16 (+4.9% counting it in fp32), and the masked scores stay
+# referenced while the output is cast to the queries' dtype (the forward's moment of a 16-bit
+# model; a held-out fp16 case above read +8.4%, the forward -21%)
+EH = "eager attention in fp16, CUDA's half-to-float softmax: "
+case("dev", M4, 2, 2048, mp=AC, prec="fp16", attn="eager", ac="selective", lora=16,
+     gpu="v100-32gb", tag="mistral-7b-4L", notes=EH + "per-op selective, LoRA (read off it)")
+case("test", "llama-3.2-1b", 1, 4096, mp=AC, prec="fp16", attn="eager", ac="selective",
+     gpu="t4-16gb", notes=EH + "per-op selective, full training")
+case("test", "qwen2.5-0.5b", 2, 4096, mp="pure", prec="fp16", attn="eager", gpu="v100-32gb",
+     notes=EH + "not checkpointed, pure fp16")
+case("test", M4, 1, 4096, mp=AC, prec="fp16", attn="eager", ac="full", lora=16,
+     targets="attention", gpu="v100-32gb", tag="mistral-7b-4L", notes=EH + "checkpointed, LoRA")
+
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
     assert len(ids) == len(set(ids)), "duplicate ids"
