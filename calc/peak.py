@@ -130,6 +130,8 @@ PARTS: dict[str, tuple[str, str]] = {
     "offload_clone": ("X_o", "ZeRO-Offload: the embedding's gradient cloned as its hook runs"),
     "offload_norm": ("X_m", "ZeRO-Offload: the head's gradient and its partition piece in fp64"),
     "embedding_norm": ("X_q", "ZeRO-Offload: the embedding's partition piece in fp64"),
+    "offload_reduce": ("X_p", "ZeRO-Offload at stage 3: a reduced gradient partition back on "
+                       "the GPU, normed in fp64"),
     "step_gradients": ("G_s", "the gradients as the optimizer step sees them"),
     "step_temporary": ("X_s", "the optimizer step's temporaries"),
 }
@@ -175,6 +177,12 @@ MOMENTS: dict[str, MomentKind] = {
         "partition's piece normed in fp64 on the GPU, beside every activation",
         ("states", "earlier_gradients", "saved_layers", "offload_norm", "bucket",
          "schedule_kept")),
+    "backward.offload_reduce": MomentKind(
+        "ZeRO-Offload at stage 3, the top layer's first reduce: the gradients in the bucket and "
+        "the next one waiting whole, the reduced partition copied back and normed in fp64, "
+        "beside every activation",
+        ("states", "earlier_gradients", "backward_gathered", "saved_layers", "pending",
+         "offload_reduce", "schedule_kept")),
     "backward.fsdp_prefetch": MomentKind(
         "FSDP as the top layer's backward starts: the next layer's all-gather output beside "
         "its input, the local shard cast to the gathered dtype",
@@ -1646,6 +1654,11 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     if head_norm is not None and mix is None:
         moments.append(_moment("backward.offload_norm", states, earlier, body, head_norm,
                                bucket, schedule_kept))
+    offload_reduce = _offload_first_reduce(x, stage, ms)
+    if offload_reduce is not None and mix is None:
+        moments.append(_moment("backward.offload_reduce", states, earlier,
+                               _top_gathered(x, stage, ms, ly, backward_gathered, accumulating,
+                                             detail), body, *offload_reduce, schedule_kept))
     prefetch = _prefetch_cast(x, ms, ly)
     if prefetch is not None and mix is None:
         moments.append(_moment("backward.fsdp_prefetch", states, earlier,
@@ -2115,6 +2128,12 @@ def _top_gathered(x: Setup, stage: Stage, ms: ModelStates, ly: Layers,
         return backward_gathered
     G_l, P_lt, P_ll, g_u, g_r = values
     G_l = _prefetched_below_top(x, ms, ly, G_l)
+    if ly.widest.backward_transient.formula is ATTENTION_BACKWARD_LAYER and x.cp == 1 \
+            and x.counts.moe_layer is None:
+        # its widest moment is its eager attention's softmax: the gradients of everything
+        # after the attention core are unsharded beside it, waiting for the layer's
+        # reduce-scatter (dense layers; ring attention's moment under CP is read apart)
+        P_ll = ms.local.per_layer_trainable - _unwritten_at_softmax(x)
     return _regathered(ms, TOP_GATHERED_GRADS(G_l, P_lt, P_ll, g_u, g_r, u_r,
                                               _kept(ly, ly.flags[-1])), detail)
 
@@ -2186,6 +2205,27 @@ def _offload_head_norm(x: Setup, stage: Stage, ms: ModelStates) -> Term | None:
     if not piece:
         return None
     return OFFLOAD_HEAD_NORM(head, ms.local.per_layer_last, x.n.grad, piece)
+
+
+def _offload_first_reduce(x: Setup, stage: Stage, ms: ModelStates) -> tuple[Term, Term] | None:
+    """ZeRO-Offload at stage 3, the top (dense) layer's first reduce (stage3.py): its
+    gradients enter the reduce bucket in backward order (the last projection's first) until
+    the next one would overflow it; then the bucket is reduced, its partition copied back to
+    the GPU and normed in fp64 (`OFFLOAD_REDUCE`), beside the bucket's gradients and the next
+    one, waiting whole (`DS_PENDING`). Full training; None elsewhere (an MoE top layer:
+    `_experts_zero3`)."""
+    layer = x.counts.dense_layer
+    if not (x.deepspeed and x.z == 3 and x.offload_optimizer and ms.live is not None
+            and layer is not None and stage.unit is None and not x.lora) or stage.moe_layers:
+        return None  # (LoRA's adapters: small gradients, not traced for it)
+    bucket, held = x.zero_sizes.reduce_bucket, 0
+    for lin in reversed(layer.linears):
+        numel = lin.local_counts(x.tp, x.ep)[0]
+        if held and held + numel > bucket:
+            return (DS_PENDING(held + numel, x.n.grad),
+                    OFFLOAD_REDUCE(-(-held // x.N), x.n.grad))
+        held += numel
+    return None
 
 
 def _prefetch_cast(x: Setup, ms: ModelStates, ly: Layers) -> Term | None:
