@@ -491,6 +491,9 @@ class LayerActivations(NamedTuple):
     # eager attention's forward at its softmax (`FORWARD_TRANSIENT_EAGER`), whichever of the
     # layer's transients is the widest (LoRA's may be): the moment of a checkpointed forward
     softmax_forward: Term | None = None
+    # where the attention's softmax is the widest backward moment (`ATTENTION_BACKWARD_LAYER`):
+    # the MLP's, earlier, whose weights DeepSpeed's ZeRO-3 still holds gathered
+    mlp_backward: Term | None = None
 
     @property
     def recomputed_shared(self) -> int:
@@ -505,7 +508,8 @@ def layer_activations(saved: tuple[Term, ...], forward: Term, backward: Term,
                       after_softmax: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0),
                       checkpointed_forward: Term | None = None,
                       before_recompute: int = 0,
-                      softmax_forward: Term | None = None) -> LayerActivations:
+                      softmax_forward: Term | None = None,
+                      mlp_backward: Term | None = None) -> LayerActivations:
     # autocast caches the casts of leaf weights that train; a frozen base's casts are made
     # per op and saved, so a checkpointed layer drops them
     copies = tuple(t for t in saved if t.key == "activations/weight_copies"
@@ -521,7 +525,8 @@ def layer_activations(saved: tuple[Term, ...], forward: Term, backward: Term,
     return LayerActivations(saved, forward, backward, checkpoint_input, total, copies, residual,
                             shared, mlp, last_input, kept_outputs - kept_outputs_in_saved,
                             *after_softmax, checkpointed_forward, before_recompute,
-                            softmax_forward)
+                            softmax_forward,
+                            mlp_backward if backward.formula is ATTENTION_BACKWARD_LAYER else None)
 
 
 def received_kept(kept: Term) -> tuple[Term, ...]:
@@ -785,12 +790,12 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
         return layer_activations(tuple(saved), fwd, bwd, SELECTIVE_KEPT(T, x.h, r, kept),
                                  x.lora, overlap, last_input, kept,
                                  (after, copies_after, kept_after, saved_after, values),
-                                 checkpointed_fwd, before, at_softmax)
+                                 checkpointed_fwd, before, at_softmax, mlp_bwd)
     return layer_activations(tuple(saved), fwd, bwd, CHECKPOINT_INPUT(T, x.h, r), x.lora,
                              last_input=last_input,
                              after_softmax=(after, copies_after, 0, 0, values),
                              checkpointed_forward=checkpointed_fwd, before_recompute=before,
-                             softmax_forward=at_softmax)
+                             softmax_forward=at_softmax, mlp_backward=mlp_bwd)
 
 
 class PeftInput(NamedTuple):

@@ -1638,11 +1638,24 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
             body = extended(body, holds, detail)
     else:
         body = saved
-    moments.append(_moment("backward.last_layer", states,
-                           earlier or _late_written(x, ms, fl, accumulating, widest)
-                           or _first_written(x, ms, fl, accumulating, widest),
-                           _top_gathered(x, stage, ms, ly, backward_gathered, accumulating, detail),
-                           body, layer_bwd, bucket, schedule_kept))
+    last_layer = _moment("backward.last_layer", states,
+                         earlier or _late_written(x, ms, fl, accumulating, widest)
+                         or _first_written(x, ms, fl, accumulating, widest),
+                         _top_gathered(x, stage, ms, ly, backward_gathered, accumulating, detail),
+                         body, layer_bwd, bucket, schedule_kept)
+    released = _released_at_softmax(x, ms, widest, top_ckpt)
+    if released is not None:
+        # DeepSpeed's ZeRO-3 has released the weights of everything after the attention core
+        # by its softmax's backward: that moment without them, the MLP's with them, the wider
+        assert widest.mlp_backward is not None and backward_gathered is not None
+        mlp = _moment("backward.last_layer", *last_layer.parts[:4],
+                      LAYER_BACKWARD(widest.mlp_backward.bytes, incoming, freed, new),
+                      *last_layer.parts[5:])
+        softmax = _moment("backward.last_layer", *last_layer.parts[:2],
+                          extended(backward_gathered, ((released, -1),), detail),
+                          *last_layer.parts[3:])
+        last_layer = max(mlp, softmax, key=lambda m: m.bytes)
+    moments.append(last_layer)
     if recompute is not None and not top_ckpt:
         # the highest checkpointed layer recomputes below the top ones, their backward done
         moments.append(_moment("backward.recomputed_layer", states,
@@ -2205,6 +2218,20 @@ def _offload_head_norm(x: Setup, stage: Stage, ms: ModelStates) -> Term | None:
     if not piece:
         return None
     return OFFLOAD_HEAD_NORM(head, ms.local.per_layer_last, x.n.grad, piece)
+
+
+def _released_at_softmax(x: Setup, ms: ModelStates, act: LayerActivations, ckpt: bool
+                         ) -> Term | None:
+    """DeepSpeed ZeRO-3's gathered weights of the top (dense) layer's output projection and
+    MLP, released once their backward ran, before the eager softmax's (its widest moment,
+    `ATTENTION_BACKWARD_LAYER`); None elsewhere."""
+    layer = x.counts.dense_layer
+    if ms.live is None or act.mlp_backward is None or ckpt or layer is None \
+            or x.counts.moe_layer is not None:
+        return None
+    numel = sum(lin.local_counts(x.tp, x.ep)[0] for lin in layer.linears
+                if not any(lin is b for b in before_attention_core(layer)))
+    return DS_GATHERED(numel, x.n.weight)
 
 
 def _offload_first_reduce(x: Setup, stage: Stage, ms: ModelStates) -> tuple[Term, Term] | None:

@@ -83,3 +83,21 @@ def test_stage_3_offload_norms_the_top_layer_s_first_reduced_partition_in_fp64()
     down = 2048 * 8192
     assert r.as_dict()["breakdown"]["temporaries/offload_reduce"] == down * 2 + 8 * down
     assert r.peak_bytes == pytest.approx(traced["peak_bytes"], rel=0.01)
+
+
+def test_zero3_has_released_the_mlp_s_weights_by_the_top_layer_s_eager_softmax() -> None:
+    """DeepSpeed's ZeRO-3 releases a module's gathered weights once its backward ran: by the top
+    layer's eager softmax backward (its widest moment) the output projection's and the MLP's
+    are gone; the MLP's own moment, earlier, still has them (traced: Mistral's width over four
+    ranks, +2.8% counting them at the softmax)."""
+    scenario, traced = traced_case("mistral-7b-4L-v1k_b1_s2048_master_eager_deepspeed-zero3x4")
+    x = Setup(resolve(parse_scenario(scenario)))
+    peak = stage_peak(x, x.stages[0], detail=True)
+    last = {m.name: m for m in peak.moments}["backward.last_layer"]
+    # the softmax's moment, 368 MiB of weights released (gate, up, down, o_proj in bf16), is
+    # below the MLP's: the top layer's widest is its MLP's backward, beside them all
+    assert peak.layers is not None and peak.layers.widest.mlp_backward is not None
+    assert last.parts[4].values[0] == peak.layers.widest.mlp_backward.bytes
+    assert last.breakdown["temporaries/gathered_params"] == \
+        model_states(x, x.stages[0]).live.backward_top * 2
+    assert estimate(scenario).peak_bytes == pytest.approx(traced["peak_bytes"], rel=0.005)
