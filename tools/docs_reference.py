@@ -227,11 +227,18 @@ def _source(source: Source) -> str:
     return f"[{source.short}](#source-{source.id})"
 
 
+def formula_tex(f: Formula) -> str:
+    """A formula as its table row shows it: the quantity it gives, equal to its expression."""
+    return f"{'P' if f.unit == 'parameters' else 'M'} = {f.tex}"
+
+
 def _formula_rows(items: list[Formula]) -> str:
-    rows = [[_cell(f.title), f"`{f.key}`",
-             _math(f"{'P' if f.unit == 'parameters' else 'M'} = {f.tex}"),
-             _source(f.source)] for f in items]
-    return md_table(["quantity", "booked under", "formula", "source"], rows, "llll")
+    """The formula beside its quantity, so that it is whole on screen at 1366 px (issue 13): a
+    table wider than the column scrolls, and what it then hides is the breakdown path (an
+    optimizer state's is a third of a laptop's column) and the source, not the formula."""
+    rows = [[_cell(f.title), _math(formula_tex(f)), f"`{f.key}`", _source(f.source)]
+            for f in items]
+    return md_table(["quantity", "formula", "booked under", "source"], rows, "llll")
 
 
 def formula_tables() -> str:

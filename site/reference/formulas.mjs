@@ -27,22 +27,26 @@ function say(text, kind = "info") {
   status.dataset.kind = kind;
 }
 
-function tex(el, source, left = false) {
-  if (window.katex) window.katex.render(source, el, { displayMode: true, fleqn: left, throwOnError: false });
+// A formula as large as display math, but inline, so that a long one wraps onto more lines
+// instead of scrolling sideways (site/assets/math.js, which also renders the page's tables)
+function tex(el, source) {
+  if (window.calcMath) window.calcMath.render(el, source, { big: true });
   else el.textContent = `\\[ ${source} \\]`; // KaTeX failed to load: keep the TeX readable
 }
 
 // "lhs = the numbers in place = result": the result on a line of its own, under the first "="
-// where the page is wide enough, so a long substitution scrolls sideways without taking the
-// result out of view
+// where the page is wide enough, so it stays in view however many lines the numbers take
 const NARROW = window.matchMedia("(max-width: 44.9375em)"); // Material's phone/tablet break
 function values(el, source) {
   const parts = source.split(" = ");
-  if (parts.length < 3) return tex(el, source);
+  if (parts.length < 3) {
+    el.innerHTML = '<div class="fm-sub"></div>';
+    return tex(el.firstChild, source);
+  }
   const [lhs, result] = [parts[0], parts[parts.length - 1]];
   el.innerHTML = '<div class="fm-sub"></div><div class="fm-result"></div>';
-  tex(el.querySelector(".fm-sub"), `${lhs} = ${parts.slice(1, -1).join(" = ")}`, true);
-  tex(el.querySelector(".fm-result"), `${NARROW.matches ? "" : `\\phantom{${lhs}}`} = ${result}`, true);
+  tex(el.querySelector(".fm-sub"), `${lhs} = ${parts.slice(1, -1).join(" = ")}`);
+  tex(el.querySelector(".fm-result"), `${NARROW.matches ? "" : `\\phantom{${lhs}}`} = ${result}`);
 }
 
 function describe(scenario) {
@@ -65,10 +69,10 @@ function render(explanation, state, link) {
     const li = document.createElement("li");
     li.id = `math-${step.id}`;
     li.className = "fm-step";
-    li.innerHTML = `<h3>${esc(step.title)}</h3><div class="fm-formula"></div><div class="fm-values"></div>
+    li.innerHTML = `<h3>${esc(step.title)}</h3><div class="fm-formula"><span></span></div><div class="fm-values"></div>
       <p class="fm-meta">${step.note ? `${esc(step.note)}${/[.!?]$/.test(step.note) ? "" : "."} ` : ""}<span class="fm-source">Source: ${esc(step.source)}.</span>
       ${step.report ? `In the report: <code>${esc(step.report)}</code>.` : ""}</p>`;
-    tex(li.querySelector(".fm-formula"), step.formula);
+    tex(li.querySelector(".fm-formula > span"), step.formula);
     values(li.querySelector(".fm-values"), step.substituted);
     list.append(li);
   }

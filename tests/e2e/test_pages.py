@@ -9,9 +9,11 @@ from typing import Any
 
 import pytest
 from docs_common import DEFAULT_SCENARIO  # tools/, put on sys.path by conftest
+from docs_reference import formula_tex
 
 from calc import ScenarioError, estimate, parse_scenario
 from calc.explain import explain
+from calc.formula import FORMULAS
 
 from .conftest import LIVE_TIMEOUT_MS, SITE, Calculator, decode, encode
 
@@ -122,13 +124,96 @@ def test_show_the_math_keeps_every_result_in_view_on_a_laptop_and_a_phone(
         boxes = page.locator(".fm-step .fm-values")
         assert boxes.count() == len(results)
         clipped = page.evaluate("""() => [...document.querySelectorAll('.fm-step .fm-values')]
-            .map(box => box.querySelector('.fm-result .katex-display') || box.querySelector('.katex-display'))
+            .map(box => box.querySelector('.fm-result') || box.firstElementChild)
             .filter(d => d.scrollWidth > d.clientWidth + 1).length""")
         assert clipped == 0, width
         tex = page.evaluate("""() => [...document.querySelectorAll('.fm-step .fm-values')]
             .map(box => (box.querySelector('.fm-result') || box)
                  .querySelector('annotation[encoding="application/x-tex"]').textContent)""")
         assert [t.rsplit(" = ", 1)[1].strip() for t in tex] == results
+
+
+# Issue 13's examples and the widest formulas of their tables: at 1366 px their table was wider
+# than the column, since KaTeX broke no line inside a \max\left( \right) or a
+# \left\lceil \right\rceil, and a reader scrolled it sideways to see them whole.
+LONG_FORMULAS = ("peak.split_recomputed", "peak.split_weight_grad", "act.lora_forward_transient",
+                 "act.ring_attention_backward", "peak.layer_reduce", "states.exp_avg_8bit.experts")
+
+# Each table formula, found by its TeX (the MathML annotation): how far its widest line ends past
+# its cell and past what its table shows unscrolled, and how many lines it takes.
+TABLE_FORMULAS = """texs => texs.map((tex) => {
+  const note = [...document.querySelectorAll('td annotation[encoding="application/x-tex"]')]
+    .find((a) => a.textContent === tex);
+  if (!note) return null;
+  const cell = note.closest('td'), view = cell.closest('.md-typeset__scrollwrap');
+  const lines = [...note.closest('.katex').querySelectorAll('.katex-html > .base')]
+    .map((b) => b.getBoundingClientRect());
+  const right = Math.max(...lines.map((r) => r.right));
+  return {past_cell: right - cell.getBoundingClientRect().right,
+          past_view: right - view.getBoundingClientRect().right,
+          lines: new Set(lines.map((r) => Math.round(r.top))).size};
+})"""
+
+
+def test_long_formulas_wrap_in_their_table_cell_on_a_laptop_and_a_phone(
+        calculator: Calculator) -> None:
+    """Every formula in the reference's tables is whole on screen at 1366 px without scrolling the
+    table, the long ones on several lines; on a phone each stays inside its own cell (the table
+    scrolls, the page does not)."""
+    page = calculator.page
+    texs = {f.id: formula_tex(f) for f in FORMULAS.values() if "@" not in f.id}
+    for width in (1366, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.goto(calculator.base_url + "reference/formulas/")
+        page.wait_for_selector(".arithmatex .katex", timeout=10_000)
+        seen = dict(zip(texs, page.evaluate(TABLE_FORMULAS, list(texs.values())), strict=True))
+        assert all(seen.values()), [i for i, s in seen.items() if s is None]
+        past_cell = {i: round(s["past_cell"]) for i, s in seen.items() if s["past_cell"] > 1}
+        assert not past_cell, (width, past_cell)
+        if width == 1366:
+            hidden = {i: round(s["past_view"]) for i, s in seen.items() if s["past_view"] > 1}
+            assert not [i for i in LONG_FORMULAS if i in hidden], hidden
+            assert not hidden, f"formulas that need the table scrolled: {hidden}"
+            longest = max(texs, key=lambda i: len(texs[i]))
+            assert seen[longest]["lines"] > 1, longest
+        assert page.evaluate("() => document.documentElement.scrollWidth"
+                             " - document.documentElement.clientWidth") <= 0, width
+
+
+# Each rendered formula's symbols (its MathML's text) and delimiter sizes, beside those of the TeX
+# in its annotation rendered as written: equal when line breaking changed nothing but the breaks.
+SAME_MATH = r"""() => {
+  const symbols = (root) => [...root.querySelectorAll('.katex-mathml semantics > :not(annotation)')]
+    .map((m) => m.textContent).join('').replace(/\s+/g, '');
+  const delimiters = (root) => [...root.querySelectorAll('.katex-html :is(.mopen, .mclose)')]
+    .flatMap((d) => [...d.textContent].map((c) =>
+      c + (d.querySelector('.delimsizing')?.className.match(/size\d|mult/)?.[0] ?? '')));
+  const differ = [];
+  for (const k of document.querySelectorAll('.md-content .katex')) {
+    const tex = k.querySelector('annotation[encoding="application/x-tex"]').textContent;
+    const written = document.createElement('div');
+    katex.render(k.closest('.fm-step') ? `\\displaystyle ${tex}` : tex, written, {throwOnError: false});
+    if (symbols(k) !== symbols(written)
+        || delimiters(k).join(' ') !== delimiters(written).join(' ')) differ.push(tex);
+  }
+  return {count: document.querySelectorAll('.md-content .katex').length, differ};
+}"""
+
+
+def test_wrapped_formulas_are_the_formulas_as_written(calculator: Calculator) -> None:
+    """Line breaking rewrites a long \\left( \\right) group with fixed-size delimiters
+    (site/assets/math.js): every formula on the page, tables and "Show the math" alike, still
+    shows the symbols of calc's TeX in its order, with delimiters of the same sizes, and keeps
+    that TeX as its annotation."""
+    page = formula_page(calculator)
+    shown = explain_json(page, "static")
+    page.wait_for_selector(".fm-step .katex", timeout=10_000)
+    seen = page.evaluate(SAME_MATH)
+    assert seen["count"] > len(FORMULAS) + 2 * len(shown["steps"])
+    assert not seen["differ"], seen["differ"][:3]
+    notes = page.evaluate("""() => [...document.querySelectorAll('.fm-step .fm-formula')]
+        .map((f) => f.querySelector('annotation[encoding="application/x-tex"]').textContent)""")
+    assert notes == [step["formula"] for step in shown["steps"]]
 
 
 def test_show_the_math_computes_a_linked_scenario_in_the_browser(calculator: Calculator) -> None:
