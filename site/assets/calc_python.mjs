@@ -22,6 +22,10 @@ const SLOW_MS = 30000;
 
 export class StartError extends Error {}
 
+// Failed imports of PyScript so far: a browser may keep a module that failed to load as failed
+// for the page (Debian's Chromium 150 does), so a start after one asks for it under another URL.
+let failedImports = 0;
+
 // Which of the runtime's files cannot be fetched, as one sentence (or `reason` if all can).
 async function diagnose(root, reason) {
   const missing = [];
@@ -37,9 +41,12 @@ export async function startCalcPython(root, onSlow = () => {}) {
   const base = new URL(root, location.href);
   if (typeof WebAssembly !== "object") throw new StartError("this browser has no WebAssembly");
   let core;
+  const url = new URL("vendor/pyscript/core.js", base);
+  if (failedImports) url.search = `retry=${failedImports}`;
   try {
-    core = await import(new URL("vendor/pyscript/core.js", base).href);
+    core = await import(url.href);
   } catch (e) {
+    failedImports += 1;
     throw new StartError(await diagnose(base, `PyScript did not load: ${e.message}`));
   }
   // Evaluating PyScript is one long task of its own; starting the worker is another.
