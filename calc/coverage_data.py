@@ -218,6 +218,7 @@ COVERED: frozenset[tuple[str, str, str, str]] = frozenset({
     ('checkpointing', 'full:partial', 'attention', 'flash'),
     ('checkpointing', 'full:partial', 'batches', 'unpadded'),
     ('checkpointing', 'full:partial', 'data_parallel', 'deepspeed-zero3'),
+    ('checkpointing', 'full:partial', 'data_parallel', 'deepspeed-zero3+offload-optimizer'),
     ('checkpointing', 'full:partial', 'data_parallel', 'single'),
     ('checkpointing', 'full:partial', 'data_parallel', 'zero3'),
     ('checkpointing', 'full:partial', 'loss', 'standard'),

@@ -1669,9 +1669,14 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
                                bucket, schedule_kept))
     offload_reduce = _offload_first_reduce(x, stage, ms)
     if offload_reduce is not None and mix is None:
-        moments.append(_moment("backward.offload_reduce", states, earlier,
-                               _top_gathered(x, stage, ms, ly, backward_gathered, accumulating,
-                                             detail), body, *offload_reduce, schedule_kept))
+        waiting, partition_norm, in_bucket = offload_reduce
+        gathered_top = _top_gathered(x, stage, ms, ly, backward_gathered, accumulating, detail)
+        if x.N > 1 and gathered_top is not None:  # (the bucket's projections ran their
+            # backward: their gathered weights released)
+            gathered_top = extended(gathered_top, ((DS_GATHERED(in_bucket, x.n.weight), -1),),
+                                    detail)
+        moments.append(_moment("backward.offload_reduce", states, earlier, gathered_top, body,
+                               waiting, partition_norm, schedule_kept))
     prefetch = _prefetch_cast(x, ms, ly)
     if prefetch is not None and mix is None:
         moments.append(_moment("backward.fsdp_prefetch", states, earlier,
@@ -2234,13 +2239,15 @@ def _released_at_softmax(x: Setup, ms: ModelStates, act: LayerActivations, ckpt:
     return DS_GATHERED(numel, x.n.weight)
 
 
-def _offload_first_reduce(x: Setup, stage: Stage, ms: ModelStates) -> tuple[Term, Term] | None:
+def _offload_first_reduce(x: Setup, stage: Stage, ms: ModelStates
+                          ) -> tuple[Term, Term, int] | None:
     """ZeRO-Offload at stage 3, the top (dense) layer's first reduce (stage3.py): its
     gradients enter the reduce bucket in backward order (the last projection's first) until
     the next one would overflow it; then the bucket is reduced, its partition copied back to
     the GPU and normed in fp64 (`OFFLOAD_REDUCE`), beside the bucket's gradients and the next
-    one, waiting whole (`DS_PENDING`). Full training; None elsewhere (an MoE top layer:
-    `_experts_zero3`)."""
+    one, waiting whole (`DS_PENDING`); over several ranks the bucket's projections have run
+    their backward, their gathered weights released. Full training; None elsewhere (an MoE top
+    layer: `_experts_zero3`)."""
     layer = x.counts.dense_layer
     if not (x.deepspeed and x.z == 3 and x.offload_optimizer and ms.live is not None
             and layer is not None and stage.unit is None and not x.lora) or stage.moe_layers:
@@ -2250,7 +2257,7 @@ def _offload_first_reduce(x: Setup, stage: Stage, ms: ModelStates) -> tuple[Term
         numel = lin.local_counts(x.tp, x.ep)[0]
         if held and held + numel > bucket:
             return (DS_PENDING(held + numel, x.n.grad),
-                    OFFLOAD_REDUCE(-(-held // x.N), x.n.grad))
+                    OFFLOAD_REDUCE(-(-held // x.N), x.n.grad), held)
         held += numel
     return None
 
