@@ -262,8 +262,8 @@ MOMENTS: dict[str, MomentKind] = {
         ("states", "gradients", "gathered", "other_micro_batches", "embedding_grad", "bucket",
          "offload_clone")),
     "backward.offload_embedding_norm": MomentKind(
-        "ZeRO-Offload at stage 1, the end of backward: every gradient whole, rank 0's piece of "
-        "the embedding's normed in fp64",
+        "ZeRO-Offload at stages 1-2, the end of the step's last backward: every gradient whole "
+        "(at stage 2 the embedding's), rank 0's piece of the embedding's normed in fp64",
         ("states", "gradients", "other_micro_batches", "bucket", "embedding_norm")),
     "backward.deepspeed_partition": MomentKind(
         "DeepSpeed ZeRO-1, the end of backward: its gradient partition allocated beside every "
@@ -452,8 +452,9 @@ OFFLOAD_HEAD_NORM = Formula(
 OFFLOAD_EMBEDDING_NORM = Formula(
     "temporaries/offload_reduce", "lambda E_p: 8 * E_p", id="peak.offload_embedding_norm",
     source=TRACED_DEEPSPEED,
-    title="ZeRO-Offload at stage 1 at the end of the step's last backward: every gradient "
-          "whole, the untied embedding's replaced by its clone, and its piece of rank 0's share "
+    title="ZeRO-Offload at stages 1-2 at the end of the step's last backward: every gradient "
+          "whole (at stage 2 the embedding's alone), the untied embedding's replaced by its "
+          "clone, and its piece of rank 0's share "
           "(E_p, its first tensor) normed in fp64 on the GPU as its reduce runs "
           "(stage_1_and_2.py set_norm_for_param_grad_in_gpu)",
     note="traced: an 8B-wide stack under ZeRO-1 with master weights on two ranks and under amp "
@@ -2202,10 +2203,10 @@ def _offload_share(x: Setup, ms: ModelStates, zero: int) -> int | None:
 
 def _offload_embedding_norm(x: Setup, stage: Stage, ms: ModelStates, accumulating: bool
                             ) -> Term | None:
-    """ZeRO-Offload at stage 1, the step's last backward (`OFFLOAD_EMBEDDING_NORM`), else
-    None. (Its stage 2 offloads the gradients as backward goes; tied embeddings: not traced
-    apart.)"""
-    share = _offload_share(x, ms, 1)
+    """ZeRO-Offload at stages 1-2, the step's last backward (`OFFLOAD_EMBEDDING_NORM`), else
+    None. (Stage 2 under gradient accumulation only: with one micro-batch it is not traced;
+    tied embeddings: not traced apart.)"""
+    share = _offload_share(x, ms, x.z) if x.z == 1 or (x.z == 2 and accumulating) else None
     if share is None or not stage.embedding or not (accumulating or x.micro_batches == 1):
         return None
     return OFFLOAD_EMBEDDING_NORM(min(ms.local.ordered[0], share))
@@ -2779,8 +2780,10 @@ def _end_of_backward(x: Setup, stage: Stage, ms: ModelStates, states: Part | Non
                   ms.gathered if ms.live is None else _live(x, ms, "embedding"), others,
                   incoming, ms.reduce_bucket, clone)
     norm = _offload_embedding_norm(x, stage, ms, accumulating)
-    if norm is not None:  # (the clone in the gradient's place, the incoming one gone)
-        return (end, _moment("backward.offload_embedding_norm", states, held, others,
+    if norm is not None:  # (the clone in the gradient's place, the incoming one gone; at stage
+        # 2, whose earlier gradients went to the host, the embedding's whole beside its piece)
+        alone = OFFLOAD_CLONE(x.counts.embedding, n.grad) if x.z == 2 else None
+        return (end, _moment("backward.offload_embedding_norm", states, held or alone, others,
                              ms.reduce_bucket, norm))
     if ms.partition_copy is None:
         return (end,)
