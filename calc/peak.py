@@ -2147,11 +2147,11 @@ def _top_gathered(x: Setup, stage: Stage, ms: ModelStates, ly: Layers,
         return backward_gathered
     G_l, P_lt, P_ll, g_u, g_r = values
     G_l = _prefetched_below_top(x, ms, ly, G_l)
-    if ly.widest.backward_transient.formula is ATTENTION_BACKWARD_LAYER and x.cp == 1 \
-            and x.counts.moe_layer is None:
+    if ly.widest.backward_transient.formula is ATTENTION_BACKWARD_LAYER and x.cp == 1:
         # its widest moment is its eager attention's softmax: the gradients of everything
-        # after the attention core are unsharded beside it, waiting for the layer's
-        # reduce-scatter (dense layers; ring attention's moment under CP is read apart)
+        # after the attention core (a MoE layer's experts' too) are unsharded beside it,
+        # waiting for the layer's reduce-scatter (ring attention's moment under CP is read
+        # apart)
         P_ll = ms.local.per_layer_trainable - _unwritten_at_softmax(x)
     return _regathered(ms, TOP_GATHERED_GRADS(G_l, P_lt, P_ll, g_u, g_r, u_r,
                                               _kept(ly, ly.flags[-1])), detail)

@@ -1856,6 +1856,13 @@ case("test", L8_4V1K, 1, 4096, attn="eager", dp=4, tag="llama-3.1-8b-4L-v1k",
      notes=FE + "amp, four ranks")
 case("test", inline("qwen3-8b", num_hidden_layers=4, vocab_size=1024), 2, 2048, mp="pure",
      attn="eager", dp=2, tag="qwen3-8b-4L-v1k", notes=FE + "bf16, two ranks, q/k norms")
+case("dev", DSV3_3L, 2, 1536, attn="eager", ac="selective", impl="foreach", gas=2, dp=1, zero=3,
+     tag="deepseek-v3-3L-e32-v32k", notes=FE + "a MoE layer's experts' gradients too, "
+     "DeepSeek-V3, per-op selective, one rank (a random run, -3.11%; read off it)")
+case("test", MIXTRAL, 1, 2048, attn="eager", dp=2, tag="mixtral-8x7b-2L",
+     notes=FE + "a MoE layer's experts' gradients too, Mixtral, amp")
+case("test", QWEN3MOE, 1, 1024, mp="pure", attn="eager", dp=2, tag="qwen3-30b-a3b-4L-v32k",
+     notes=FE + "a MoE layer's experts' gradients too, Qwen3-MoE, bf16")
 
 # DeepSpeed ZeRO-3 at the top layer's eager softmax backward: the weights of everything after
 # the attention core were released once their backward ran (+2.8% counting them gathered,
