@@ -721,7 +721,7 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
         if n.weight_copies and not x.qlora:  # and autocast's copies of the MLP's weights and
             # the output projection's, whose backward ran before
             copies_after = c * sum(lin.local_counts(tp, x.ep)[0]
-                                   for lin in _after_attention(layer))
+                                   for lin in after_attention(layer))
         if softmax is not None and softmax.bytes - after - copies_after - values > bwd.bytes:
             bwd = ATTENTION_BACKWARD_LAYER(softmax.bytes, after + copies_after + values)
         # at the softmax, what the layer saves after it is not built yet
@@ -841,7 +841,7 @@ def before_attention_core(layer: LayerParams) -> list[Linear]:
     return [lin for lin in layer.linears if lin.group == "attention"][:-1]
 
 
-def _after_attention(layer: LayerParams) -> list[Linear]:
+def after_attention(layer: LayerParams) -> list[Linear]:
     """The linears a layer runs after its attention core (the output projection and the MLP's,
     not routed experts), in order."""
     before = before_attention_core(layer)
@@ -872,7 +872,7 @@ def _sac_outputs(x: Setup, layer: LayerParams, math: bool) -> tuple[int, int, in
     rank, targets = x.lora_rank, x.lora_targets
     no_rotary = x.arch.traits.rotary == "none"
     kept = overlap = after = after_saved = count = 0
-    late = _after_attention(layer)
+    late = after_attention(layer)
     for lin in layer.linears:
         if lin.group == "experts":  # transformers' grouped_mm: not on the policy's list (a
             continue  # compute-intensive op it saves), and not an mm it counts
@@ -909,19 +909,25 @@ def mask_width(x: Setup) -> int:
     return x.n.residual
 
 
+def _scores_width(x: Setup) -> int:
+    """Bytes an element of the scores eager attention's softmax is given: the mask added to them
+    widens them to its own width."""
+    return max(mask_width(x), x.n.compute)
+
+
 def half_to_float(x: Setup) -> bool:
     """Whether eager attention's softmax(dtype=float32) takes its fp16 scores as they are (CUDA's
     half-to-float kernel: ATen converts bf16 first; autocast's own cast, where the model does not
     ask for float32, is a copy in both)."""
-    return x.arch.traits.softmax_upcast and x.fp16 and max(mask_width(x), x.n.compute) == 2
+    return x.arch.traits.softmax_upcast and x.fp16 and _scores_width(x) == 2
 
 
 def softmax_copy(x: Setup) -> int:
     """Bytes an element of eager attention's fp32 copy of its 16-bit softmax input, beside the
     output until the kernel returns: none where the scores are fp32 (the mask's width), the
     softmax stays in their dtype or takes them as they are (`half_to_float`)."""
-    upcast, given = x.arch.traits.softmax_upcast, max(mask_width(x), x.n.compute)
-    if given == 4 or not (upcast or x.n.autocast) or half_to_float(x):
+    if _scores_width(x) == 4 or not (x.arch.traits.softmax_upcast or x.n.autocast) \
+            or half_to_float(x):
         return 0
     return 4
 

@@ -30,6 +30,7 @@ from .activations import (
     SELECTIVE_KEPT,
     WEIGHT_COPIES,
     LayerActivations,
+    after_attention,
     attention_backward,
     before_attention_core,
     decoder_layer,
@@ -1639,24 +1640,20 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
             body = extended(body, holds, detail)
     else:
         body = saved
-    last_layer = _moment("backward.last_layer", states,
-                         earlier or _late_written(x, ms, fl, accumulating, widest)
-                         or _first_written(x, ms, fl, accumulating, widest),
-                         _top_gathered(x, stage, ms, ly, backward_gathered, accumulating, detail),
-                         body, layer_bwd, bucket, schedule_kept)
+    top_written = earlier or _late_written(x, ms, fl, accumulating, widest) \
+        or _first_written(x, ms, fl, accumulating, widest)
+    top_gathered = _top_gathered(x, stage, ms, ly, backward_gathered, accumulating, detail)
+    variants: list[tuple[Part | None, Term]] = [(top_gathered, layer_bwd)]
     released = _released_at_softmax(x, ms, widest, top_ckpt)
-    if released is not None:
+    if released is not None and widest.mlp_backward is not None and top_gathered is not None:
         # DeepSpeed's ZeRO-3 has released the weights of everything after the attention core
         # by its softmax's backward: that moment without them, the MLP's with them, the wider
-        assert widest.mlp_backward is not None and backward_gathered is not None
-        mlp = _moment("backward.last_layer", *last_layer.parts[:4],
-                      LAYER_BACKWARD(widest.mlp_backward.bytes, incoming, freed, new),
-                      *last_layer.parts[5:])
-        softmax = _moment("backward.last_layer", *last_layer.parts[:2],
-                          extended(backward_gathered, ((released, -1),), detail),
-                          *last_layer.parts[3:])
-        last_layer = max(mlp, softmax, key=lambda m: m.bytes)
-    moments.append(last_layer)
+        variants = [(top_gathered, LAYER_BACKWARD(widest.mlp_backward.bytes, incoming, freed,
+                                                  new)),
+                    (extended(top_gathered, ((released, -1),), detail), layer_bwd)]
+    moments.append(max((_moment("backward.last_layer", states, top_written, gathered, body,
+                                transient, bucket, schedule_kept)
+                        for gathered, transient in variants), key=lambda m: m.bytes))
     if recompute is not None and not top_ckpt:
         # the highest checkpointed layer recomputes below the top ones, their backward done
         moments.append(_moment("backward.recomputed_layer", states,
@@ -1671,7 +1668,7 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     offload_reduce = _offload_first_reduce(x, stage, ms)
     if offload_reduce is not None and mix is None:
         waiting, partition_norm, in_bucket = offload_reduce
-        gathered_top = _top_gathered(x, stage, ms, ly, backward_gathered, accumulating, detail)
+        gathered_top = top_gathered
         if x.N > 1 and gathered_top is not None:  # (the bucket's projections ran their
             # backward: their gathered weights released)
             gathered_top = extended(gathered_top, ((DS_GATHERED(in_bucket, x.n.weight), -1),),
@@ -2015,9 +2012,9 @@ def _forward_at_softmax(ly: Layers, act: LayerActivations, built: int, copies: b
     fwd = act.softmax_forward
     if fwd is None:
         return None
-    b, a, s, m, c, c_u, c_q = fwd.values[4:11]
-    layer = LAYER_FORWARD_RECOMPUTE(b * a * s * s * max(0, m + c_u - c, c_q),
-                                    built - act.after_softmax,
+    # the formula's softmax branch alone, with the layer's saved tensors counted apart (A_l)
+    at_softmax = FORWARD_TRANSIENT_EAGER(0, 0, 0, 0, *fwd.values[4:11], 0).bytes
+    layer = LAYER_FORWARD_RECOMPUTE(at_softmax, built - act.after_softmax,
                                     act.kept_in_saved - act.kept_saved_after_softmax)
     kept = act.checkpoint_input
     if act.kept_after_softmax and kept.formula is SELECTIVE_KEPT and not ly.received:
@@ -2235,9 +2232,8 @@ def _released_at_softmax(x: Setup, ms: ModelStates, act: LayerActivations, ckpt:
     if ms.live is None or act.mlp_backward is None or ckpt or layer is None \
             or x.counts.moe_layer is not None:
         return None
-    numel = sum(lin.local_counts(x.tp, x.ep)[0] for lin in layer.linears
-                if not any(lin is b for b in before_attention_core(layer)))
-    return DS_GATHERED(numel, x.n.weight)
+    return DS_GATHERED(sum(lin.local_counts(x.tp, x.ep)[0] for lin in after_attention(layer)),
+                       x.n.weight)
 
 
 def _offload_first_reduce(x: Setup, stage: Stage, ms: ModelStates
