@@ -71,11 +71,15 @@
   // that draws them alike ("" for the font's own glyph); null for a delimiter stacked from
   // pieces, which only \left draws
   const FIXED = { size1: "\\big", size2: "\\Big", size3: "\\bigg", size4: "\\Bigg" };
+  const sizes = new Map(); // style + group as written -> its size: the same group recurs
   function fixedSize(n, style) {
-    const html = katex.renderToString(style + n.raw, { throwOnError: false });
-    const open = /class="mopen[^"]*"[^>]*>(?:<span class="delimsizing (size\d|mult)")?/.exec(html);
-    if (!open) return null;
-    return open[1] === undefined ? "" : FIXED[open[1]] ?? null;
+    const key = style + n.raw;
+    if (!sizes.has(key)) {
+      const html = katex.renderToString(key, { throwOnError: false });
+      const open = /class="mopen[^"]*"[^>]*>(?:<span class="delimsizing (size\d|mult)")?/.exec(html);
+      sizes.set(key, !open ? null : open[1] === undefined ? "" : FIXED[open[1]] ?? null);
+    }
+    return sizes.get(key);
   }
 
   // `top`: the nodes sit on the formula's top level (not in a {group}), where KaTeX breaks lines
