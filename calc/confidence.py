@@ -58,6 +58,9 @@ _UNUSED = {f"parallelism.{k}": v for k, v in Parallelism().model_dump().items()}
 # a Hub kernel, vllm-flash-attn3, that the CPU trace cannot run).
 VALIDATED_ATTENTION: dict[str, frozenset[str]] = {"gemma2": frozenset({"eager"}),
                                                   "gpt_oss": frozenset({"eager"})}
+# MoE families traced with LoRA and QLoRA under DeepSpeed's ZeRO-3 with torch_autocast (GPT-OSS's
+# experts a module of their own, Mixtral's sparse block one leaf module)
+AUTOCAST_ZERO3_ADAPTED_MOE = frozenset({"gpt_oss", "mixtral"})
 # The largest model among the traced cases (Llama 3.1 405B, every layer): beyond it the
 # per-layer mechanisms are the same, but the evidence is not.
 MAX_TRACED_PARAMS = 405_853_388_800
@@ -170,9 +173,11 @@ def _sharding_gaps(r: Resolved) -> list[str]:
                     "training, LoRA and QLoRA with master weights or torch_autocast, without tp, "
                     "cp, pp or ep")
     if deepspeed and zero == 3 and t.mixed_precision == "amp" and t.finetuning != "full" \
-            and r.arch.is_moe:
-        gaps.append("DeepSpeed's ZeRO-3 under torch_autocast is traced for full training, LoRA "
-                    "and QLoRA on dense models, not LoRA or QLoRA on MoE models")
+            and r.arch.is_moe and r.arch.model_type not in AUTOCAST_ZERO3_ADAPTED_MOE:
+        gaps.append("DeepSpeed's ZeRO-3 under torch_autocast is traced with LoRA and QLoRA on "
+                    "dense models and of the MoE families on "
+                    + " and ".join(sorted(AUTOCAST_ZERO3_ADAPTED_MOE))
+                    + f" only, not {r.arch.model_type}")
     if lora_experts_unhooked(r.arch, t, p):
         gaps.append("DeepSpeed's ZeRO-3 stops at the second step with LoRA on the routed experts "
                     "of a MoE block it does not hook as one leaf (traced): no step checks this "

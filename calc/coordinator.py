@@ -20,7 +20,8 @@ Hugging Face decoder (a checkpointed layer's recomputation between its backward'
 and first release) and reads how many elements are on the GPU at the step's moments: those
 the coordinator holds gathered or in flight, and two it does not count. A coalesced prefetch's
 flat buffer outlives the first wait on it, which copies every parameter out of it, until the
-last of them is waited for. transformers' grouped GEMM saves a transposed view of each stacked
+last of them is waited for; a fetch all-gathers what is neither gathered nor in flight before
+it waits for the rest, so a buffer its waits free is still alive beside that all-gather. transformers' grouped GEMM saves a transposed view of each stacked
 expert weight, which keeps a released parameter's storage until that layer's backward. The
 replay equals DeepSpeed's own coordinator on every fetch of the recorded cases
 (validation/coordinator_log.py, tests/test_coordinator.py), and the estimates built on it the
@@ -106,7 +107,8 @@ class Live(NamedTuple):
     backward_moe_done: tuple[int, ...]  # and once both its grouped GEMMs' backwards have run
     forward_router: int  # the last layer in forward before its experts, where a wait copied a
     # coalesced prefetch of them out beside its buffer (at the router, where it is a module of
-    # its own, or with LoRA on the attention at the last adapter); 0 where none did
+    # its own, or with LoRA on the attention at the last adapter), or the experts' own fetch
+    # all-gathered beside a buffer its waits free, the wider; 0 where neither did
     persistent: int  # never partitioned: whole on every GPU, all step
     router_before_norm: bool = False  # that wait ran before the layer's post-attention norm
     # (the last adapter's), not at the router after it
@@ -466,6 +468,7 @@ class _Replay:
         self.group: dict[Hashable, tuple[int, tuple[Hashable, ...]]] = {}
         self.copied: set[tuple[int, tuple[Hashable, ...]]] = set()
         self.flat = 0  # elements of flat buffers whose parameters were copied out
+        self.surge = 0  # the latest fetch's most on the GPU, before its waits or within them
         # the modules whose backward has fetched and not yet released (DeepSpeed's
         # __active_backward_submodules), and the frozen parameters a checkpoint's recompute
         # fetched while each was the latest: released with it (ds_recompute_parameters)
@@ -508,10 +511,18 @@ class _Replay:
             self.active[id(mod)] = set()
         elif backward and self.m.trainable is not None and self.active:
             self.active[next(reversed(self.active))] |= tensors - self.m.trainable
+        # fetch_sub_module all-gathers what is not yet gathered or in flight first, then waits
+        # for the rest: a flat buffer the waits free is still alive beside the new all-gather
+        demand = [k for k in tensors if self.status[k] == 0]
+        for k in demand:
+            self._gather(k)
+        self.surge = self.memory
         for k in tensors:
             self._wait(k)
-            self._gather(k)
             self._land(k)
+        if len(demand) > 1:  # one coalesced all-gather, copied out of its flat buffer at the
+            # first wait, the buffer freed at the last (within this fetch)
+            self.surge = max(self.surge, self.memory + sum(self.m.comm[k] for k in demand))
         fresh = {k for k in tensors if self.recent.get(k, -1) < self.step}
         popped: set[Hashable] = set()
         while self.queue and len(popped) < len(fresh):
@@ -645,6 +656,11 @@ def gathered(counts: ParamCounts, stage: Stage, checkpointed: tuple[bool, ...] |
     before_norm = False
     for kind, mod, replay in played(m, ckpt, sizes):
         layer = inside.get(id(mod))
+        if kind == "F" and mod is m.widest[-1] and top in moe and not replay.backward \
+                and replay.surge > at.get("forward_router", 0):
+            # the experts' own fetch: what it all-gathers beside a prefetch's flat buffer its
+            # waits free, before the experts run (their input alone beside the router's)
+            at["forward_router"], before_norm = replay.surge, False
         if kind == "F" and mod is m.widest[-1] and "forward_mlp" not in at:
             at["forward_mlp"] = replay.memory
         elif kind == "F" and layer is top and top in moe and not replay.backward \

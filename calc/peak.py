@@ -157,7 +157,8 @@ MOMENTS: dict[str, MomentKind] = {
     "forward.experts_router": MomentKind(
         "DeepSpeed ZeRO-3: the last MoE layer in forward before its experts (at its router, or "
         "with LoRA on the attention its last adapter), the experts' coalesced prefetch copied "
-        "out beside its flat buffer (and then the post-attention norm's forward)",
+        "out beside its flat buffer (and then the post-attention norm's forward), or the "
+        "experts' own fetch all-gathering beside a flat buffer its waits free",
         (*_FORWARD, "layer_forward")),
     "forward.fsdp_start": MomentKind(
         "FSDP2 as the forward starts: the root and the first layer gathered, each beside its "
@@ -2532,8 +2533,10 @@ def _router_zero3(x: Setup, ms: ModelStates, ly: Layers, states: Part | None, sa
     the router is a module of its own (DeepSeek-V3), or with LoRA on the attention only at its
     last adapter (o_proj's lora_B), waiting for a weight completes the coalesced prefetch that
     gathered the experts with it, which are copied out beside the flat buffer until the
-    experts' own fetch (traced: the forward's peak). The layer has saved all but its MLP's
-    (the experts' folded LoRA weights among them)."""
+    experts' own fetch (traced: the forward's peak). That fetch all-gathers what the prefetch
+    did not (GPT-OSS's down projections, past stage3_max_live_parameters) before its waits free
+    such a buffer: the wider of the two. The layer has saved all but its MLP's (the experts'
+    folded LoRA weights among them)."""
     moe = next(act for kind, act, _ in ly.kinds if kind == "moe")
     if ly.all_checkpointed:
         A_l, A_m = moe.checkpoint_input.bytes, 0

@@ -16,7 +16,7 @@ from calc.frameworks.registry import import_config
 from calc.plan import export
 from calc.scenario import ScenarioError, parse_scenario, resolve
 from calc.setup import Setup
-from calc.states import model_states, replayed
+from calc.states import model_states, replay_widths, replayed
 
 COORDINATOR = Path(__file__).resolve().parent.parent / "validation" / "results" / "coordinator.json"
 H, F, V = 4096, 11008, 32000  # Llama 2 7B
@@ -242,6 +242,32 @@ def test_zero3_waits_for_a_coalesced_prefetch_of_the_experts_before_them() -> No
                                                                  rel=0.005)
 
 
+def test_a_fetch_all_gathers_before_it_waits_out_a_prefetch_s_flat_buffer() -> None:
+    """fetch_sub_module all-gathers what is neither gathered nor in flight, then waits for the
+    rest. GPT-OSS 120B's stacked gate/up weights (2.1e9 elements) pass
+    stage3_max_live_parameters, so the experts' own fetch all-gathers the down projections
+    while the gate/up weights, copied out of a prefetch, and that prefetch's flat buffer, which
+    the fetch's wait frees, are both alive (traced: +4.0 GiB at the experts' fetch, the
+    forward's peak, which the router's moment missed by 9.96%)."""
+    scenario, traced = traced_case(
+        "gpt-oss-120b-4L-v32k_b2_s512_amp_eager_acfull_qlora8qv_chunked_deepspeed-zero3x2")
+    x = Setup(resolve(parse_scenario(scenario)))
+    lora, packed = replayed(x)
+    m = coordinator._model(x.counts, x.stages[0], lora, None, packed, replay_widths(x))
+    top = m.layers[-1]
+    experts = next(c for c in next(c for c in top.children if c.name == "mlp").children
+                   if c.name == "experts")
+    gate_up, _, down, _ = experts.own
+    live = coordinator.gathered(x.counts, x.stages[0], x.checkpointed(x.stages[0]), lora,
+                                x.zero_sizes, packed, replay_widths(x))
+    # (elements of the stored width: the gate/up weights twice, the down projections' buffer)
+    assert live.forward_router >= 2 * m.numel[gate_up] + m.numel[down]
+    r = estimate(scenario).as_dict()
+    assert r["peak_moment"] == "forward.experts_router"
+    assert r["phases"]["forward"]["peak_bytes"] == pytest.approx(traced["phases"]["forward"],
+                                                                 rel=0.015)
+
+
 def test_a_lower_moe_layer_s_backward_holds_a_coalesced_prefetch() -> None:
     """Checkpointed, with frozen experts: a lower MoE layer's recomputation waits on a
     prefetch that gathered its experts with the weights before them, so its backward holds the
@@ -383,7 +409,6 @@ def test_torch_autocast_gathers_each_tensor_at_its_own_width() -> None:
     for the prefetch bucket's counts), and nn.Linear weights are all-gathered in bf16 and cast
     at the wait; the embedding and the norms travel in fp32 (traced: a Mistral width with
     QLoRA on q and v, +2.87% with every gathered byte in fp32). Master weights gather alike."""
-    from calc.states import replay_widths
     amp = Setup(resolve(parse_scenario({
         "model": "llama-3.2-1b", "parallelism": {"dp": 4, "zero": 3, "framework": "deepspeed"},
         "training": {"mixed_precision": "amp", "finetuning": "qlora", "lora_rank": 16}})))

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from calc.confidence import (
+    AUTOCAST_ZERO3_ADAPTED_MOE,
     MAX_TRACED_PARAMS,
     VALIDATED_ATTENTION,
     VALIDATED_FAMILIES,
@@ -70,15 +71,21 @@ def test_confidence_claims_are_backed_by_traced_cases() -> None:
     families, seen = set(), {path: set() for path in VALIDATED_FEATURES}
     attention: dict[str, set[str]] = {}
     largest = 0
+    adapted_moe = set()  # LoRA/QLoRA on a MoE family under DeepSpeed's ZeRO-3, torch_autocast
     for case in CASES:
         r = resolve(parse_scenario(case["scenario"]))
         families.add(r.arch.model_type)
+        t, p = r.scenario.training, r.scenario.parallelism
+        if r.arch.is_moe and t.finetuning != "full" and t.mixed_precision == "amp" \
+                and p.engine(t.mixed_precision) == "deepspeed" and p.zero_in_effect(t) == 3:
+            adapted_moe.add(r.arch.model_type)
         attention.setdefault(r.arch.model_type, set()).add(r.scenario.training.attention)
         largest = max(largest, count_params(r.arch).total)
         for path in VALIDATED_FEATURES:
             group, name = path.split(".")
             seen[path].add(getattr(getattr(r.scenario, group), name))
     assert families >= VALIDATED_FAMILIES
+    assert adapted_moe >= AUTOCAST_ZERO3_ADAPTED_MOE
     assert largest == MAX_TRACED_PARAMS
     for family, allowed in VALIDATED_ATTENTION.items():
         assert attention[family] == allowed, f"{family}: traced with {attention[family]}"
