@@ -223,6 +223,8 @@ COVERED: frozenset[tuple[str, str, str, str]] = frozenset({
     ('checkpointing', 'full:partial', 'data_parallel', 'deepspeed-zero3+offload-optimizer'),
     ('checkpointing', 'full:partial', 'data_parallel', 'single'),
     ('checkpointing', 'full:partial', 'data_parallel', 'zero3'),
+    ('checkpointing', 'full:partial', 'data_parallel', 'zero3:one-rank'),
+    ('checkpointing', 'full:partial', 'loss', 'chunked'),
     ('checkpointing', 'full:partial', 'loss', 'standard'),
     ('checkpointing', 'full:partial', 'model_parallel', 'cp'),
     ('checkpointing', 'full:partial', 'model_parallel', 'none'),
