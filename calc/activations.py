@@ -494,6 +494,9 @@ class LayerActivations(NamedTuple):
     # where the attention's softmax is the widest backward moment (`ATTENTION_BACKWARD_LAYER`):
     # the MLP's, earlier, whose weights DeepSpeed's ZeRO-3 still holds gathered
     mlp_backward: Term | None = None
+    # the part of `saved` that is autocast's copies of the MLP's weights (not routed experts'),
+    # freed by the MLP's backward with its activations
+    mlp_copies: int = 0
 
     @property
     def recomputed_shared(self) -> int:
@@ -509,7 +512,8 @@ def layer_activations(saved: tuple[Term, ...], forward: Term, backward: Term,
                       checkpointed_forward: Term | None = None,
                       before_recompute: int = 0,
                       softmax_forward: Term | None = None,
-                      mlp_backward: Term | None = None) -> LayerActivations:
+                      mlp_backward: Term | None = None, mlp_copies: int = 0
+                      ) -> LayerActivations:
     # autocast caches the casts of leaf weights that train; a frozen base's casts are made
     # per op and saved, so a checkpointed layer drops them
     copies = tuple(t for t in saved if t.key == "activations/weight_copies"
@@ -526,7 +530,8 @@ def layer_activations(saved: tuple[Term, ...], forward: Term, backward: Term,
                             shared, mlp, last_input, kept_outputs - kept_outputs_in_saved,
                             *after_softmax, checkpointed_forward, before_recompute,
                             softmax_forward,
-                            mlp_backward if backward.formula is ATTENTION_BACKWARD_LAYER else None)
+                            mlp_backward if backward.formula is ATTENTION_BACKWARD_LAYER else None,
+                            mlp_copies)
 
 
 def received_kept(kept: Term) -> tuple[Term, ...]:
@@ -687,10 +692,13 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
             saved.append(ADAPTER_COPIES(c, x.lora_rank, sum(
                 lin.local_shape(tp)[0] if lin in ahead else sum(lin.local_shape(tp))
                 for lin in adapters)))
+    mlp_copies = 0
     if n.weight_copies and not x.qlora:  # not the routed experts: grouped_mm is not autocast
         unread = layer.attention_inputs if frozen_input else ()
         saved.append(WEIGHT_COPIES(c, sum(lin.local_counts(tp, x.ep)[0] for lin in layer.linears
                                           if lin.group != "experts" and lin not in unread)))
+        mlp_copies = c * sum(lin.local_counts(tp, x.ep)[0] for lin in after_attention(layer)
+                             if lin.group != "attention")
     # --- transients --------------------------------------------------------------------------
     f_w = layer.widest_row_input // tp
     # three MLP-wide gradients (the down projection's input's, the gating product's two),
@@ -790,12 +798,13 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
         return layer_activations(tuple(saved), fwd, bwd, SELECTIVE_KEPT(T, x.h, r, kept),
                                  x.lora, overlap, last_input, kept,
                                  (after, copies_after, kept_after, saved_after, values),
-                                 checkpointed_fwd, before, at_softmax, mlp_bwd)
+                                 checkpointed_fwd, before, at_softmax, mlp_bwd, mlp_copies)
     return layer_activations(tuple(saved), fwd, bwd, CHECKPOINT_INPUT(T, x.h, r), x.lora,
                              last_input=last_input,
                              after_softmax=(after, copies_after, 0, 0, values),
                              checkpointed_forward=checkpointed_fwd, before_recompute=before,
-                             softmax_forward=at_softmax, mlp_backward=mlp_bwd)
+                             softmax_forward=at_softmax, mlp_backward=mlp_bwd,
+                             mlp_copies=mlp_copies)
 
 
 class PeftInput(NamedTuple):

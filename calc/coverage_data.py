@@ -566,6 +566,7 @@ COVERED: frozenset[tuple[str, str, str, str]] = frozenset({
     ('family', 'qwen3', 'layout', 'single/pp:interleaved_1f1b'),
     ('family', 'qwen3', 'layout', 'single/pp:zbv'),
     ('family', 'qwen3', 'layout', 'single/pp:zero_bubble'),
+    ('family', 'qwen3', 'layout', 'single/tp'),
     ('family', 'qwen3', 'layout', 'single/tp+sp+pp:interleaved_1f1b'),
     ('family', 'qwen3', 'layout', 'zero2/none'),
     ('family', 'qwen3', 'layout', 'zero2/tp'),

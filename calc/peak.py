@@ -874,8 +874,13 @@ class Layers:
         cache is `cleared`) has freed by its eager attention's softmax's: `after_softmax` and
         the values (`softmax_values`), with the copies among them where they are the layer's
         own."""
-        own = (recomputed and self.cleared) or not self.cached(act)
+        own = self.owns_copies(act, recomputed)
         return act.after_softmax + act.softmax_values + (act.after_softmax_copies if own else 0)
+
+    def owns_copies(self, act: LayerActivations, recomputed: bool) -> bool:
+        """Whether the layer's weight copies (its `recomputed` one's: cast anew where the cache
+        is `cleared`) are its own, freed by each projection's backward, not the step's cache's."""
+        return (recomputed and self.cleared) or not self.cached(act)
 
     @property
     def all_checkpointed(self) -> bool:
@@ -1985,7 +1990,10 @@ def _late_own(ly: Layers, ckpt: int | bool, softmax: bool = False) -> Term:
     """The widest layer's own activations past its MLP's backward (`FIRST_LAYER_LATE`), or
     at its eager attention's `softmax`, later; `ckpt`: recomputed."""
     act = ly.widest
-    freed = ly.freed_by_softmax(act, bool(ckpt)) if softmax else act.mlp_bytes
+    # the MLP's activations, and autocast's copies of its weights where they are the layer's
+    # own (not the step's cache's)
+    freed = ly.freed_by_softmax(act, bool(ckpt)) if softmax else \
+        act.mlp_bytes + (act.mlp_copies if ly.owns_copies(act, bool(ckpt)) else 0)
     if ckpt:
         return FIRST_LAYER_LATE(act.checkpoint_input.bytes - ly.received, ly.recomputed(act),
                                 freed, act.recomputed_shared)
