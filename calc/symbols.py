@@ -265,8 +265,11 @@ _LEGEND: tuple[tuple[str, str, str], ...] = (
      "optimizer's own step"),
     ("P_s", "P_s", "DeepSpeed ZeRO-1/2: one rank's share of the flat parameters (padded to a "
      "multiple of 2N, over N ranks)"),
-    ("E_p", "E_p", "ZeRO-Offload at stage 1: the untied embedding's elements in rank 0's share "
-     "of the flat parameters (its first tensor)"),
+    ("E_p", "E_p", "ZeRO-Offload at stages 1-2: the elements of a tensor's piece of rank 0's "
+     "share of the flat parameters normed in fp64 (at stage 2 the untied embedding's, the "
+     "first tensor; at stage 1 the widest moment's)"),
+    ("G_b", "G_b", "ZeRO-Offload at stage 1: the elements of the tensors in rank 0's share "
+     "before the piece being normed, whose gradients went to the host"),
     ("M_h", "M_h", "ZeRO-Offload at stages 1-2: the head's elements in rank 0's share of the "
      "flat parameters (the whole head on one rank)"),
     ("M_p", "M_p", "DeepSpeed: the largest piece of one tensor in a rank's partition (ZeRO-1/2: "
