@@ -174,6 +174,17 @@ CHECKPOINTED_MOE = Formula(
          "Traced: DeepSeek-V3's width, QLoRA on the attention under FSDP2, per-op selective "
          "(+7.5% counted as its transient beside every activation it would save, found by "
          "random runs)")
+CHECKPOINTED_MOE_FOLDED = Formula(
+    "temporaries/layer_forward",
+    "lambda t_m, H, w_c, x_e, T, h, z, r, W_e, w: "
+    "t_m * H * (2 * w_c + 2 * x_e) + T * h * (z + r) + W_e * w",
+    id="act.checkpointed_moe_folded", source=SRC,
+    title="A checkpointed MoE layer's forward with LoRA on its routed experts (peft's "
+          "ParamWrapper): `act.checkpointed_moe` beside the folded weights, W + s B A, which the "
+          "experts' forward builds and holds to its end though nothing saves them",
+    note="tp = ep = 1. Traced: a Qwen3-MoE width, QLoRA on every linear, fp16 autocast under "
+         "FSDP2 (+3.5% counted as its transient beside every activation it would save, found "
+         "by a random run)")
 EXPERTS_COMBINE_BACKWARD = Formula(
     "temporaries/layer_backward",
     "lambda t_m, H, w_c, w_x, T, h, r, c: t_m * H * (3 * w_c + w_x) + T * h * max(r, c)",
@@ -482,8 +493,9 @@ class LayerActivations(NamedTuple):
     kept_saved_after_softmax: int = 0  # (of kept_after_softmax, what `saved` holds too)
     softmax_values: int = 0
     # a checkpointed layer's forward, which saves nothing: what its MLP holds at its widest
-    # (`checkpointed_mlp`, `CHECKPOINTED_MOE`; None where not modelled: non-gated MLPs, LoRA
-    # on routed experts, tensor and expert parallelism)
+    # (`checkpointed_mlp`, `CHECKPOINTED_MOE`, with LoRA on the routed experts
+    # `CHECKPOINTED_MOE_FOLDED`; None where not modelled: non-gated MLPs, tensor and expert
+    # parallelism)
     checkpointed_forward: Term | None = None
     # a checkpointed layer's backward before its recomputation: what it computes before it
     # first unpacks a saved tensor (QLoRA's frozen down projection: its input's gradient)
@@ -788,10 +800,12 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
             fwd = lora_fwd
     checkpointed_fwd = checkpointed_mlp(x, layer, z_width, w_m) if not layer.moe \
         and arch.traits.mlp == "gated" and len(layer.mlp_inputs) == 2 and tp == 1 else None
-    if layer.moe and tp == 1 and x.ep == 1 and not lora_experts(x, layer):
-        # (LoRA on the routed experts builds their folded weights in forward: not traced)
-        combine_fwd = CHECKPOINTED_MOE(x.routed, x.H, routing_width(x), expert_width(x), T,
-                                       x.h, z_width, r)
+    if layer.moe and tp == 1 and x.ep == 1:
+        widths = (x.routed, x.H, routing_width(x), expert_width(x), T, x.h, z_width, r)
+        # LoRA on the routed experts: their folded weights, built in forward, beside it
+        folds = [t.values for t in saved if t.formula is EXPERT_WEIGHTS]
+        combine_fwd = CHECKPOINTED_MOE_FOLDED(*widths, *folds[0]) if folds \
+            else CHECKPOINTED_MOE(*widths)
         checkpointed_fwd = max(combine_fwd, fwd, key=lambda t: t.bytes)
     if x.selective_ops:
         kept, overlap, kept_after, saved_after = _sac_outputs(x, layer, math)
