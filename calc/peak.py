@@ -54,7 +54,7 @@ from .activations import (
 from .formula import Formula, Items, Part, Term, add_up, extended, joined, part, part_of, scaled
 from .logits import kept_logits, logits_memory, stage_output
 from .megatron import megatron_layer
-from .params import LayerParams
+from .params import LayerParams, adapted
 from .placement import Stage, layer_gathered, layer_trainable, split_layers
 from .schedule_order import Mix, chunk_mixes
 from .setup import Flight, Setup
@@ -1900,11 +1900,16 @@ def _late_written(x: Setup, ms: ModelStates, fl: Flight, accumulating: bool,
 
 
 def _unwritten_at_softmax(x: Setup) -> int:
-    """A layer's parameters whose gradients its backward writes after its attention's
-    softmax's: the projections before the attention core."""
+    """A layer's trainable parameters whose gradients its backward writes after its
+    attention's softmax's: the projections before the attention core (with LoRA, their
+    adapters)."""
     layer = x.counts.dense_layer or x.counts.moe_layer
     assert layer is not None
-    return sum(sum(lin.local_counts(x.tp, x.ep)) for lin in before_attention_core(layer))
+    before = before_attention_core(layer)
+    if x.lora:
+        return sum(x.lora_rank * sum(lin.local_shape(x.tp)) for lin in before
+                   if adapted(lin, x.lora_targets))
+    return sum(sum(lin.local_counts(x.tp, x.ep)) for lin in before)
 
 
 def _first_written(x: Setup, ms: ModelStates, fl: Flight, accumulating: bool,
@@ -2102,9 +2107,11 @@ def _below_top_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers,
                             tuple((t, 1) for t in (unsharded, ms.root_grads) if t is not None),
                             detail)
     below = BELOW_TOP(ly.body.bytes, _kept(ly, ly.flags[-1]), _kept(ly, ly.flags[-2]))
+    # (the layer's own at the late moment's transient: the norm's, or eager's softmax's)
+    own = _late_own(ly, ly.flags[-2], softmax=late[3].formula is not LATE_TRANSIENT)
     return _moment("backward.below_top_late", _with_buffers(x, stage, ms, detail),
                    _top_shard_written(x, stage, ms, accumulating), gathered,
-                   part(((below, 1), (_late_own(ly, ly.flags[-2]), 1)), detail), late[3])
+                   part(((below, 1), (own, 1)), detail), late[3])
 
 
 def _below_top(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, accumulating: bool,
