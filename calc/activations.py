@@ -1351,8 +1351,10 @@ class WeightGroup(NamedTuple):
     width: tuple[int, int, int, int] = (0, 0, 0, 0)  # its output gradient's widths per token
     # (`output_grads`: projections', norms', q/k norms', routed experts')
     grad: int = 0  # its new weight gradient as its node computes it (a projection's in the
-    # compute dtype, the routed experts' in theirs; a norm's or an adapter's: none counted)
+    # compute dtype, beside its cast to the weight's where autocast casts the weight; the
+    # routed experts' in theirs; a norm's or an adapter's: none counted)
     mlp: bool = False  # one of the MLP's (or MoE block's)
+    kept: int = 0  # that gradient as the group hands it on (in the weight's dtype)
 
 
 class WeightGroups(NamedTuple):
@@ -1363,6 +1365,7 @@ class WeightGroups(NamedTuple):
     last_mlp: int  # the index of the last MLP group (a dense layer's down projection's)
     mlp_unread: int  # the MLP's recomputed bytes that no gradient reads
     grads: tuple[int, ...]  # each group's new weight gradient (`WeightGroup.grad`)
+    kept: tuple[int, ...]  # and as it hands it on (`WeightGroup.kept`)
 
 
 @lru_cache(maxsize=64)  # (a stage's variants ask alike)
@@ -1439,11 +1442,15 @@ def weight_groups(x: Setup, act: LayerActivations, layer: LayerParams,
             return [WeightGroup(read.get(i, 0), mlp=mlp),
                     WeightGroup(T * x.lora_rank * n.adapter_compute, (rows, 0, 0, 0), mlp=mlp)]
         experts = lin.group == "experts"
-        cast = lin.local_counts(tp, x.ep)[0] * n.compute if copies and not experts else 0
-        grad = lin.local_counts(tp, x.ep)[0] * fused(i) * (
-            expert_width(x) if experts else n.compute)
+        count = lin.local_counts(tp, x.ep)[0]
+        cast = count * n.compute if copies and not experts else 0
+        grad = kept = count * fused(i) * (expert_width(x) if experts else n.compute)
+        if n.weight_copies and not experts:  # the gradient of autocast's cast: cast back to
+            # the weight's dtype beside it, which the group hands on
+            kept = count * n.grad
+            grad += kept
         group = WeightGroup(read.get(i, 0) + cast,
-                            (0, 0, 0, rows) if experts else (rows, 0, 0, 0), grad, mlp)
+                            (0, 0, 0, rows) if experts else (rows, 0, 0, 0), grad, mlp, kept)
         return [group, WeightGroup(0, mlp=True)] if experts and lin.bias else [group]
 
     norm = WeightGroup(0, (0, x.h, 0, 0))
@@ -1488,7 +1495,7 @@ def weight_groups(x: Setup, act: LayerActivations, layer: LayerParams,
             groups += [norm._replace(read=b) for b in ordered]
     last = max((k for k, g in enumerate(groups) if g.mlp), default=len(groups) - 1)
     return WeightGroups(tuple(g.read for g in groups), tuple(g.width for g in groups), last,
-                        mlp_unread, tuple(g.grad for g in groups))
+                        mlp_unread, tuple(g.grad for g in groups), tuple(g.kept for g in groups))
 
 
 def head_output_grads(x: Setup) -> Term:

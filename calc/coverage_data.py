@@ -469,6 +469,7 @@ COVERED: frozenset[tuple[str, str, str, str]] = frozenset({
     ('family', 'mistral', 'layout', 'deepspeed-zero3/none'),
     ('family', 'mistral', 'layout', 'single/none'),
     ('family', 'mistral', 'layout', 'single/pp:dualpipev'),
+    ('family', 'mistral', 'layout', 'single/pp:zbv'),
     ('family', 'mistral', 'layout', 'single/pp:zero_bubble'),
     ('family', 'mistral', 'layout', 'single/tp'),
     ('family', 'mistral', 'layout', 'single/tp+sp'),

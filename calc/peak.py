@@ -1288,7 +1288,7 @@ def _weight_pass(x: Setup, stage: Stage, ly: Layers, accumulating: bool, mix: Mi
 
         def new(k: int) -> int:  # (accumulating, the group before's, still referenced:
             # stage_backward_weight's `dweights`; else it became that group's .grad)
-            return plain.grads[k] + (plain.grads[k - 1] if k and accumulating else 0)
+            return plain.grads[k] + (plain.kept[k - 1] if k and accumulating else 0)
 
         k = max(range(len(plain.grads)), key=lambda k: new(k) - freed(k))
         widest = (new(k), freed(k))
@@ -1321,7 +1321,7 @@ def _weight_pass(x: Setup, stage: Stage, ly: Layers, accumulating: bool, mix: Mi
         # accumulating, beside the group before's new gradients, which stage_backward_weight's
         # `dweights` still references through this group's autograd.grad (else they are its
         # .grad)
-        return max(stops, groups.grads[k]) + (groups.grads[k - 1] if k and accumulating else 0)
+        return max(stops, groups.grads[k]) + (groups.kept[k - 1] if k and accumulating else 0)
 
     n_pg = len(groups.reads)
     # the output gradients of the groups from k on (each group's go once it ran; of the top

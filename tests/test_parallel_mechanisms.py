@@ -1496,3 +1496,22 @@ def test_fsdp_with_lora_at_the_eager_softmax_counts_the_adapters_gradients(case:
     r = estimate(scenario).as_dict()
     assert r["peak_moment"] == "backward.last_layer"
     assert r["peak_bytes"] == pytest.approx(traced["peak_bytes"], rel=0.002)
+
+
+def test_the_weight_pass_under_autocast_hands_on_each_gradient_in_fp32() -> None:
+    """Under autocast a projection's new weight gradient is its cast's: computed in bf16, cast
+    back to the fp32 weight's dtype beside it, and handed on in fp32, still referenced while
+    the next group's is computed when accumulating (traced: zero bubble over four ranks at a
+    1K vocabulary, the weight pass the peak; counted in bf16 alone, -6.1%)."""
+    scenario, traced = traced_case("qwen2.5-7b-4L-v1k_b1_s1024_amp_flash_gas8_pp4-zb")
+    x = Setup(resolve(parse_scenario(scenario)))
+    layer = x.counts.dense_layer
+    assert layer is not None
+    act = layers(x, x.stages[0], False).widest
+    groups = weight_groups(x, act, layer, False)
+    down = layer.linears[-1].local_counts(1, 1)[0]
+    k = groups.last_mlp  # (the down projection's)
+    assert (groups.grads[k], groups.kept[k]) == (down * (2 + 4), down * 4)
+    r = estimate(scenario).as_dict()
+    assert r["peak_moment"] == "backward.weight_pass"
+    assert r["peak_bytes"] == pytest.approx(traced["peak_bytes"], rel=0.005)
