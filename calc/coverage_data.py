@@ -84,6 +84,8 @@ COVERED: frozenset[tuple[str, str, str, str]] = frozenset({
     ('attention', 'eager', 'model_parallel', 'ep'),
     ('attention', 'eager', 'model_parallel', 'none'),
     ('attention', 'eager', 'model_parallel', 'pp:1f1b'),
+    ('attention', 'eager', 'model_parallel', 'pp:dualpipev'),
+    ('attention', 'eager', 'model_parallel', 'pp:zbv'),
     ('attention', 'eager', 'model_parallel', 'pp:zero_bubble'),
     ('attention', 'flash', 'accumulation', 'accumulating'),
     ('attention', 'flash', 'accumulation', 'one'),

@@ -1127,7 +1127,10 @@ def stage_peak(x: Setup, stage: Stage, detail: bool = False) -> StagePeak:
     variants: list[tuple[Flight, int, bool, bool, Mix | None]]
     mixes = _chunk_mixes(x, stage)
     if mixes and unit:
-        variants = [(fl._replace(split=True, waiting=mix.waiting,
+        # the model's first stage splits no backward: with no input gradient to compute, its
+        # weight backward is a whole one (torch's backward_weight_one_chunk at stage_index 0)
+        first = x.held_stages(stage)[0]
+        variants = [(fl._replace(split=first[mix.running] != 0, waiting=mix.waiting,
                                  inputs=_inputs_kept(x, stage, mix))
                      if fl.split or mix.split else fl, sum(mix.alive), mix.written,
                      not mix.backward, mix)

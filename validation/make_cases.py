@@ -2003,6 +2003,25 @@ case("test", inline("llama-3.1-8b", num_hidden_layers=8, vocab_size=1024), 1, 20
 case("test", L4V["qwen2.5-7b"], 1, 1024, gas=8, pp=4, sched="zero_bubble",
      tag="qwen2.5-7b-4L-v1k", notes=WP + "zero bubble over four ranks")
 
+# The model's first stage splits no backward: with no input gradient to compute, its input
+# backward does nothing and its weight backward is a whole one (torch's
+# backward_weight_one_chunk at stage_index 0), freeing the running micro-batch as it goes.
+# Counted as a split input pass (which frees nothing), rank 0's first chunk under ZBV read
+# +8.9% at its first layer's late moment (a random run, eager, +2.50% at the peak; read off it)
+FS = "ZBV's first stage, a whole backward: "
+case("dev", inline("llama-3.1-8b", num_hidden_layers=4, vocab_size=1024), 1, 1536,
+     attn="eager", gas=4, pp=2, sched="zbv", tag="llama-3.1-8b-4L-v1k",
+     notes=FS + "eager (a random run)")
+case("test", L4V["mistral-7b"], 1, 2048, attn="eager", gas=4, pp=2, sched="zbv",
+     tag="mistral-7b-4L-v1k", notes=FS + "eager")
+case("test", L4V["qwen3-8b"], 1, 1536, attn="eager", gas=4, pp=2, sched="zbv",
+     tag="qwen3-8b-4L-v1k", notes=FS + "eager, q/k norms")
+case("test", inline("llama-3.1-8b", num_hidden_layers=8, vocab_size=1024), 1, 2048,
+     attn="eager", gas=4, pp=2, sched="zbv", tag="llama-3.1-8b-8L-v1k",
+     notes=FS + "eager, two layers a chunk")
+case("test", L4V["mistral-7b"], 1, 2048, attn="eager", gas=4, pp=2, sched="dualpipev",
+     tag="mistral-7b-4L-v1k", notes=FS + "DualPipeV, eager")
+
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
     assert len(ids) == len(set(ids)), "duplicate ids"
