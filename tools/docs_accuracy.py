@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from docs_common import md_table, num_gib, pct
+from docs_common import breakable_code, md_table, num_gib, pct
 
 from calc.baselines import BASELINES
 from calc.charts import Point, scatter
@@ -56,11 +56,20 @@ def _signed(error: float | None) -> str:
     return "-" if error is None else pct(error, True)
 
 
-def _case_cells(case_id: str) -> list[str]:
-    """A case id (`model_b2_s1024_...`) as two short cells, model and setting, the full id on
-    hover: one id in one cell wrapped over several lines and made every row tall."""
+def _case_cell(case_id: str) -> str:
+    """A case id (`model_b2_s1024_...`) as its model and, on the line under it, its setting,
+    the full id on hover; the setting wraps after a `_`. One id on one line made the table
+    1346 px wide in a laptop's 834 px column, and side by side the model and the setting
+    still needed 991 px (issue 13)."""
     model, setting = case_id.split("_", 1)
-    return [f"`{model}`", f'<code title="{case_id}">{setting}</code>']
+    # torch's optimizer implementation `for_loop` (`adamw-for_loop`) is one name
+    return f"`{model}`<br>{breakable_code(setting, '_', case_id, keep=('for_loop',))}"
+
+
+def _measurement(measurement_id: str) -> str:
+    """A published measurement's id (`swift-qwen3-30b-a3b-megatron-ep4-...`, up to 515 px on
+    one line), which may wrap after a `-`: its words are joined by them."""
+    return breakable_code(measurement_id, "-")
 
 
 def context(src: str) -> dict[str, str]:
@@ -111,12 +120,13 @@ def context(src: str) -> dict[str, str]:
     for r in sorted(rows, key=lambda r: (r["split"], natural_key(r["id"]))):
         phase = r["traced_phase"] if r["traced_phase"] == r["predicted_phase"] else \
             f"{r['traced_phase']} / **{r['predicted_phase']}**"
-        table.append([*_case_cells(r["id"]), r["split"], num_gib(r["traced"]), num_gib(r["predicted"]),
+        table.append([_case_cell(r["id"]), r["split"], num_gib(r["traced"]), num_gib(r["predicted"]),
                       pct(r["error"], True),
                       *(_signed(r[key]) for key, _ in KEYS[1:]), phase])
     ctx["cases_table"] = md_table(
-        ["model", "setting (hover: the case id)", "split", "traced GiB", "calc GiB", "calc", "Korthikanti", "Megatron",
-         "EleutherAI", "peak phase (traced / calc)"], table, "lllrrrrrrl")
+        ["model, setting (hover: the case id)", "split", "traced GiB", "calc GiB", "calc",
+         "Korthikanti", "Megatron", "EleutherAI", "peak phase (traced / calc)"], table,
+        "llrrrrrrl")
 
     pub = acc.published_rows()
     kept = [r for r in pub if "excluded" not in r]
@@ -131,12 +141,12 @@ def context(src: str) -> dict[str, str]:
     field = acc.METRIC_FIELD
     ctx["published_table"] = md_table(
         ["measurement", "statistic", "published GiB", "calc figure", "calc GiB", "error"],
-        [[f"`{r['id']}`", f"`{r['metric']}`", num_gib(r["published"]),
+        [[_measurement(r["id"]), f"`{r['metric']}`", num_gib(r["published"]),
           f"`{field[r['metric']]}`", num_gib(r["predicted"]), pct(r["error"], True)]
          for r in kept], "llrlrr")
     ctx["excluded_table"] = md_table(
         ["measurement", "statistic", "published GiB", "calc GiB (not compared)", "why excluded"],
-        [[f"`{r['id']}`", f"`{r['metric']}`", num_gib(r["published"]),
+        [[_measurement(r["id"]), f"`{r['metric']}`", num_gib(r["published"]),
           num_gib(r["predicted"]) if "predicted" in r else "-", r["excluded"]]
          for r in excluded], "llrrl")
     ctx["validated_families"] = ", ".join(f"`{f}`" for f in sorted(VALIDATED_FAMILIES))

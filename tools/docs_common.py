@@ -8,6 +8,7 @@ one format, calc.formatting's (the command line's and the calculator's): GiB wit
 from __future__ import annotations
 
 import base64
+import html
 import json
 import posixpath
 import re
@@ -74,13 +75,43 @@ def _prose(cell: str) -> str:
     """A sentence in a cell keeps a readable width (`.cell-prose` in site/assets/docs.css): a
     table wider than its column scrolls instead of squeezing it to a word per line."""
     shown = re.sub(r"\]\([^)]*\)", "]", cell)  # a link reads as its label
+    shown = re.sub(r"<[^>]*>", "", shown)  # and markup as nothing (breakable_code's pieces)
     return f'<span class="cell-prose">{cell}</span>' if len(shown) > PROSE_CHARS else cell
 
 
-def md_table(header: list[str], rows: list[list[str]], align: str | None = None) -> str:
-    """A Markdown table; `align` is one letter per column (l, r, c)."""
+def breakable_code(text: str, at: str, title: str | None = None,
+                   keep: tuple[str, ...] = ()) -> str:
+    """`text` as code that a narrow column may wrap only after one of the characters `at` (a
+    path's `/` or `.`, an id's `_` or `-`), never inside a name, nor inside one of the names
+    in `keep` that contain such a character: each piece is kept whole (`code > span`, nowrap
+    in site/assets/docs.css) and a `<wbr>` follows it. A table cell's code otherwise never
+    wraps, so one long path or id set the width of its whole column (issue 13: the formula
+    reference's `booked under` was 286 px wide at 1366 px)."""
+    seps = f"[{re.escape(at)}]"
+    whole = "".join(f"{re.escape(k)}|" for k in keep)
+    pieces = re.findall(rf"(?:{whole}(?!{seps}).)+{seps}*|{seps}+", text)
+    hover = f' title="{html.escape(title)}"' if title else ""
+    return (f"<code{hover}>" + "<wbr>".join(f"<span>{html.escape(p)}</span>" for p in pieces)
+            + "</code>")
+
+
+def md_table(header: list[str], rows: list[list[str]], align: str | None = None, *,
+             narrow: tuple[str, ...] = ()) -> str:
+    """A Markdown table; `align` is one letter per column (l, r, c). The columns named in
+    `narrow` (lists of short items, names) are not sentences: however long, their cells wrap
+    at about 9em (`.cell-narrow` in site/assets/docs.css), not at a sentence's width, so that a
+    table of many such columns still fits a laptop's column."""
     marks = {"l": ":--", "r": "--:", "c": ":-:"}
     sep = [marks[a] for a in align] if align else ["---"] * len(header)
+    is_narrow = [name in narrow for name in header]
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(sep) + " |"]
-    lines += ["| " + " | ".join(map(_prose, r)) + " |" for r in rows]
+    lines += ["| " + " | ".join(f'<span class="cell-narrow">{c}</span>' if n else _prose(c)
+                                for c, n in zip(r, is_narrow, strict=True)) + " |"
+              for r in rows]
     return "\n".join(lines)
+
+
+def item_list(pieces: list[str]) -> str:
+    """A list of short items (`bf16 989`) for a table cell: it wraps between items, never
+    inside one (their spaces are non-breaking)."""
+    return ", ".join(piece.replace(" ", "\u00a0") for piece in pieces)

@@ -14,7 +14,9 @@ from docs_common import (
     DEFAULT_SCENARIO,
     READING_LIMITS,
     billions,
+    breakable_code,
     encode_scenario,
+    item_list,
     md_table,
     num_gib,
 )
@@ -44,7 +46,14 @@ def _cell(text: str) -> str:
 
 
 def _link(url: str, label: str = "source") -> str:
-    return f"[{label}]({url})" if url.startswith("http") else _cell(url)
+    """A citation: a short label (`config.json`, `[1]`) that keeps its own width in a table
+    cell (`a.cite` in site/assets/docs.css), not the 12em a cell's only link is given."""
+    return f"[{label}]({url}){{.cite}}" if url.startswith("http") else _cell(url)
+
+
+def _month(as_of: str) -> str:
+    """A price's month (`2025-06`), which a narrow cell must not break at its hyphen."""
+    return f'<time datetime="{as_of}">{as_of}</time>'
 
 
 def _price_note(price: GpuPrice | None) -> str:
@@ -69,14 +78,16 @@ def presets(src: str) -> dict[str, str]:
                       "yes" if m.verified else "**no**", _link(m.source_url, "config.json")])
     grows = []
     for g in sorted(gpus().values(), key=lambda g: (g.vendor, -g.usable_bytes)):
-        tf = ", ".join(f"{k} {tflops(v)}" for k, v in g.dense_tflops.items())
+        tf = item_list([f"{k} {tflops(v)}" for k, v in g.dense_tflops.items()])
         srcs = " ".join(_link(u, f"[{i}]") for i, u in enumerate(g.sources, 1))
         price = "-" if g.price is None else \
-            f"{g.price.usd_per_gpu_hour:g}, {g.price.as_of}: {_link(g.price.source)}"  # link last
-        grows.append([f"`{g.id}`", g.name, num_gib(g.usable_bytes), tf,
+            f"{g.price.usd_per_gpu_hour:g}, {_month(g.price.as_of)}: {_link(g.price.source)}"  # link last
+        # the id with the name and its sources under it: nine columns side by side were
+        # 1105 px wide in a laptop's 834 px column (issue 13)
+        grows.append([f"`{g.id}`<br>{g.name} {srcs}", num_gib(g.usable_bytes), tf,
                       count(g.memory_bandwidth_gbps),
                       f"{g.interconnect.name} {count(g.interconnect.bandwidth_gbps)}", price,
-                      "yes" if g.verified else "**no**", srcs])
+                      "yes" if g.verified else "**no**"])
     notes = "\n".join(f"`{m.id}`\n: {_cell(m.verification_note)}\n" for m in sorted(models().values(), key=lambda m: natural_key(m.id))
         if m.verification_note)
     gnotes = "\n".join(f"`{g.id}`\n: usable memory: {_cell(g.usable_bytes_source)}\n"
@@ -86,9 +97,10 @@ def presets(src: str) -> dict[str, str]:
         "model_count": str(len(mrows)), "gpu_count": str(len(grows)),
         "models_table": md_table(["id", "name", "family", "parameters (calc)", "published count",
                                   "verified", "source"], mrows, "lllrrcl"),
-        "gpus_table": md_table(["id", "name", "usable GiB", "dense TFLOPS", "memory GB/s",
-                                "interconnect GB/s", "list USD/GPU-hour", "verified", "sources"],
-                               grows, "llrlrllcl"),
+        "gpus_table": md_table(["id, name [sources]", "usable GiB", "dense TFLOPS",
+                                "memory GB/s", "interconnect GB/s", "list USD/GPU-hour",
+                                "verified"], grows, "lrlrllc",
+                               narrow=("id, name [sources]", "dense TFLOPS", "interconnect GB/s")),
         "model_notes": notes, "gpu_notes": gnotes,
     }
 
@@ -144,16 +156,24 @@ def _scenario_flags(parser: argparse.ArgumentParser) -> str:
     """The scenario flags of a command that takes a scenario, once: every such command takes
     them. Their argparse default is None (the file's value stays); the scenario's own default
     is the field's (each flag's dest is its scenario field)."""
-    rows = [[_flags(a), f"`{a.dest}`", _help(a), _takes(a), _default(Scenario.model_fields[a.dest])]
+    rows = [[_flag_and_field(a), _help(a), _takes(a), _default(Scenario.model_fields[a.dest])]
             for a in parser._actions if a.dest in ("model", "gpu")]
     models = dict(GROUPS)
     for group in parser._action_groups:
         if group.title in SHARED_GROUPS:
             for a in group._group_actions:
                 name = a.dest.split(".", 1)[1]
-                rows.append([_flags(a), f"`{a.dest}`", _help(a), _takes(a),
+                rows.append([_flag_and_field(a), _help(a), _takes(a),
                              _default(models[group.title].model_fields[name])])
-    return md_table(["flag", "scenario field", "meaning", "values", "default"], rows, "lllll")
+    return md_table(["flag (scenario field)", "meaning", "values", "default"], rows, "llll")
+
+
+def _flag_and_field(action: argparse.Action) -> str:
+    """A scenario flag with the field it sets under it: side by side, the two longest
+    (`--stage3-param-persistence-threshold`, `parallelism.stage3_param_persistence_threshold`)
+    made the table 1169 px wide in a laptop's 834 px column (issue 13)."""
+    return (f'{_flags(action)}<span class="cell-under">{breakable_code(action.dest, ".")}'
+            "</span>")
 
 
 def cli(src: str) -> dict[str, str]:
@@ -233,12 +253,14 @@ def formula_tex(f: Formula) -> str:
 
 
 def _formula_rows(items: list[Formula]) -> str:
-    """The formula beside its quantity, so that it is whole on screen at 1366 px (issue 13): a
-    table wider than the column scrolls, and what it then hides is the breakdown path (an
-    optimizer state's is a third of a laptop's column) and the source, not the formula."""
-    rows = [[_cell(f.title), _math(formula_tex(f)), f"`{f.key}`", _source(f.source)]
-            for f in items]
-    return md_table(["quantity", "formula", "booked under", "source"], rows, "llll")
+    """Two columns, the quantity and its formula, so that every table fits the content column
+    at 1366 px (issue 13). Where a term is booked in the breakdown and where the formula comes
+    from go on a line of their own under the quantity: as columns of their own, with a path
+    (`host/optimizer_states/factored_second_moment`) that may not wrap, they made three of the
+    tables 909-1068 px wide in an 834 px column. The path may wrap after a `/`."""
+    rows = [[_cell(f.title) + f'<span class="cell-under">{breakable_code(f.key, "/")} · '
+             f"{_source(f.source)}</span>", _math(formula_tex(f))] for f in items]
+    return md_table(["quantity (booked under · source)", "formula"], rows, "ll")
 
 
 def formula_tables() -> str:
@@ -249,7 +271,9 @@ def formula_tables() -> str:
         items = [f for f in FORMULAS.values()
                  if f.id.split(".", 1)[0] == prefix and "@" not in f.id]
         if items:
-            out.append(f"### {heading}\n\n{_formula_rows(items)}")
+            # .fm-table: on a phone each formula goes under its quantity (site/assets/docs.css)
+            out.append(f'### {heading}\n\n<div class="fm-table" markdown>\n\n'
+                       f"{_formula_rows(items)}\n\n</div>")
     unknown = {f.id.split(".", 1)[0] for f in FORMULAS.values()} - FORMULA_GROUPS.keys()
     if unknown:
         raise ValueError(f"formula groups without a heading: {sorted(unknown)}")
