@@ -279,13 +279,15 @@ def test_split_weight_pass_holds_a_copy_a_group_of_what_no_weight_reads() -> Non
     """torch's zero-bubble weight pass runs one autograd.grad per parameter group, each a graph
     task of its own in which the group's checkpointed layer is recomputed: the layer below the
     top holds 11 copies of what no weight reads once its groups ran; the top layer peaks at
-    its gate's group, 7 copies of what it and the later groups read beside that (traced:
-    Qwen3-8B's width, amp, eager: +28.5% counting every copy whole, -1.7% now)."""
+    its up projection's group, the gate's fp32 gradient still referenced beside the up's and
+    its bf16 original, 8 copies of what it and the later groups read beside that (traced:
+    Qwen3-8B's width, amp, eager: +28.5% counting every copy whole, -1.2% with the gradients
+    in bf16, +0.2% now)."""
     scenario, traced = traced_case(
         "qwen3-8b-4L-v1k_b1_s1024_amp_eager_adamw-foreach_acfull_gas4_pp2-zb")
     kept, _ = _weight_pass(scenario)
-    assert (kept["L_c"], kept["n_pg"], kept["k_w"]) == (2, 11, 7)
-    assert estimate(scenario).peak_bytes == pytest.approx(traced["peak_bytes"], rel=0.02)
+    assert (kept["L_c"], kept["n_pg"], kept["k_w"]) == (2, 11, 8)
+    assert estimate(scenario).peak_bytes == pytest.approx(traced["peak_bytes"], rel=0.005)
 
 
 def test_the_head_s_stage_peaks_at_the_head_s_weight_gradient_every_copy_alive() -> None:
@@ -1412,9 +1414,10 @@ def test_each_micro_batch_in_a_split_backward_holds_its_own_head_copy() -> None:
         return sum(k for p in moment.parts if p is not None and hasattr(p, "items")
                    for t, k in p.items if t.id == "act.head_weight_copy")
 
-    # at the loss, the next micro-batch's beside the one waiting for its weight pass; at the
-    # head's group, which has freed the running micro-batch's, the waiting one's alone
-    assert (copies("forward.loss"), copies("backward.weight_pass")) == (2, 1)
+    # at the loss, the next micro-batch's beside the one waiting for its weight pass; the
+    # weight pass is widest at the top layer's groups (their gradients handed on in fp32),
+    # before the head's group frees the running micro-batch's copy: both
+    assert (copies("forward.loss"), copies("backward.weight_pass")) == (2, 2)
     assert peak.phases["forward"].bytes == pytest.approx(traced["phases"]["forward"], rel=0.01)
     assert estimate(scenario).peak_bytes == pytest.approx(traced["peak_bytes"], rel=0.01)
 
