@@ -1607,11 +1607,14 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     # `fwd_cache`; on the head's stage the logits, `stage_output`, also the schedule's
     # `output`); a rank of chunks runs its other chunks' backwards apart from the head's
     kept = stage_output(x) if x.pp > 1 and stage.head else None
+    # a split backward's input pass keeps its graph (retain_graph) to its end: on the head's
+    # stage what the loss saved stays beside the logits past the loss's backward
+    retained = kept_logits(x) if kept and fl.split else kept
     if mix is not None:  # the running chunk-micro-batch's: the head's logits or its output
-        kept_items: Items = ((kept, 1),) if kept and run.heads else \
+        kept_items: Items = ((retained, 1),) if retained and run.heads else \
             ((sent, 1),) if sent and run.sends else ()
     else:
-        kept_items = ((kept, 1),) if kept and stage.unit is None else \
+        kept_items = ((retained, 1),) if retained and stage.unit is None else \
             ((sent, 1),) if sent else ()
     schedule_kept = part((*kept_items, *late_head), detail) if kept_items or late_head \
         else None
