@@ -737,6 +737,7 @@ COVERED: frozenset[tuple[str, str, str, str]] = frozenset({
     ('finetuning', 'qlora', 'mixed_precision', 'amp'),
     ('finetuning', 'qlora', 'mixed_precision', 'autocast'),
     ('finetuning', 'qlora', 'mixed_precision', 'master'),
+    ('finetuning', 'qlora', 'mixed_precision', 'pure'),
     ('finetuning', 'qlora', 'model_parallel', 'none'),
     ('finetuning', 'qlora', 'optimizer', 'adamw:fused'),
     ('finetuning', 'qlora', 'precision', 'bf16'),

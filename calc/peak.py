@@ -1241,6 +1241,12 @@ def _summed(widths: Sequence[tuple[int, int, int, int]]) -> tuple[int, int, int,
     return o, n, q, e
 
 
+def _recompute_forward(act: LayerActivations) -> int:
+    """A checkpointed layer's recomputation at its widest forward moment: the forward's,
+    unless the recomputation stops before it (`LayerActivations.recompute_forward`)."""
+    return (act.recompute_forward or act.forward_transient).bytes
+
+
 def _split_softmax(x: Setup, act: LayerActivations) -> Term:
     """A split backward's input pass at a layer's eager softmax (`SPLIT_ATTENTION_BACKWARD`),
     or nothing where the attention is not eager (or has sinks: not traced)."""
@@ -1502,10 +1508,10 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         layer_fwd = widest.checkpointed_forward or LAYER_FORWARD_RECOMPUTE(
             _widest_forward(widest), alive - cached - _scores(widest), widest.kept_in_saved)
         recompute = layer_bwd = LAYER_BACKWARD_RECOMPUTE(
-            widest.backward_transient.bytes - incoming, widest.forward_transient.bytes,
+            widest.backward_transient.bytes - incoming, _recompute_forward(widest),
             residual - incoming + widest.before_recompute, alive, shared, freed, new)
         layer_bwd_after = LAYER_BACKWARD_RECOMPUTE(  # its weights recast: autocast's cache empty
-            widest.backward_transient.bytes, widest.forward_transient.bytes,
+            widest.backward_transient.bytes, _recompute_forward(widest),
             residual + widest.before_recompute, ly.recomputed(widest), shared, freed,
             new) if ly.cleared else layer_bwd
     if not top_ckpt:
@@ -1526,7 +1532,7 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         if ckpt:
             first_bwd = LAYER_BACKWARD_RECOMPUTE(
                 first_act.backward_transient.bytes - (0 if ly.cleared else incoming),
-                first_act.forward_transient.bytes,
+                _recompute_forward(first_act),
                 residual - (0 if ly.cleared else incoming) + first_act.before_recompute,
                 ly.recomputed(first_act) if ly.cleared else ly.alive(first_act),
                 first_act.recomputed_shared, freed_1, new_1)

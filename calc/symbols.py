@@ -143,6 +143,9 @@ _LEGEND: tuple[tuple[str, str, str], ...] = (
     ("c_a", "c_a", "bytes of autocast's cast of lora_A's input where it is wider than the "
      "compute dtype (0 where none is made)"),
     ("W_q", "W_q", "elements of a dense layer's down projection on one GPU (a QLoRA 4-bit one)"),
+    ("W_u", "W_u", "elements of a dense layer's up projection on one GPU (a QLoRA 4-bit one)"),
+    ("k_r", "k_r", "the residual after attention alive beside a layer's recomputation where the "
+     "norms do not keep it (1, else 0)"),
     ("n_s", "n_s", "hidden states alive in a layer's forward that its norms do not keep: its "
      "input and the residual after attention (2, or 0 where the norms keep them)"),
     ("u_p", "u_p", "1 where the model adds learned position embeddings to the tokens' "

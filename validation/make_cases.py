@@ -2039,6 +2039,22 @@ case("test", inline("qwen3-8b", num_hidden_layers=8), 2, 2048, attn="eager", gas
 case("test", "llama-3.2-1b", 1, 4096, attn="eager", gas=8, pp=4, sched=ZB,
      notes=RL + "zero bubble over four ranks")
 
+# A checkpointed QLoRA layer whose down projection has no adapter: bitsandbytes keeps its 4-bit
+# weight out of autograd's saved tensors, so its input's gradient is computed before the
+# recomputation, which stops once the gating product has saved its inputs (torch's early
+# stop): its widest moment the up projection's dequantised weight (+2.56% on a random run,
+# `validated`, counted at the down projection's; read off it)
+QR = "a checkpointed QLoRA layer's recomputation, stopped before its bare down projection: "
+case("dev", L4V["llama-3.1-8b"], 1, 1536, mp="autocast", ac="full", lora=8,
+     targets="query_value", qlora=True, tag="llama-3.1-8b-4L-v1k",
+     notes=QR + "q and v (a random run)")
+case("test", L4V["mistral-7b"], 1, 2048, mp="autocast", ac="full", lora=8,
+     targets="query_value", qlora=True, tag="mistral-7b-4L-v1k", notes=QR + "q and v")
+case("test", L4V["llama-3.1-8b"], 1, 4096, mp="pure", ac="full", lora=16,
+     targets="query_value", qlora=True, tag="llama-3.1-8b-4L-v1k", notes=QR + "bf16, 4K tokens")
+case("test", L4V["qwen3-8b"], 1, 2048, mp="autocast", ac="full", lora=16, targets="attention",
+     qlora=True, dp=2, tag="qwen3-8b-4L-v1k", notes=QR + "the attention, FSDP2 over two ranks")
+
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
     assert len(ids) == len(set(ids)), "duplicate ids"
