@@ -354,6 +354,7 @@ COVERED: frozenset[tuple[str, str, str, str]] = frozenset({
     ('family', 'deepseek_v3', 'layout', 'deepspeed-zero3/none'),
     ('family', 'deepseek_v3', 'layout', 'single/none'),
     ('family', 'deepseek_v3', 'layout', 'single/pp:zero_bubble'),
+    ('family', 'deepseek_v3', 'layout', 'zero2/none'),
     ('family', 'deepseek_v3', 'layout', 'zero3/cp'),
     ('family', 'deepseek_v3', 'layout', 'zero3/ep'),
     ('family', 'deepseek_v3', 'layout', 'zero3/none'),

@@ -2557,14 +2557,17 @@ def _experts_fsdp(x: Setup, stage: Stage, ms: ModelStates, ly: Layers,
     """FSDP's layer-by-layer units at an MoE layer's expert backward (`EXPERTS_BACKWARD` in
     the gradients' unsharded width): the top layer's, or the one below it, the top's
     activations freed, its shard written and its reduce-scatter in flight, the larger
-    (accumulating: beside every shard an earlier backward wrote). Full training, the top two
-    layers MoE."""
+    (accumulating: beside every shard an earlier backward wrote). At stage 2 nothing is
+    prefetched and every layer stays gathered to its own post-backward, the top resharded by
+    the one below's moment (`_stage2_held`). Full training, the top two layers MoE."""
     values = _layer_units(x, ms)
+    stage2 = _stage2_units(x, ms) if values is None else None
+    units = values or stage2
     moe = next((act for kind, act, _ in ly.kinds if kind == "moe"), None)
     layers = (stage.unit or stage).layers
-    if values is None or moe is None or x.lora or x.megatron or ly.kind_of[-1] != "moe":
+    if units is None or moe is None or x.lora or x.megatron or ly.kind_of[-1] != "moe":
         return None
-    G_l, P_lt, _, g_u, g_r = values
+    G_l, P_lt, _, g_u, g_r = units
     layer = x.counts.moe_layer
     assert layer is not None
     routed = [lin for lin in layer.linears if lin.group == "experts"]
@@ -2583,7 +2586,14 @@ def _experts_fsdp(x: Setup, stage: Stage, ms: ModelStates, ly: Layers,
         A_d = ly.body.bytes - _kept(ly, ly.flags[-1], moe) - n_r * _kept(ly, recomputed, moe)
         written = _top_shard_written(x, stage, ms, accumulating) if n_r or accumulating \
             else None
-        gathered = _regathered(ms, EXPERTS_FSDP(G_n, down, g_u, P_lt, g_r, n_r), detail)
+        grads = EXPERTS_FSDP(G_n, down, g_u, P_lt, g_r, n_r)
+        if stage2 is None:
+            gathered = _regathered(ms, grads, detail)
+        else:
+            held = _stage2_held(x, ms, ly, detail) if n_r else part_of(ms.gathered_model)
+            assert held is not None
+            gathered = extended(held, tuple((t, 1) for t in (grads, ms.root_grads)
+                                            if t is not None), detail)
         alive = EXPERTS_ALIVE(A_d, A_l, moe.mlp_bytes, x.routed, x.H, x_e)
         transient = EXPERTS_BACKWARD(gate_up, g_u, x.routed,
                                      x.arch.expert_intermediate_size // x.tp, x.H, x_e)

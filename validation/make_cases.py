@@ -2055,6 +2055,21 @@ case("test", L4V["llama-3.1-8b"], 1, 4096, mp="pure", ac="full", lora=16,
 case("test", L4V["qwen3-8b"], 1, 2048, mp="autocast", ac="full", lora=16, targets="attention",
      qlora=True, dp=2, tag="qwen3-8b-4L-v1k", notes=QR + "the attention, FSDP2 over two ranks")
 
+# FSDP2 at stage 2 at an MoE layer's expert backward: nothing prefetched, every layer gathered
+# to its own post-backward (the top resharded by the layer below's moment), the experts' down
+# gradient unsharded beside the gate/up one being computed, the top's reduce-scatter input in
+# flight (-1.95% on a random run, `validated`, without the moment; read off it)
+EZ = "FSDP2 at stage 2, an MoE layer's expert backward: "
+case("dev", inline("mixtral-8x7b", num_hidden_layers=2, vocab_size=32768), 1, 1536, dp=2,
+     zero=2, gpu="a100-80gb", tag="mixtral-8x7b-2L-v32k", notes=EZ + "two ranks (a random run)")
+case("test", MIXTRAL, 1, 2048, dp=4, zero=2, tag="mixtral-8x7b-2L", notes=EZ + "four ranks")
+case("test", QWEN3MOE, 1, 1024, dp=2, zero=2, tag="qwen3-30b-a3b-4L-v32k",
+     notes=EZ + "Qwen3-MoE, two ranks")
+case("test", DSV3_3L, 1, 2048, dp=2, zero=2, tag="deepseek-v3-3L-e32-v32k",
+     notes=EZ + "DeepSeek-V3's dense first layer below MoE ones")
+case("test", MIXTRAL, 1, 1024, mp="pure", gas=2, dp=2, zero=2, tag="mixtral-8x7b-2L",
+     notes=EZ + "bf16, accumulating (its peak elsewhere)")
+
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
     assert len(ids) == len(set(ids)), "duplicate ids"
