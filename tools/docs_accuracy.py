@@ -5,6 +5,7 @@ functions (from the committed traces), so the page always describes the library 
 from __future__ import annotations
 
 import importlib.util
+import statistics
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from calc.baselines import BASELINES
 from calc.charts import Point, scatter
 from calc.confidence import VALIDATED_FAMILIES, VALIDATED_FEATURES
 from calc.formatting import natural_key
+from calc.scenario import Scenario, engine_of, parse_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 KEYS = (("error", "calc"), ("korthikanti", "Korthikanti et al. + 16 B/param"),
@@ -72,6 +74,57 @@ def _measurement(measurement_id: str) -> str:
     return breakable_code(measurement_id, "-")
 
 
+# The traced cases' groups, in the page's order: the parallel layout, then the fine-tuning.
+LAYOUTS = ("One GPU", "DDP", "FSDP2", "DeepSpeed", "Tensor, context or expert parallel",
+           "Pipeline parallel")
+TUNING = {"full": "full fine-tuning", "lora": "LoRA", "qlora": "QLoRA"}
+
+
+def _layout(s: Scenario) -> str:
+    """The parallel layout a case is grouped under, the first that applies in LAYOUTS' reverse
+    order (a pipeline with tensor parallelism is a pipeline). DeepSpeed is the engine in effect
+    (master weights mean it, as in the harness); FSDP2 is torch's sharding (ZeRO 2 or 3), on one
+    rank too; DDP includes torch's ZeroRedundancyOptimizer (ZeRO 1)."""
+    p = s.parallelism
+    if p.pp > 1:
+        return "Pipeline parallel"
+    if max(p.tp, p.cp, p.ep) > 1:
+        return "Tensor, context or expert parallel"
+    if engine_of(p.framework, s.training.mixed_precision) == "deepspeed":
+        return "DeepSpeed"
+    if p.zero >= 2:
+        return "FSDP2"
+    return "DDP" if p.dp > 1 or p.zero == 1 else "One GPU"
+
+
+def _group(s: Scenario) -> tuple[int, int]:
+    """A case's group, as its place in the page's order: its layout's, then its fine-tuning's."""
+    return LAYOUTS.index(_layout(s)), list(TUNING).index(s.training.finetuning)
+
+
+def cases_by_group(rows: list[dict[str, Any]], scenarios: dict[str, Scenario],
+                   table: Callable[[list[dict[str, Any]]], str]) -> str:
+    """Every traced case, folded by parallel layout and fine-tuning: one <details> per group,
+    whose summary gives its cases and its median and worst error, its cases the largest error
+    first. One table of 744 cases was 55,000 px tall (issue 13); each group is at most a few
+    hundred rows, opened on purpose, and its first rows are where calc is least accurate."""
+    groups: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(_group(scenarios[r["id"]]), []).append(r)
+    out = []
+    for (layout, tuning), members in sorted(groups.items()):
+        members.sort(key=lambda r: (-abs(r["error"]), natural_key(r["id"])))
+        splits = Counter(r["split"] for r in members)
+        median = statistics.median(abs(r["error"]) for r in members)
+        out.append(
+            f'<details class="case-group" markdown="1"><summary><strong>{LAYOUTS[layout]}, '
+            f"{list(TUNING.values())[tuning]}</strong>: {len(members)} cases "
+            f"({splits['dev']} dev, {splits['test']} test); median error {pct(median)}, "
+            f"worst {pct(members[0]['error'], True)}</summary>\n\n{table(members)}\n\n"
+            "</details>")
+    return "\n\n".join(out)
+
+
 def context(src: str) -> dict[str, str]:
     acc = _accuracy()
     rows = acc.traced_rows("all")
@@ -116,17 +169,22 @@ def context(src: str) -> dict[str, str]:
     ctx["scatter"] = scatter_figure(rows)
     phase_match = sum(r["traced_phase"] == r["predicted_phase"] for r in rows)
     ctx["phase_match"] = str(phase_match)
-    table = []
-    for r in sorted(rows, key=lambda r: (r["split"], natural_key(r["id"]))):
-        phase = r["traced_phase"] if r["traced_phase"] == r["predicted_phase"] else \
-            f"{r['traced_phase']} / **{r['predicted_phase']}**"
-        table.append([_case_cell(r["id"]), r["split"], num_gib(r["traced"]), num_gib(r["predicted"]),
-                      pct(r["error"], True),
-                      *(_signed(r[key]) for key, _ in KEYS[1:]), phase])
-    ctx["cases_table"] = md_table(
-        ["model, setting (hover: the case id)", "split", "traced GiB", "calc GiB", "calc",
-         "Korthikanti", "Megatron", "EleutherAI", "peak phase (traced / calc)"], table,
-        "llrrrrrrl")
+
+    def cases_table(members: list[dict[str, Any]]) -> str:
+        table = []
+        for r in members:
+            phase = r["traced_phase"] if r["traced_phase"] == r["predicted_phase"] else \
+                f"{r['traced_phase']} / **{r['predicted_phase']}**"
+            table.append([_case_cell(r["id"]), r["split"], num_gib(r["traced"]),
+                          num_gib(r["predicted"]), pct(r["error"], True),
+                          *(_signed(r[key]) for key, _ in KEYS[1:]), phase])
+        return md_table(
+            ["model, setting (hover: the case id)", "split", "traced GiB", "calc GiB", "calc",
+             "Korthikanti", "Megatron", "EleutherAI", "peak phase (traced / calc)"], table,
+            "llrrrrrrl")
+
+    scenarios = {c["id"]: parse_scenario(c["scenario"]) for c in acc.load("cases.json")}
+    ctx["case_groups"] = cases_by_group(rows, scenarios, cases_table)
 
     pub = acc.published_rows()
     kept = [r for r in pub if "excluded" not in r]

@@ -88,10 +88,12 @@ def presets(src: str) -> dict[str, str]:
                       count(g.memory_bandwidth_gbps),
                       f"{g.interconnect.name} {count(g.interconnect.bandwidth_gbps)}", price,
                       "yes" if g.verified else "**no**"])
-    notes = "\n".join(f"`{m.id}`\n: {_cell(m.verification_note)}\n" for m in sorted(models().values(), key=lambda m: natural_key(m.id))
-        if m.verification_note)
-    gnotes = "\n".join(f"`{g.id}`\n: usable memory: {_cell(g.usable_bytes_source)}\n"
-                       f": list price: {_price_note(g.price)}\n"
+    # Definition lists (def_list in mkdocs.yml): a preset's id, then each of its notes
+    notes = "\n".join(f"`{m.id}`\n: {_cell(m.verification_note)}\n"
+                       for m in sorted(models().values(), key=lambda m: natural_key(m.id))
+                       if m.verification_note)
+    gnotes = "\n".join(f"`{g.id}`\n: *Usable memory*: {_cell(g.usable_bytes_source)}\n"
+                       f": *List price*: {_price_note(g.price)}\n"
                        for g in sorted(gpus().values(), key=lambda g: g.id))
     return {
         "model_count": str(len(mrows)), "gpu_count": str(len(grows)),
@@ -252,6 +254,21 @@ def formula_tex(f: Formula) -> str:
     return f"{'P' if f.unit == 'parameters' else 'M'} = {f.tex}"
 
 
+def _stacked(table: str, *, formula_last: bool = True) -> str:
+    """A table whose cells a phone stacks, each row's under its first (`.fm-table` in
+    site/assets/docs.css), instead of a table wider than the phone's column that scrolls. On
+    wider screens a formula in the last of two columns gets half the table
+    (`.fm-table--formula`), so that a long one wraps less than the sentence beside it."""
+    kind = "fm-table fm-table--formula" if formula_last else "fm-table"
+    return f'<div class="{kind}" markdown>\n\n{table}\n\n</div>'
+
+
+def _labelled(label: str, cell: str) -> str:
+    """A cell that says which column it is in where its cells are stacked (a phone: `_stacked`),
+    and where the header row above is too far away to tell."""
+    return f'<span class="cell-label">{label}: </span>{cell}'
+
+
 def _formula_rows(items: list[Formula]) -> str:
     """Two columns, the quantity and its formula, so that every table fits the content column
     at 1366 px (issue 13). Where a term is booked in the breakdown and where the formula comes
@@ -271,9 +288,7 @@ def formula_tables() -> str:
         items = [f for f in FORMULAS.values()
                  if f.id.split(".", 1)[0] == prefix and "@" not in f.id]
         if items:
-            # .fm-table: on a phone each formula goes under its quantity (site/assets/docs.css)
-            out.append(f'### {heading}\n\n<div class="fm-table" markdown>\n\n'
-                       f"{_formula_rows(items)}\n\n</div>")
+            out.append(f"### {heading}\n\n{_stacked(_formula_rows(items))}")
     unknown = {f.id.split(".", 1)[0] for f in FORMULAS.values()} - FORMULA_GROUPS.keys()
     if unknown:
         raise ValueError(f"formula groups without a heading: {sorted(unknown)}")
@@ -288,6 +303,9 @@ _STATE_BYTES = {  # bytes per trainable parameter of one state, as calc/states.p
 
 
 def optimizer_table() -> str:
+    """The optimizers with the name, whether traced and the source under each id, and each
+    optimizer's two kinds of memory beside it: six columns side by side made the table 962 px
+    wide on a 390 px phone. On a phone the two go under the optimizer, each with its label."""
     steps = {"none": "none", "state_copy": _math("P_\\text{train} w_s") + " (a copy of each "
              "second moment)", "two_largest": _math("2\\,n_\\text{max} w_s"),
              "adafactor": _math("(2 + u_a)\\,n_\\text{max} \\cdot 4")}
@@ -296,23 +314,35 @@ def optimizer_table() -> str:
         states = ", ".join(f"`{s.name}` {_STATE_BYTES[s.kind]}" for s in o.states) or "none"
         impls = ", ".join(f"`{i}`: {steps[r]}" for i, r in o.step) if o.implementations \
             else steps[o.step[0][1]]
-        rows.append([f"`{o.id}`", o.name, states, impls, "yes" if o.traced else "no",
-                     _source(o.source)])
-    return md_table(["optimizer", "name", "states per parameter", "step temporaries",
-                     "traced", "source"], rows, "llllcl")
+        traced = "traced" if o.traced else "not traced"
+        rows.append([f'`{o.id}` {o.name}<span class="cell-under">{traced} · '
+                     f"{_source(o.source)}</span>",
+                     _labelled("States per parameter", states),
+                     _labelled("Step temporaries", impls)])
+    return _stacked(md_table(["optimizer (traced · source)", "states per parameter",
+                              "step temporaries"], rows, "lll"), formula_last=False)
 
 
 def moments_table() -> str:
-    rows = [[f"`{name}`", _cell(kind.what),
-             " + ".join(_math(PARTS[p][0]) for p in kind.parts)] for name, kind in MOMENTS.items()]
+    """Each moment's name (the report's `peak_moment`) followed by when it happens, in one
+    cell, and the parts alive then: the name and the sentence in columns of their own made the
+    table 749 px wide on a 390 px phone; there the parts go under the moment."""
+    # the parts' sum on one line beside the sentence (a phone, under it, may wrap it at a +)
+    rows = [[f"`{name}`: {_cell(kind.what)}", '<span class="cell-sum">'
+             + " + ".join(_math(PARTS[p][0]) for p in kind.parts) + "</span>"]
+            for name, kind in MOMENTS.items()]
     parts = [[_math(sym), _cell(what)] for sym, what in PARTS.values()]
-    return (md_table(["moment", "when", "bytes alive"], rows, "lll") + "\n\nwhere\n\n"
+    return (_stacked(md_table(["moment: when", "bytes alive"], rows, "ll"), formula_last=False)
+            + "\n\nwhere\n\n"
             + md_table(["part", "what it holds"], parts, "ll"))
 
 
 def symbols_table() -> str:
-    rows = [[_math(sym.tex), f"`{name}`", _cell(sym.meaning)] for name, sym in SYMBOLS.items()]
-    return md_table(["symbol", "in the code", "meaning"], rows, "lll")
+    """Each symbol with its name in the code beside it, and its meaning; on a phone the meaning
+    goes under the symbol: three columns were 430 px wide on a 390 px phone, and the widest
+    symbol (`P_xg`) beside a sentence at its readable width still 365 px."""
+    rows = [[f"{_math(sym.tex)} `{name}`", _cell(sym.meaning)] for name, sym in SYMBOLS.items()]
+    return _stacked(md_table(["symbol, in the code", "meaning"], rows, "ll"), formula_last=False)
 
 
 def sources_list() -> str:

@@ -1,7 +1,7 @@
 """Every page's layout on a laptop (1366 px) and a phone (390 px): the page never scrolls
 sideways; on a laptop every table fits its column, and on a phone a table wider than its column
-scrolls inside its own wrapper; code in a table cell wraps only where it was written to (issue
-13, point 5)."""
+scrolls inside its own wrapper, except on the pages where every table fits a phone too; code in
+a table cell wraps only where it was written to (issue 13, point 5)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,10 @@ PAGES = sorted(p.parent.relative_to(SITE).as_posix().removeprefix(".")
                for p in SITE.glob("**/index.html") if "vendor" not in p.parts)
 LAPTOP, PHONE = 1366, 390
 WIDTHS = (LAPTOP, PHONE)
+# Pages whose every table fits a phone's column too: the formula reference's tables put their
+# secondary columns under the first cell there (tools/docs_reference.py _stacked); the optimizer
+# table was 962 px wide at 390 px, "How the pieces add up" 749, the symbols 430.
+FIT_A_PHONE = ("reference/formulas",)
 
 # With every <details> open (a table folded away is still on the page): each table wider than
 # the page's content column, with its width and the column's; of those, each that ends outside
@@ -70,14 +74,14 @@ def test_no_page_scrolls_sideways_and_tables_stay_in_their_column(tab: Calculato
                                                                   path: str) -> None:
     """On a laptop no table is wider than the column, so nothing in one is out of sight (the
     formula reference's paths and sources, the accuracy page's case ids were, at 909-1346 px in
-    834); on a phone a table may scroll, inside its own wrapper. Either way, no code in a cell
-    is broken inside a name."""
+    834); on a phone a table may scroll, inside its own wrapper, except on FIT_A_PHONE's pages.
+    Either way, no code in a cell is broken inside a name."""
     tab.page.goto(tab.base_url + (path + "/" if path else ""))
     tab.page.wait_for_load_state("load")
     seen = tab.page.evaluate(MEASURE)
     name = path or "home"
     assert seen["sideways"] <= 0, f"{name}: the page scrolls {seen['sideways']} px sideways"
-    if tab.page.viewport_size["width"] == LAPTOP:
+    if tab.page.viewport_size["width"] == LAPTOP or path in FIT_A_PHONE:
         assert not seen["wide"], f"{name}: tables wider than the column: {seen['wide']}"
     assert not seen["overflowing"], f"{name}: tables wider than the column: {seen['overflowing']}"
     assert not seen["split"], f"{name}: code in table cells broken over lines: {seen['split'][:5]}"

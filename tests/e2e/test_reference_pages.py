@@ -1,9 +1,12 @@
-"""The home page, the Python API and the command-line reference, as a reader sees them: the
-home page's example and accuracy figures are the library's, the API shows rendered docstrings
-(no reST roles), the CLI reference shows each default and each shared flag once."""
+"""The home page, the Python API, the command-line reference, the presets and the accuracy
+page, as a reader sees them: the home page's example and accuracy figures are the library's, the
+API shows rendered docstrings (no reST roles), the CLI reference shows each default and each
+shared flag once, each preset's verification notes are listed under its id, and every traced
+case is on the accuracy page, in a group that says how many it holds."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -12,11 +15,12 @@ from docs_pages import _context
 from docs_reference import _documented
 
 import calc.plan
-from calc import estimate, parse_scenario
+from calc import estimate, gpus, models, parse_scenario
 from calc.cli import build_parser
+from calc.formatting import natural_key
 from calc.plan.fit import FitRequest
 
-from .conftest import Calculator, decode
+from .conftest import ROOT, Calculator, decode
 
 RAW_MARKUP = (":class:`", ":func:`", ":mod:`", ":math:`", ".. math::", "%(default)s", "%(")
 
@@ -66,3 +70,51 @@ def test_cli_page_expands_defaults_and_lists_shared_flags_once(calculator: Calcu
     cells = page.locator("article td:first-child code").all_inner_texts()
     assert cells.count("--micro-batch-size") == 1  # the scenario flags: one table, not one per command
     assert cells.count("--zero") == 1
+
+
+# Each definition list after "Verification notes": its terms, each with how many notes follow it.
+NOTES = """() => [...document.querySelectorAll('h2#verification-notes ~ dl')].map((dl) =>
+  [...dl.querySelectorAll(':scope > dt')].map((dt) => {
+    let notes = 0;
+    for (let el = dt.nextElementSibling; el && el.tagName === 'DD'; el = el.nextElementSibling) notes++;
+    return [dt.textContent.trim(), notes]; }))"""
+
+
+def test_presets_verification_notes_are_listed_under_each_presets_id(
+        calculator: Calculator) -> None:
+    """Each model's note and each GPU's two (usable memory, list price) are a definition list
+    entry under the preset's id, not a paragraph that runs on from the id after a literal " : "
+    (the generator wrote a definition list that mkdocs.yml did not enable)."""
+    page = open_page(calculator, "reference/presets/")
+    noted = sorted((m.id for m in models().values() if m.verification_note), key=natural_key)
+    assert page.evaluate(NOTES) == [[[i, 1] for i in noted], [[i, 2] for i in sorted(gpus())]]
+    run_on = [p for p in page.locator("article p").all_inner_texts() if re.match(r"\S+\s+: ", p)]
+    assert not run_on, run_on[:2]
+
+
+# The accuracy page's groups of traced cases: open or not, the summary, the case ids in its rows
+# (each case's setting has its id as its title), and the section's height as the page opens.
+CASE_GROUPS = """() => ({
+  groups: [...document.querySelectorAll('details.case-group')].map((d) => ({
+    open: d.open, summary: d.querySelector('summary').textContent,
+    ids: [...d.querySelectorAll('tbody td:first-child code[title]')].map((c) => c.title)})),
+  height: document.querySelector('h2#published-gpu-measurements').getBoundingClientRect().top
+    - document.querySelector('h2#every-traced-case').getBoundingClientRect().top})"""
+
+
+def test_every_traced_case_is_on_the_accuracy_page_in_a_folded_group(
+        calculator: Calculator) -> None:
+    """Every case of validation/results/accuracy.json is in one of the page's groups, once, and
+    each group's summary counts its rows; the groups start folded, so the section is short (one
+    table of every case made it 55,000 px tall)."""
+    traced = json.loads((ROOT / "validation" / "results" / "accuracy.json").read_text())["traced"]
+    page = open_page(calculator, "accuracy/")
+    seen = page.evaluate(CASE_GROUPS)
+    ids = [i for g in seen["groups"] for i in g["ids"]]
+    assert len(ids) == len(traced), ("cases on the page / in accuracy.json (stale? "
+                                     "python validation/accuracy.py --write, then make site)")
+    assert sorted(ids) == sorted(r["id"] for r in traced)
+    for group in seen["groups"]:
+        assert not group["open"]
+        assert f": {len(group['ids'])} cases (" in group["summary"], group["summary"]
+    assert seen["height"] < 2_000, seen["height"]
