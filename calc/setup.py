@@ -39,7 +39,6 @@ class Setup:
         "a",
         "arch",
         "b",
-        "bf16_optimizer",
         "checkpoint_every",
         "chunked_loss",
         "counts",
@@ -66,6 +65,7 @@ class Setup:
         "optimizer",
         "optimizer_impl",
         "padded_sdpa",
+        "plain_optimizer",
         "pp",
         "qlora",
         "recompute_layers",
@@ -125,7 +125,8 @@ class Setup:
     lora_targets: frozenset[str]  # empty unless lora
     lora_dropout: float
     deepspeed: bool  # DeepSpeed's engine and ZeRO (parallelism.framework, master by default)
-    bf16_optimizer: bool  # DeepSpeed's engine without ZeRO, bf16 weights: its BF16_Optimizer
+    plain_optimizer: bool  # DeepSpeed's engine without ZeRO, 16-bit weights: its BF16_Optimizer
+    # or FP16_Optimizer
     zero_sizes: Sizes  # DeepSpeed's zero_optimization sizes (the scenario's, else calc's export's)
     optimizer: Optimizer
     optimizer_impl: OptimizerImpl
@@ -178,7 +179,7 @@ class Setup:
         self.sequence_parallel = p.sequence_parallel
         self.offload_optimizer = p.offload_optimizer
         self.offload_params = p.offload_params
-        self.bf16_optimizer = self.deepspeed and self.z == 0 and t.precision == "bf16" \
+        self.plain_optimizer = self.deepspeed and self.z == 0 and t.precision != "fp32" \
             and t.mixed_precision == "master"
         self.micro_batches = t.gradient_accumulation_steps
         self.lora = lora = t.finetuning != "full"

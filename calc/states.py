@@ -110,10 +110,10 @@ STEP_GRADIENTS = Formula(
 STEP_GRADIENTS_BESIDE = Formula(
     "gradients/fp32_for_step", "lambda P_t, w_m, g: P_t * (w_m + g)",
     id="states.step_gradients_beside", source=TRACED_DEEPSPEED,
-    title="DeepSpeed's bf16 optimizer without ZeRO at the step: the fp32 gradients it "
-          "accumulated beside the bf16 ones, cleared only after the step",
-    note="traced: DeepSpeed 0.19.8's engine at stage 0, bf16 weights (-10.0% without the bf16 "
-         "gradients, random runs)")
+    title="DeepSpeed's bf16 or fp16 optimizer without ZeRO at the step: the fp32 gradients it "
+          "made beside the 16-bit ones, cleared only after the step",
+    note="traced: DeepSpeed 0.19.8's engine at stage 0, bf16 and fp16 weights (-10.0% without "
+         "the 16-bit gradients, random runs, both)")
 MASTER_WEIGHTS = Formula(
     "optimizer_states/master_weights", "lambda P_t, N_1, w_m: ceil(P_t / N_1) * w_m",
     id="states.master_weights", title="fp32 master weights", source=ZERO)
@@ -489,7 +489,7 @@ def model_states(x: Setup, stage: Stage) -> ModelStates:
                          x.optimizer_impl, x.N, x.z, x.dp, x.offload_optimizer, x.offload_params,
                          x.zero_sizes, x.megatron, x.ep, x.pp,
                          x.counts.embedding if x.whole_embedding_grad(stage) else 0, x.tp,
-                         coordinated(x, stage), x.micro_batches > 1, x.bf16_optimizer,
+                         coordinated(x, stage), x.micro_batches > 1, x.plain_optimizer,
                          0 if x.lora or not stage.head else x.counts.lm_head // x.tp)
 
 
@@ -534,7 +534,7 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
                   offload_optimizer: bool, offload_params: bool, sizes: coordinator.Sizes,
                   megatron: bool = False, ep: int = 1, pp: int = 1, whole: int = 0,
                   tp: int = 1, live: coordinator.Live | None = None,
-                  accumulating: bool = False, bf16_optimizer: bool = False,
+                  accumulating: bool = False, plain_optimizer: bool = False,
                   head: int = 0) -> ModelStates:
     """Memoised: a batch or sequence search re-estimates the same states many times.
 
@@ -651,7 +651,7 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
             reduce = REDUCE_BUCKET(sizes.reduce_bucket, g, 2 if n.autocast else 1)
     step_grads = sharded(STEP_GRADIENTS, ex, P_t, N_2, n.master) \
         if n.master and not lora and not offloaded else gradients  # (offloaded: none here)
-    if bf16_optimizer and not lora and ex is None:  # (its step_grads: not a ZeRO partition)
+    if plain_optimizer and not lora and ex is None:  # (its step_grads: not a ZeRO partition)
         step_grads = STEP_GRADIENTS_BESIDE(P_t, n.master, g)
     partition_copy = partition_again = first_reduce = None
     if deepspeed and z in (1, 2) and ex is None and not offloaded:

@@ -2070,6 +2070,20 @@ case("test", DSV3_3L, 1, 2048, dp=2, zero=2, tag="deepseek-v3-3L-e32-v32k",
 case("test", MIXTRAL, 1, 1024, mp="pure", gas=2, dp=2, zero=2, tag="mixtral-8x7b-2L",
      notes=EZ + "bf16, accumulating (its peak elsewhere)")
 
+# DeepSpeed's engine without ZeRO in fp16: its FP16_Optimizer casts each gradient to fp32 at
+# the step beside the fp16 ones, cleared only after it, as its BF16_Optimizer does (-10.0% on
+# a random run without the fp16 gradients; read off it)
+DF = "DeepSpeed's engine without ZeRO in fp16, the step: "
+case("dev", inline("qwen3-8b", num_hidden_layers=8, vocab_size=1024), 1, 1024, mp="master",
+     prec="fp16", dp=2, zero=0, framework="deepspeed", padded=True, tag="qwen3-8b-8L-v1k",
+     notes=DF + "two ranks, padded (a random run)")
+case("test", "llama-3.2-1b", 1, 1024, mp="master", prec="fp16", dp=2, zero=0,
+     framework="deepspeed", notes=DF + "two ranks")
+case("test", inline("qwen2.5-7b", num_hidden_layers=4), 1, 512, mp="master", prec="fp16",
+     ac="full", framework="deepspeed", tag="qwen2.5-7b-4L", notes=DF + "one GPU")
+case("test", L4V["mistral-7b"], 1, 1024, mp="master", prec="fp16", gas=2, dp=2, zero=0,
+     framework="deepspeed", tag="mistral-7b-4L-v1k", notes=DF + "accumulating, two ranks")
+
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
     assert len(ids) == len(set(ids)), "duplicate ids"
