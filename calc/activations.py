@@ -1276,10 +1276,11 @@ def _moe(x: Setup, layer: LayerParams, saved: list[Term], z_width: int, trainabl
         _linear_inputs(x, saved, "mlp", shared, z_width, trainable)
         down = next(lin for lin in layer.linears
                     if lin.group == "shared_expert" and lin.tp == "row")
+        # (bitsandbytes' 4-bit projections return their input's width, as the dense MLP's)
         _mlp_core(x, saved, T, arch.shared_expert_intermediate_size // x.tp,
-                  trainable or adapted(down, x.lora_targets))
+                  trainable or adapted(down, x.lora_targets), projection_width(x, z_width))
     if arch.traits.shared_expert_gate:
-        saved.append(SHARED_GATE(T, x.H, n.compute))
+        saved.append(SHARED_GATE(T, x.H, projection_width(x, z_width)))
 
 
 def head_activations(x: Setup) -> tuple[Term, ...]:

@@ -882,6 +882,7 @@ COVERED: frozenset[tuple[str, str, str, str]] = frozenset({
     ('layers', 'moe', 'precision', 'fp16'),
     ('loss', 'chunked', 'accumulation', 'accumulating'),
     ('loss', 'chunked', 'accumulation', 'one'),
+    ('loss', 'chunked', 'batches', 'padded'),
     ('loss', 'chunked', 'batches', 'unpadded'),
     ('loss', 'chunked', 'data_parallel', 'deepspeed-zero3'),
     ('loss', 'chunked', 'data_parallel', 'single'),

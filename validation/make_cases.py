@@ -2084,6 +2084,21 @@ case("test", inline("qwen2.5-7b", num_hidden_layers=4), 1, 512, mp="master", pre
 case("test", L4V["mistral-7b"], 1, 1024, mp="master", prec="fp16", gas=2, dp=2, zero=0,
      framework="deepspeed", tag="mistral-7b-4L-v1k", notes=DF + "accumulating, two ranks")
 
+# Qwen2-MoE's shared expert under QLoRA: bitsandbytes' 4-bit projections return their input's
+# width, fp32 after an fp32 norm under amp, as the dense MLP's do (counted in the compute
+# dtype: -5.47% on a random run; read off it)
+SQ = "Qwen2-MoE's shared expert under QLoRA at its input's width: "
+case("dev", inline("qwen2-57b-a14b", num_hidden_layers=2), 3, 2048, prec="fp16", lora=8,
+     targets="attention", qlora=True, loss="chunked", padded=True, gas=2, impl="fused",
+     tag="qwen2-57b-a14b-2L", notes=SQ + "fp16, padded, the fused loss (a random run)")
+case("test", inline("qwen2-57b-a14b", num_hidden_layers=2), 1, 2048, lora=16,
+     targets="attention", qlora=True, tag="qwen2-57b-a14b-2L", notes=SQ + "amp")
+case("test", inline("qwen2-57b-a14b", num_hidden_layers=2), 2, 1024, prec="fp16", lora=8,
+     qlora=True, tag="qwen2-57b-a14b-2L", notes=SQ + "fp16, every linear adapted")
+case("test", inline("qwen2-57b-a14b", num_hidden_layers=2), 1, 4096, lora=16,
+     targets="attention", qlora=True, dp=2, tag="qwen2-57b-a14b-2L",
+     notes=SQ + "FSDP2 over two ranks (its peak elsewhere)")
+
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
     assert len(ids) == len(set(ids)), "duplicate ids"
