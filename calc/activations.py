@@ -725,13 +725,17 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
             saved.append(ADAPTER_COPIES(c, x.lora_rank, sum(
                 lin.local_shape(tp)[0] if lin in ahead else sum(lin.local_shape(tp))
                 for lin in adapters)))
-    mlp_copies = 0
+    # autocast's copies of the weights after the attention core (the output projection's and
+    # the MLP's), and of the MLP's alone
+    copies_after = mlp_copies = 0
     if n.weight_copies and not x.qlora:  # not the routed experts: grouped_mm is not autocast
         unread = layer.attention_inputs if frozen_input else ()
         saved.append(WEIGHT_COPIES(c, sum(lin.local_counts(tp, x.ep)[0] for lin in layer.linears
                                           if lin.group != "experts" and lin not in unread)))
-        mlp_copies = c * sum(lin.local_counts(tp, x.ep)[0] for lin in after_attention(layer)
-                             if lin.group != "attention")
+        for lin in after_attention(layer):
+            copy = c * lin.local_counts(tp, x.ep)[0]
+            copies_after += copy
+            mlp_copies += copy if lin.group != "attention" else 0
     # --- transients --------------------------------------------------------------------------
     f_w = layer.widest_row_input // tp
     # three MLP-wide gradients (the down projection's input's, the gating product's two),
@@ -742,7 +746,7 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
     mlp_bwd = qlora_mlp_backward(x, mlp, w_m, f_w) if gated_qlora \
         else BACKWARD_TRANSIENT(n_x, T, f_w, c, x.h, r)
     dequant = dequant_forward(x, mlp, saved, w_m, f_w, z_width) if gated_qlora else None
-    after = copies_after = values = 0
+    after = values = 0
     at_softmax: Term | None = None
     if math or (x.eager and not x.selective_attention):
         # the softmax's backward runs after the MLP's, whose activations it has freed, in a
@@ -759,10 +763,8 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
             # the probabilities multiply (the math kernel's, in fp32: not traced)
             after += sum(t.bytes for t in saved if t.formula is EAGER_OUT) + out_kept
             values = T * a * _values_width(x) * c
-        if n.weight_copies and not x.qlora:  # and autocast's copies of the MLP's weights and
-            # the output projection's, whose backward ran before
-            copies_after = c * sum(lin.local_counts(tp, x.ep)[0]
-                                   for lin in after_attention(layer))
+        # (and autocast's copies of the MLP's weights and the output projection's, whose
+        # backward ran before: `copies_after`)
         if softmax is not None and softmax.bytes - after - copies_after - values > bwd.bytes:
             bwd = ATTENTION_BACKWARD_LAYER(softmax.bytes, after + copies_after + values)
         # at the softmax, what the layer saves after it is not built yet

@@ -21,8 +21,9 @@ and first release) and reads how many elements are on the GPU at the step's mome
 the coordinator holds gathered or in flight, and two it does not count. A coalesced prefetch's
 flat buffer outlives the first wait on it, which copies every parameter out of it, until the
 last of them is waited for; a fetch all-gathers what is neither gathered nor in flight before
-it waits for the rest, so a buffer its waits free is still alive beside that all-gather. transformers' grouped GEMM saves a transposed view of each stacked
-expert weight, which keeps a released parameter's storage until that layer's backward. The
+it waits for the rest, so a buffer its waits free is still alive beside that all-gather.
+transformers' grouped GEMM saves a transposed view of each stacked expert weight, which keeps
+a released parameter's storage until that layer's backward. The
 replay equals DeepSpeed's own coordinator on every fetch of the recorded cases
 (validation/coordinator_log.py, tests/test_coordinator.py), and the estimates built on it the
 traced steps of Llama, Mistral, Qwen2.5, Qwen3, Gemma 2, Phi-3, GPT-2, Mixtral, Qwen3-MoE and

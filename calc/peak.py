@@ -54,7 +54,7 @@ from .activations import (
 from .formula import Formula, Items, Part, Term, add_up, extended, joined, part, part_of, scaled
 from .logits import kept_logits, logits_memory, stage_output
 from .megatron import megatron_layer
-from .params import LayerParams, adapted
+from .params import LayerParams, adapted, adapter_shapes
 from .placement import Stage, layer_gathered, layer_trainable, split_layers
 from .schedule_order import Mix, chunk_mixes
 from .setup import Flight, Setup
@@ -1129,8 +1129,8 @@ def stage_peak(x: Setup, stage: Stage, detail: bool = False) -> StagePeak:
     if mixes and unit:
         # the model's first stage splits no backward: with no input gradient to compute, its
         # weight backward is a whole one (torch's backward_weight_one_chunk at stage_index 0)
-        first = x.held_stages(stage)[0]
-        variants = [(fl._replace(split=first[mix.running] != 0, waiting=mix.waiting,
+        held_stages = x.held_stages(stage)[0]
+        variants = [(fl._replace(split=held_stages[mix.running] != 0, waiting=mix.waiting,
                                  inputs=_inputs_kept(x, stage, mix))
                      if fl.split or mix.split else fl, sum(mix.alive), mix.written,
                      not mix.backward, mix)
@@ -1919,8 +1919,8 @@ def _unwritten_at_softmax(x: Setup) -> int:
     assert layer is not None
     before = before_attention_core(layer)
     if x.lora:
-        return sum(x.lora_rank * sum(lin.local_shape(x.tp)) for lin in before
-                   if adapted(lin, x.lora_targets))
+        return sum(rows * cols for lin in before if adapted(lin, x.lora_targets)
+                   for rows, cols in adapter_shapes(lin, x.lora_rank, x.tp, x.ep))
     return sum(sum(lin.local_counts(x.tp, x.ep)) for lin in before)
 
 
@@ -2363,7 +2363,16 @@ def _first_gathered(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, below: 
         if first == G_l:
             return below
         return _regathered(ms, GATHERED_GRADS(first, P_lt, P_ll, g_u, g_r), detail)
-    return _regathered(ms, GATHERED_GRADS(0, P_lt if layers == 2 else 0, P_ll, g_u, g_r), detail)
+    return _first_layer_gathered(ms, values, layers == 2, detail)
+
+
+def _first_layer_gathered(ms: ModelStates, values: tuple[int, ...], above: bool, detail: bool
+                          ) -> Part:
+    """FSDP's layer-by-layer units at the first layer's own backward, nothing prefetched in
+    its place: its last projection's unsharded gradient and, where a layer is `above` it, that
+    layer's reduce-scatter input."""
+    _, P_lt, P_ll, g_u, g_r = values
+    return _regathered(ms, GATHERED_GRADS(0, P_lt if above else 0, P_ll, g_u, g_r), detail)
 
 
 def _first_own(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, accumulating: bool,
@@ -2380,10 +2389,9 @@ def _first_own(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, accumulating
     if values is None or values[0] or not _layer_below_counted(stage, ms) \
             or (stage.dense_layers and stage.moe_layers):
         return None
-    _, P_lt, P_ll, g_u, g_r = values
     written = _written(x, stage, ms, accumulating,
                        unwritten=(_layer_trainable_at(x, ms, ly, 0)[0],))
-    return written, _regathered(ms, GATHERED_GRADS(0, P_lt, P_ll, g_u, g_r), detail)
+    return written, _first_layer_gathered(ms, values, True, detail)
 
 
 def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt: int,
