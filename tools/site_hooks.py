@@ -329,13 +329,13 @@ def on_page_content(html_text: str, page: Any, config: Any, files: Any) -> str:
     return html_text.replace(MARKER, calculator_html("../" * depth or "./"))
 
 
-# KaTeX (its stylesheet, its two scripts, and assets/math.js that runs them) only on a page with
+# KaTeX (its stylesheet, its script, and assets/math.js that runs it) only on a page with
 # formulas (arithmatex's, or the formula reference's "Show the math"): mkdocs.yml loads them on
 # every page, and evaluating katex.min.js is one 40-80 ms main-thread task of every page's load,
 # the calculator's included (issue 13: no task over 50 ms).
 MATH_ASSETS = re.compile(r'\s*(?:<link rel="stylesheet" href="[^"]*vendor/katex/[^"]*">'
                          r'|<script src="[^"]*(?:vendor/katex/|assets/math\.js)[^"]*"></script>)')
-MATH_ASSET_COUNT = 4  # katex.min.css, katex.min.js, auto-render.min.js, math.js
+MATH_ASSET_COUNT = 3  # katex.min.css, katex.min.js, math.js
 HAS_MATH = ('class="arithmatex"', 'id="formula-math"')
 
 

@@ -5,8 +5,8 @@
 What lands there, and from where:
 
 - `pyscript/`: `@pyscript/core`'s `dist/` (npm, pinned and hashed by package-lock.json);
-- `katex/`: KaTeX's script, stylesheet, auto-render and fonts (npm `katex`, same lock), for the
-  formula pages;
+- `katex/`: KaTeX's script, stylesheet and fonts (npm `katex`, same lock), for the formula pages
+  (site/assets/math.js renders each formula itself);
 - `pyodide/`: the Pyodide runtime (npm `pyodide`, same lock) *without* its own
   `pyodide-lock.json`, which lists the Pyodide project's builds of pydantic that we do not ship;
 - `pyodide/*.whl`: the Pyodide-ABI `pydantic_core` wheel and the pure wheels it needs, downloaded
@@ -169,8 +169,8 @@ def main() -> None:
     copy_tree(NODE / "@pyscript" / "core" / "dist", OUT / "pyscript")
     copy_tree(NODE / "pyodide", OUT / "pyodide", PYODIDE_SKIP)
     katex = NODE / "katex" / "dist"  # math rendering for the formula pages (no CDN)
-    (OUT / "katex" / "contrib").mkdir(parents=True)
-    for name in ("katex.min.js", "katex.min.css", "contrib/auto-render.min.js"):
+    (OUT / "katex").mkdir(parents=True)
+    for name in ("katex.min.js", "katex.min.css"):
         shutil.copy2(katex / name, OUT / "katex" / name)
     copy_tree(katex / "fonts", OUT / "katex" / "fonts")
     wheels = [*pip_download(abi, python), build_own_wheel()]
