@@ -326,8 +326,8 @@ DEQUANT_RECOMPUTE = Formula(
           "tensor (bitsandbytes keeps its 4-bit weight out of autograd's saved tensors): it "
           "stops once the gating product has saved its inputs, its widest moment the up "
           "projection's whole weight dequantised (W_u parameters), beside the MLP's input (z: "
-          "its width, 0 where its adapters keep it) and the residual after attention where "
-          "the norms do not keep it (k_r = 1)",
+          "its width; the MLP has no adapter to keep it) and the residual after attention "
+          "where the norms do not keep it (k_r = 1)",
     note="torch.utils.checkpoint's early stop; the down projection's input gradient, computed "
          "before the recomputation, is beside it (traced: a Llama 3 8B width, QLoRA on q and "
          "v, autocast, +2.6% counted at the down projection's moment)")
@@ -702,10 +702,7 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
             # which, fully checkpointed, stops before that projection (DEQUANT_RECOMPUTE)
             before = T * f * w_m
             if not x.selective_ops and arch.traits.mlp == "gated" and len(mlp) == 3:
-                residual_kept = any(t.key == "activations/residual" for t in saved)
-                recompute_fwd = DEQUANT_RECOMPUTE(
-                    mlp[1].local_counts(tp, x.ep)[0], c, T, x.h, 0 if residual_kept else 1,
-                    n.residual, z_width)
+                recompute_fwd = dequant_recompute(x, mlp, saved, z_width)
         if arch.traits.mlp == "gated" and not (x.eager or x.math_attention):
             if trainable:
                 last_input = T * f * c
@@ -1148,9 +1145,24 @@ def dequant_forward(x: Setup, mlp: list[Linear], saved: list[Term], w: int, f_w:
     c_d = (w if copies or not adapter else 0) + (c if w != c else 0) - (adapter if copies else 0)
     shared = any(adapted(lin, x.lora_targets) for lin in mlp[:-1]) and not _adapter_copies(
         x, x.lora_dropout, z_width)
-    kept = any(t.key == "activations/residual" for t in saved)  # the norms keep the residual
     return DEQUANT_FORWARD(x.T, f_w, c_d, down.local_counts(x.tp, x.ep)[0], c, x.h,
-                           0 if kept else 2, x.n.residual, 0 if shared else z_width)
+                           0 if _norms_keep_residual(saved) else 2, x.n.residual,
+                           0 if shared else z_width)
+
+
+def dequant_recompute(x: Setup, mlp: list[Linear], saved: list[Term], z_width: int) -> Term:
+    """A checkpointed QLoRA layer's recomputation, stopped before its bare down projection
+    (`DEQUANT_RECOMPUTE`): the up projection (the second of the gated `mlp`'s three)
+    dequantised beside the MLP's input, `z_width` wide (no adapter keeps it: the MLP has
+    none), and the residual after attention where the norms do not keep it."""
+    return DEQUANT_RECOMPUTE(mlp[1].local_counts(x.tp, x.ep)[0], x.n.compute, x.T, x.h,
+                             0 if _norms_keep_residual(saved) else 1, x.n.residual, z_width)
+
+
+def _norms_keep_residual(saved: list[Term]) -> bool:
+    """Whether the layer's norms keep the residual (their saved input), so that a transient
+    beside them does not count it again."""
+    return any(t.key == "activations/residual" for t in saved)
 
 
 def qlora_mlp_backward(x: Setup, mlp: list[Linear], w: int, f_w: int) -> Term:
