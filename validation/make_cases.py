@@ -1818,6 +1818,10 @@ case("test", "qwen2.5-0.5b", 2, 4096, mp="pure", prec="fp16", attn="eager", gpu=
 case("test", M4, 1, 4096, mp=AC, prec="fp16", attn="eager", ac="full", lora=16,
      targets="attention", gpu="v100-32gb", tag="mistral-7b-4L", notes=EH + "checkpointed, LoRA")
 
+# The 4-layer, 1K-vocabulary cuts of the 7-8B models the cases below trace
+L4V = {m: inline(m, num_hidden_layers=4, vocab_size=1024) for m in (
+    "llama-3-8b", "llama-3.1-8b", "qwen2.5-7b", "mistral-7b", "qwen3-8b")}
+
 # ZeRO-Offload at stage 3, the top layer's first reduce: its gradients fill the reduce bucket
 # in backward order until the next overflows it; the bucket's partition comes back to the GPU
 # and is normed in fp64 beside every activation and the gradients waiting (-5.1% on a random
@@ -1837,10 +1841,10 @@ case("test", inline("qwen2.5-1.5b", vocab_size=1024), 2, 1024, mp="master", attn
 case("test", inline("llama-3.2-1b", vocab_size=1024), 2, 4096, mp="master", dp=2, zero=3,
      framework="deepspeed", optimizer_offload=True, tag="llama-3.2-1b-v1k",
      notes=Z3O + "two ranks, 4K tokens")
-case("test", inline("mistral-7b", num_hidden_layers=4, vocab_size=1024), 1, 2048, mp="master",
+case("test", L4V["mistral-7b"], 1, 2048, mp="master",
      attn="eager", dp=4, zero=3, framework="deepspeed", optimizer_offload=True,
      tag="mistral-7b-4L-v1k", notes=Z3O + "four ranks, eager")
-case("dev", inline("mistral-7b", num_hidden_layers=4, vocab_size=1024), 1, 2048, mp="master",
+case("dev", L4V["mistral-7b"], 1, 2048, mp="master",
      attn="eager", dp=4, zero=3, framework="deepspeed", tag="mistral-7b-4L-v1k",
      notes="DeepSpeed ZeRO-3 over four ranks with a 1k vocabulary, without offload: the "
            "held-out case above read +4.0% (calc's gathered layers at the top layer's backward)")
@@ -1849,13 +1853,13 @@ case("dev", inline("mistral-7b", num_hidden_layers=4, vocab_size=1024), 1, 2048,
 # attention core (the MLP's, the output projection's) are unsharded beside it, waiting for the
 # layer's reduce-scatter (-3.3% counting the down projection's alone, Mistral's width)
 FE = "FSDP2 at the top layer's eager softmax backward: "
-case("dev", inline("mistral-7b", num_hidden_layers=4, vocab_size=1024), 1, 2048, mp="pure",
+case("dev", L4V["mistral-7b"], 1, 2048, mp="pure",
      attn="eager", dp=4, tag="mistral-7b-4L-v1k", notes=FE + "bf16, four ranks (read off it)")
-case("test", inline("qwen2.5-7b", num_hidden_layers=4, vocab_size=1024), 1, 2048, mp="pure",
+case("test", L4V["qwen2.5-7b"], 1, 2048, mp="pure",
      attn="eager", dp=2, tag="qwen2.5-7b-4L-v1k", notes=FE + "bf16, two ranks")
 case("test", L8_4V1K, 1, 4096, attn="eager", dp=4, tag="llama-3.1-8b-4L-v1k",
      notes=FE + "amp, four ranks")
-case("test", inline("qwen3-8b", num_hidden_layers=4, vocab_size=1024), 2, 2048, mp="pure",
+case("test", L4V["qwen3-8b"], 2, 2048, mp="pure",
      attn="eager", dp=2, tag="qwen3-8b-4L-v1k", notes=FE + "bf16, two ranks, q/k norms")
 case("dev", DSV3_3L, 2, 1536, attn="eager", ac="selective", impl="foreach", gas=2, dp=1, zero=3,
      tag="deepseek-v3-3L-e32-v32k", notes=FE + "a MoE layer's experts' gradients too, "
@@ -1869,7 +1873,7 @@ case("test", QWEN3MOE, 1, 1024, mp="pure", attn="eager", dp=2, tag="qwen3-30b-a3
 # the attention core were released once their backward ran (+2.8% counting them gathered,
 # Mistral's width over four ranks, now dev)
 DR = "DeepSpeed ZeRO-3 at the top layer's eager softmax backward: "
-case("test", inline("qwen2.5-7b", num_hidden_layers=4, vocab_size=1024), 1, 2048,
+case("test", L4V["qwen2.5-7b"], 1, 2048,
      mp="master", attn="eager", dp=2, zero=3, framework="deepspeed", tag="qwen2.5-7b-4L-v1k",
      notes=DR + "two ranks")
 case("test", L8_4V1K, 1, 4096, mp="master", attn="eager", dp=4, zero=3, framework="deepspeed",
@@ -1914,7 +1918,7 @@ case("dev", inline("llama-3.2-1b", num_hidden_layers=4, vocab_size=1024), 2, 153
      notes=FO + "every second layer checkpointed, the fused loss (a random run)")
 case("test", inline("qwen2.5-1.5b", num_hidden_layers=4, vocab_size=1024), 2, 2048, ac="full",
      dp=1, zero=3, tag="qwen2.5-1.5b-4L-v1k", notes=FO + "amp, checkpointed")
-case("test", inline("mistral-7b", num_hidden_layers=4, vocab_size=1024), 1, 2048, mp="pure",
+case("test", L4V["mistral-7b"], 1, 2048, mp="pure",
      ac="full", dp=1, zero=3, tag="mistral-7b-4L-v1k", notes=FO + "bf16, checkpointed")
 case("test", inline("llama-3.2-1b", num_hidden_layers=4, vocab_size=1024), 1, 1024, dp=1,
      zero=3, tag="llama-3.2-1b-4L-v1k", notes=FO + "amp, nothing checkpointed")
@@ -1925,8 +1929,6 @@ case("test", inline("llama-3.2-1b", num_hidden_layers=4, vocab_size=1024), 1, 10
 # split and the norm is not, without it; read off it; two held-out cases moved +2.21%,
 # +1.94% -> +0.64%, +0.87%)
 LC = "the late moment without the MLP's weight copies: "
-L4V = {m: inline(m, num_hidden_layers=4, vocab_size=1024) for m in (
-    "llama-3-8b", "llama-3.1-8b", "qwen2.5-7b", "mistral-7b", "qwen3-8b")}
 case("dev", L4V["llama-3-8b"], 2, 1024, ac="full", tp=2, tag="llama-3-8b-4L-v1k",
      notes=LC + "tp 2 (a random run)")
 case("test", L4V["llama-3.1-8b"], 1, 2048, ac="full", tp=4, tag="llama-3.1-8b-4L-v1k",
@@ -1993,7 +1995,7 @@ case("test", L4V["qwen2.5-7b"], 1, 2048, mp="autocast", attn="eager", ac="full",
 # ZBV over a 1K vocabulary read -3.0% (a random run's flash variant; read off it); eleven
 # traced zero-bubble cases moved -1.99 .. -0.16% -> -0.37 .. +0.25%
 WP = "the weight pass under autocast, each gradient beside its fp32 cast: "
-case("dev", inline("llama-3.1-8b", num_hidden_layers=4, vocab_size=1024), 1, 1536, gas=4,
+case("dev", L4V["llama-3.1-8b"], 1, 1536, gas=4,
      pp=2, sched="zbv", tag="llama-3.1-8b-4L-v1k", notes=WP + "ZBV (a random run, flash)")
 case("test", L4V["mistral-7b"], 1, 2048, gas=4, pp=2, sched="zbv", tag="mistral-7b-4L-v1k",
      notes=WP + "ZBV")
@@ -2010,7 +2012,7 @@ case("test", L4V["qwen2.5-7b"], 1, 1024, gas=8, pp=4, sched="zero_bubble",
 # Counted as a split input pass (which frees nothing), rank 0's first chunk under ZBV read
 # +8.9% at its first layer's late moment (a random run, eager, +2.50% at the peak; read off it)
 FS = "ZBV's first stage, a whole backward: "
-case("dev", inline("llama-3.1-8b", num_hidden_layers=4, vocab_size=1024), 1, 1536,
+case("dev", L4V["llama-3.1-8b"], 1, 1536,
      attn="eager", gas=4, pp=2, sched="zbv", tag="llama-3.1-8b-4L-v1k",
      notes=FS + "eager (a random run)")
 case("test", L4V["mistral-7b"], 1, 2048, attn="eager", gas=4, pp=2, sched="zbv",
