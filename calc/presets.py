@@ -7,7 +7,6 @@ importing `calc` costs nothing until a preset is looked up.
 
 from __future__ import annotations
 
-import json
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -123,7 +122,7 @@ def gpus() -> dict[str, GpuPreset]:
 def _load(kind: str, cls: type[_P]) -> dict[str, _P]:
     out: dict[str, _P] = {}
     for path in sorted((_presets_dir() / kind).glob("*.json"), key=lambda p: natural_key(p.stem)):
-        item = cls.model_validate(json.loads(path.read_text()))
+        item = cls.model_validate_json(path.read_bytes())  # parsed and checked in one pass
         if item.id != path.stem:
             raise ValueError(f"{path.name}: id {item.id!r} does not match the file name")
         out[item.id] = item
