@@ -2101,6 +2101,35 @@ case("test", inline("qwen2-57b-a14b", num_hidden_layers=2), 1, 4096, lora=16,
      targets="attention", qlora=True, dp=2, tag="qwen2-57b-a14b-2L",
      notes=SQ + "FSDP2 over two ranks (its peak elsewhere)")
 
+# A rank of chunks whose later chunk's backward has run holds that chunk's gradients while its
+# first chunk's have not been written: DualPipeV's rank 0 at a later micro-batch's loss, its
+# second chunk's layers and the head written (-2.97% on a random run counted without them;
+# read off it)
+PW = "DualPipeV, some of a rank's chunks written: "
+case("dev", "qwen3-0.6b", 1, 1536, mp="pure", attn="eager", opt="adam", gas=4,
+     pp=2, sched=DPV, notes=PW + "pure bf16, eager, Adam (a random run)")
+case("test", "qwen2.5-0.5b", 1, 1024, attn="eager", gas=4, pp=2, sched=DPV,
+     notes=PW + "amp, eager")
+case("test", "llama-3.2-1b", 1, 2048, mp="pure", gas=4, pp=2, sched=DPV,
+     notes=PW + "pure bf16")
+case("test", "qwen3-0.6b", 1, 2048, gas=4, pp=2, sched=DPV, notes=PW + "amp")
+case("test", "llama-3.2-1b", 1, 1024, attn="eager", gas=4, pp=2, sched=DPV,
+     notes=PW + "amp, eager (the head's weight backward the peak before)")
+
+# A fused qkv projection's output is kept by v, a view of it, where SDPA takes v as it is; a
+# 4-bit projection returns its fp32 input's width under amp (QLoRA) and autocast casts q, k
+# and v for SDPA, so nothing keeps it (+5.07% on a random run counting it; read off it)
+FQ = "Phi-3's fused qkv under QLoRA and amp, cast for SDPA: "
+case("dev", inline("phi-3-mini", num_hidden_layers=8), 3, 1536, impl="foreach", lora=8,
+     targets="query_value", qlora=True, dp=2, zero=0, tag="phi-3-mini-8L",
+     notes=FQ + "DDP over two ranks (a random run)")
+case("test", inline("phi-3-mini", num_hidden_layers=4), 1, 2048, lora=16, targets="attention",
+     qlora=True, tag="phi-3-mini-4L", notes=FQ + "one GPU")
+case("test", inline("phi-3-mini", num_hidden_layers=4), 2, 1024, lora=8, qlora=True,
+     gas=2, tag="phi-3-mini-4L", notes=FQ + "every linear adapted, accumulating")
+case("test", inline("phi-3-mini", num_hidden_layers=4), 2, 1024, prec="fp16", lora=16,
+     targets="query_value", qlora=True, tag="phi-3-mini-4L", notes=FQ + "fp16")
+
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
     assert len(ids) == len(set(ids)), "duplicate ids"
