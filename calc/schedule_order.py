@@ -169,12 +169,13 @@ class Mix(NamedTuple):
     alive: tuple[int, ...]  # chunk-micro-batches alive, by chunk, the running one included
     running: int  # the running action's chunk
     backward: bool  # the action is a backward (an input backward under a split schedule)
-    written: bool  # every chunk's backward has written its gradients before it (a state where
-    # only some have is counted without: the estimate's gradients are the rank's, all or none)
+    written: bool  # every chunk's backward has written its gradients before it (`wrote`: which)
     waiting: int  # of the others, those whose weight backward is still to run
     inputs: tuple[int, ...]  # input backwards run before it, by chunk (`Held.inputs`)
     split: bool = False  # the backward is an input backward, its weight backward to follow
     # (every backward of ZBV, DualPipeV's in its warm-up and cool-down)
+    wrote: tuple[bool, ...] = ()  # by chunk: its backward has written its gradients (a later
+    # chunk's backward runs first: a V's second chunk writes before its first)
 
 
 @lru_cache(maxsize=256)
@@ -195,7 +196,8 @@ def chunk_mixes(schedule: str, pp: int, v: int, m: int, rank: int) -> tuple[Mix,
             alive[chunk] += 1
         if kind != "W":
             states.add(Mix(tuple(alive), chunk, kind != "F", not unwritten, waiting,
-                           tuple(inputs), kind == "I"))
+                           tuple(inputs), kind == "I",
+                           tuple(c not in unwritten for c in range(chunks))))
         waiting += (kind == "I") - (kind == "W")
         inputs[chunk] += kind == "I"
         if kind in "BW":
@@ -204,7 +206,8 @@ def chunk_mixes(schedule: str, pp: int, v: int, m: int, rank: int) -> tuple[Mix,
     return tuple(sorted(
         (s for s in states if not any(
             o != s and o.running == s.running and o.backward == s.backward
-            and o.split == s.split and o.written >= s.written and o.waiting >= s.waiting
-            and all(a >= b for a, b in zip(o.alive + o.inputs, s.alive + s.inputs, strict=True))
+            and o.split == s.split and o.waiting >= s.waiting
+            and all(a >= b for a, b in zip(o.alive + o.inputs + o.wrote,
+                                           s.alive + s.inputs + s.wrote, strict=True))
             for o in states)),
         key=lambda s: (-sum(s.alive), s)))
