@@ -636,7 +636,9 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
             saved.append(EAGER_OUT(T, a, d, c))
     elif not x.eager or x.selective_attention:
         saved.append(QKV(T, a, k, d, c))  # SDPA sees low-precision q, k, v under autocast
-        if arch.traits.fused_qkv and rotary != "none":
+        # v is a view of the fused output where SDPA takes it as it is: not where autocast
+        # casts it, a 4-bit projection having returned its fp32 input's width (QLoRA, amp)
+        if arch.traits.fused_qkv and rotary != "none" and projection_width(x, z_width) == c:
             saved.append(FUSED_QKV_OUT(T, a, k, d, c))
         saved.append(ATTN_OUT(T, a, arch.v_head_dim if arch.is_mla and arch.v_head_dim else d,
                               c))  # (MLA: the values' width)
