@@ -172,7 +172,27 @@ def estimate(scenario: Scenario | dict[str, Any] | str) -> Estimate:
     """Estimate per-GPU training memory for a scenario (a `Scenario`, dict or JSON)."""
     resolved = resolve(parse_scenario(scenario))
     x = setup(resolved)
-    worst = max((stage_peak(x, st) for st in x.stages), key=lambda e: e.peak.bytes)
+    return _estimate(resolved, x, [stage_peak(x, st) for st in x.stages])
+
+
+def estimate_within(scenario: Scenario | dict[str, Any] | str, device_limit: float
+                    ) -> Estimate | None:
+    """`estimate(scenario)`, or None as soon as one pipeline rank's device memory passes
+    `device_limit` bytes, the other ranks not evaluated: what a search that rejects most of what
+    it tries needs (the advisor's; about nine tries in ten do not fit). The device memory grows
+    with the peak, so a rank over the limit puts the estimate over it."""
+    resolved = resolve(parse_scenario(scenario))
+    x = setup(resolved)
+    peaks = []
+    for st in x.stages:
+        peaks.append(stage_peak(x, st))
+        if beyond(peaks[-1].peak.bytes, x)[2].bytes > device_limit:
+            return None
+    return _estimate(resolved, x, peaks)
+
+
+def _estimate(resolved: Resolved, x: Setup, peaks: list[StagePeak]) -> Estimate:
+    worst = max(peaks, key=lambda e: e.peak.bytes)
     terms, reserved, device = beyond(worst.peak.bytes, x)
     trainable = lora_parameters(x.arch, x.lora_rank, x.lora_targets) if x.lora else x.counts.model
     return Estimate(
@@ -184,4 +204,4 @@ def estimate(scenario: Scenario | dict[str, Any] | str) -> Estimate:
 
 
 __all__ = ["COMPONENTS", "FIT_TARGET", "PHASES", "Estimate", "FitStatus", "Moment",
-           "estimate", "fit_status"]
+           "estimate", "estimate_within", "fit_status"]

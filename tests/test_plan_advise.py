@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from calc import ScenarioError, estimate
 from calc.cli import main
+from calc.estimate import estimate_within
 from calc.operations import answer
 from calc.plan import PlanError, advise, fits_target
 from calc.plan.advise import TIE_TOLERANCE, _Ctx, _Layout, _Search
@@ -475,3 +476,15 @@ def test_the_scenarios_framework_reaches_the_advisor_and_allow_lora_refuses_deep
         advise("llama-3.1-8b", "h100-sxm-80gb", 16, 4096, 64, framework="deepspeed",
                allow_lora=True)
     assert exc.value.field == "allow_lora"
+
+
+def test_an_estimate_cut_short_at_the_limit_is_the_estimate_or_none() -> None:
+    """The advisor's fit test stops at the first pipeline rank over the limit
+    (`estimate_within`): below the device memory it is None, at it the whole estimate."""
+    s = {"model": "llama-3-70b", "training": {"seq_len": 8192},
+         "parallelism": {"tp": 8, "pp": 4, "dp": 2, "zero": 1, "sequence_parallel": True}}
+    whole = estimate(s)
+    assert len(whole.setup.stages) > 1
+    assert estimate_within(s, whole.device_bytes - 1) is None
+    within = estimate_within(s, whole.device_bytes)
+    assert within is not None and within.as_dict() == whole.as_dict()

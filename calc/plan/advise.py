@@ -72,7 +72,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from ..estimate import Estimate, estimate
+from ..estimate import Estimate, estimate, estimate_within
 from ..formatting import params as param_text
 from ..numerics import numerics, numerics_for
 from ..operations import Cli, Operation, Request
@@ -225,7 +225,7 @@ class AdviceResult:
 
     plans: tuple[Plan, ...]
     searched: int  # (tp, pp, dp, cp, ep, zero, precision, offload, checkpointing) combinations
-    estimates: int  # calls of calc.estimate
+    estimates: int  # calls of calc.estimate (or estimate_within, cut short where over the limit)
     rejected: dict[str, int]  # reason -> count
     fitting: int  # non-dominated plans found (the search stops once `top` are certain)
     assumptions: dict[str, Any] = field(default_factory=dict)
@@ -315,6 +315,7 @@ class _Search:
         self.base, self.ctx, self.target = base, ctx, target
         self.estimates = 0
         self._cache: dict[tuple[_Layout, str, int], Estimate] = {}
+        self._over: set[tuple[_Layout, str, int]] = set()  # found over the limit, cut short
         self._resolved: dict[str, Resolved] = {}
         r = resolve(base)
         self.limit = target * r.gpu.usable_bytes
@@ -384,14 +385,29 @@ class _Search:
             out.update(activation_checkpointing="full", recompute_layers=max(1, per_stage // 2))
         return out
 
+    def scenario_at(self, lay: _Layout, ckpt: str, mb: int) -> Scenario:
+        return changed(self.base, training=self.training(lay, ckpt, mb),
+                       parallelism=self.parallelism(lay).model_dump())
+
     def at(self, lay: _Layout, ckpt: str, mb: int) -> Estimate:
         key = (lay, ckpt, mb)
         if key not in self._cache:
-            s = changed(self.base, training=self.training(lay, ckpt, mb),
-                        parallelism=self.parallelism(lay).model_dump())
             self.estimates += 1
-            self._cache[key] = estimate(s)
+            self._cache[key] = estimate(self.scenario_at(lay, ckpt, mb))
         return self._cache[key]
+
+    def fits(self, lay: _Layout, ckpt: str, mb: int) -> bool:
+        """Whether it fits (`fits_target`); where it does not, the estimate stops at the first
+        pipeline rank over the limit (`estimate_within`): most tries do not fit."""
+        key = (lay, ckpt, mb)
+        if key not in self._cache and key not in self._over:
+            self.estimates += 1
+            e = estimate_within(self.scenario_at(lay, ckpt, mb), self.limit)
+            if e is None:
+                self._over.add(key)
+            else:
+                self._cache[key] = e
+        return key not in self._over and fits_target(self._cache[key], self.target)
 
     def fitting(self, lay: _Layout, ckpt: str) -> list[int]:
         """The micro-batches (divisors of G/dp) that fit."""
@@ -399,10 +415,10 @@ class _Search:
         accum, single = sizes[:-1], sizes[-1]  # gradient accumulation > 1, and = 1
 
         def fits(k: int) -> bool:
-            return fits_target(self.at(lay, ckpt, accum[k - 1]), self.target)
+            return self.fits(lay, ckpt, accum[k - 1])
 
         out = accum[:_largest(fits, len(accum))] if accum and fits(1) else []
-        if fits_target(self.at(lay, ckpt, single), self.target):
+        if self.fits(lay, ckpt, single):
             out.append(single)
         return out
 
