@@ -93,11 +93,13 @@ def test_presets_verification_notes_are_listed_under_each_presets_id(
 
 
 # The accuracy page's groups of traced cases: open or not, the summary, the case ids in its rows
-# (each case's setting has its id as its title), and the section's height as the page opens.
+# (each case's id is its code's text, whole for the browser's find, and its title), and the
+# section's height as the page opens.
 CASE_GROUPS = """() => ({
   groups: [...document.querySelectorAll('details.case-group')].map((d) => ({
     open: d.open, summary: d.querySelector('summary').textContent,
-    ids: [...d.querySelectorAll('tbody td:first-child code[title]')].map((c) => c.title)})),
+    ids: [...d.querySelectorAll('tbody td:first-child code[title]')].map(
+      (c) => (c.textContent === c.title ? c.title : `text ${c.textContent} != title ${c.title}`))})),
   height: document.querySelector('h2#published-gpu-measurements').getBoundingClientRect().top
     - document.querySelector('h2#every-traced-case').getBoundingClientRect().top})"""
 
