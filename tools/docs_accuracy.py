@@ -180,7 +180,7 @@ def context(src: str) -> dict[str, str]:
                           num_gib(r["predicted"]), pct(r["error"], True),
                           *(_signed(r[key]) for key, _ in KEYS[1:]), phase])
         return md_table(
-            ["model, setting (hover: the case id)", "split", "traced GiB", "calc GiB", "calc",
+            ["case id (model, setting)", "split", "traced GiB", "calc GiB", "calc",
              "Korthikanti", "Megatron", "EleutherAI", "peak phase (traced / calc)"], table,
             "llrrrrrrl")
 
