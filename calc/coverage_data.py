@@ -510,6 +510,7 @@ COVERED: frozenset[tuple[str, str, str, str]] = frozenset({
     ('family', 'phi3', 'layout', 'deepspeed-zero3/none'),
     ('family', 'phi3', 'layout', 'single/none'),
     ('family', 'phi3', 'layout', 'single/pp:zero_bubble'),
+    ('family', 'phi3', 'layout', 'zero3/cp'),
     ('family', 'qwen2', 'attention', 'eager'),
     ('family', 'qwen2', 'attention', 'flash'),
     ('family', 'qwen2', 'finetuning', 'full'),
