@@ -592,7 +592,8 @@ def summarize(runs: list[dict[str, Any]], site: Path, browser_version: str) -> d
                  "python": versions.get("python"),
                  "snapshot": json.loads(snapshot.read_text()) if snapshot.is_file() else None},
         "method": "benchmarks/bench_site.py: headless Chromium, the e2e launch flags, site on 127.0.0.1 "
-                  "(no network latency or bandwidth limit); medians over the runs",
+                  "(no network latency or bandwidth limit), requests watched, not intercepted; "
+                  "medians over the runs",
         "summary": summary,
         "targets_ms": TARGETS_MS,
         "target_cold_vs_bare": TARGET_COLD_VS_BARE,
