@@ -1040,20 +1040,23 @@ def _chunk_mixes(x: Setup, stage: Stage) -> tuple[Mix, ...]:
     return chunk_mixes(x.schedule, x.pp, x.virtual_stages, x.micro_batches, stage.index)
 
 
-def _heaviest(x: Setup, stage: Stage, ly: Layers, unit: tuple[Layers, Layers],
+def _heaviest(x: Setup, stage: Stage, ly: Layers, chunks: Chunks,
               mixes: tuple[Mix, ...]) -> list[Mix]:
     """Of the states alike but for the chunks their micro-batches belong to (the same running
     chunk's boundary, kind, gradients and weight backwards waiting), the one whose micro-batches
     keep the most bytes: the rest of their moments is the same."""
-    whole, received = unit[0].saved.bytes, unit[1].saved.bytes
+    held = x.held_stages(stage)[0]
+    kept = [(whole if i == 0 else received).saved.bytes
+            for (whole, received), i in zip(chunks, held, strict=True)]
     sent = SENT_OUTPUT(x.T, x.h, _hidden_width(x)).bytes
     first, head = (sum(t.bytes for t in ends) for ends in _ends(x, stage, ly))
-    best: dict[tuple[Boundary, bool, bool, tuple[bool, ...], int, int], tuple[int, Mix]] = {}
+    best: dict[tuple[Boundary, bool, bool, bool, tuple[bool, ...], int, int],
+               tuple[int, Mix]] = {}
     for mix in mixes:
         b = _boundary(x, stage, mix.alive)
-        weight = b.first * (whole - received + first) + b.sends * sent + b.heads * head + \
-            sum(mix.alive) * received
-        key = (_boundary(x, stage, _one(mix)), mix.backward, mix.split, mix.wrote,
+        weight = b.first * first + b.sends * sent + b.heads * head + \
+            sum(n * k for n, k in zip(mix.alive, kept, strict=True))
+        key = (_boundary(x, stage, _one(mix)), mix.backward, mix.split, mix.weight, mix.wrote,
                mix.waiting, _inputs_kept(x, stage, mix))
         if key not in best or weight > best[key][0]:
             best[key] = (weight, mix)
@@ -1126,7 +1129,8 @@ def stage_peak(x: Setup, stage: Stage, detail: bool = False) -> StagePeak:
                                             layers(x, stage.unit, detail, receives=True))
     variants: list[tuple[Flight, int, bool, bool, Mix | None]]
     mixes = _chunk_mixes(x, stage)
-    if mixes and unit:
+    chunks = _chunk_units(x, stage, unit, detail) if mixes and unit else None
+    if mixes and chunks:
         # the model's first stage splits no backward: with no input gradient to compute, its
         # weight backward is a whole one (torch's backward_weight_one_chunk at stage_index 0)
         held_stages = x.held_stages(stage)[0]
@@ -1134,7 +1138,7 @@ def stage_peak(x: Setup, stage: Stage, detail: bool = False) -> StagePeak:
                                  inputs=_inputs_kept(x, stage, mix))
                      if fl.split or mix.split else fl, sum(mix.alive), mix.written,
                      not mix.backward, mix)
-                    for mix in _heaviest(x, stage, ly, unit, mixes)]
+                    for mix in _heaviest(x, stage, ly, chunks, mixes)]
     elif x.micro_batches == 1:
         variants = [(fl, fl.held, False, True, None)]
     elif fl.drained:  # every forward ran before the first backward wrote a gradient
@@ -1151,12 +1155,20 @@ def stage_peak(x: Setup, stage: Stage, detail: bool = False) -> StagePeak:
     worst: dict[str, Moment] = {}
     for flight, times, accumulating, forwards, mix in variants:
         for m in _stage_moments(x, stage, ms, ly, flight, times, accumulating, detail, unit,
-                                mix):
+                                mix, chunks):
             if not forwards and m.phase == "forward":
                 continue
             if mix is not None and ((forwards and m.phase == "backward") or (
                     m.name == "backward.embedding" and held[mix.running] != 0)):
                 continue  # (only the first stage's chunk runs the embedding's backward)
+            if mix is not None and mix.split and (
+                    (m.name == "backward.weight_pass") != mix.weight if held[mix.running]
+                    else mix.weight):
+                # a split backward's weight pass is read at its own action, with what is alive
+                # then (a V's cool-down runs its second chunk's before its first's), its input
+                # pass at the input's; the model's first stage splits none (its whole backward
+                # is read at its input backward's place, as before)
+                continue
             best = worst.get(m.name)
             if best is None or m.bytes > best.bytes:
                 worst[m.name] = m
@@ -1367,9 +1379,9 @@ def _weight_pass(x: Setup, stage: Stage, ly: Layers, accumulating: bool, mix: Mi
     kept = [output_grads(x, layer, widths=w).bytes for w in widths]
     k = max(range(n_pg), key=lambda k: copies[k] + live(k) + sum(kept[k:]))
     # the layers that are not checkpointed (every Nth checkpointed): those below the highest
-    # checkpointed one have run their groups, those above keep their output gradients
-    # (one stage a rank: a rank of chunks' is not traced for it)
-    flags = x.checkpointed(unit) if mix is None else (True,)
+    # checkpointed one have run their groups, those above keep their output gradients (on a
+    # rank of chunks, the running chunk's own layers)
+    flags = x.checkpointed(unit)
     at = max(i for i, f in enumerate(flags) if f)
     below, above = flags[:at].count(False), flags[at + 1:].count(False)
 
@@ -1402,10 +1414,11 @@ def _weight_pass(x: Setup, stage: Stage, ly: Layers, accumulating: bool, mix: Mi
 
 def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flight, times: int,
                    accumulating: bool, detail: bool, unit: tuple[Layers, Layers] | None = None,
-                   mix: Mix | None = None) -> list[Moment]:
+                   mix: Mix | None = None, chunks: Chunks | None = None) -> list[Moment]:
     """The moments of `stage` with `times` micro-batches in flight, `accumulating` into
     gradients an earlier backward wrote. `unit`: the layers of the stage's unit, its input kept
-    and received; on a rank of chunks, `mix` says of which chunks the micro-batches are."""
+    and received; on a rank of chunks, `mix` says of which chunks the micro-batches are, and
+    `chunks` what each chunk's keep (`_chunk_units`)."""
     n = x.n
     ckpt, widest = ly.checkpointed, ly.widest
     gradients, gathered, backward_gathered = ms.gradients, ms.gathered, ms.backward_gathered
@@ -1439,8 +1452,8 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         run = _boundary(x, stage, _one(mix))
         beside = Boundary(*(a - b for a, b in zip(every, run, strict=True)))
         sends = beside.sends
-        assert unit is not None
-        ly = replace(ly, received=0 if run.first else unit[1].received)
+        assert chunks is not None
+        ly = replace(ly, received=0 if run.first else chunks[mix.running][1].received)
     # where backwards that recompute run between the forwards (cleared), each micro-batch's
     # forward cast anew what its graph keeps; a split backward's input pass frees none of it,
     # so every micro-batch in flight holds its own (a whole backward frees the running one's
@@ -1458,14 +1471,14 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     if stage.unit is None:
         one = ly.saved  # one micro-batch's saved activations
         saved = one if times == 1 else scaled(one, times, detail)
-    elif mix is None or unit is None:  # `times` of one unit (a DualPipe stage); the ends once
+    elif mix is None or chunks is None:  # `times` of one unit (a DualPipe stage); the ends once
         one = unit[0].saved if unit else ly.saved
         saved = extended(scaled(one, times, detail), tuple((t, 1) for t in ly.ends), detail)
     else:
-        whole, one = unit[0].saved, unit[1].saved
-        saved = _chunk_batches(x, stage, ly, whole, one, times, every, detail)
+        saved = _chunk_batches(x, stage, ly, chunks, mix.alive, detail)
         if times > 1:
-            other_batches = _chunk_batches(x, stage, ly, whole, one, times - 1, beside, detail)
+            beside_running = tuple(n - (c == mix.running) for c, n in enumerate(mix.alive))
+            other_batches = _chunk_batches(x, stage, ly, chunks, beside_running, detail)
     saved_after = saved
     if holds:
         saved = extended(saved_after, holds, detail)
@@ -1686,8 +1699,8 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         if holds:
             body = extended(body, holds, detail)
     elif mix is not None and run.heads:  # the head's saved tensors are freed
-        body = _chunk_batches(x, stage, ly, whole, one, times, every._replace(heads=beside.heads),
-                              detail)
+        assert chunks is not None
+        body = _chunk_batches(x, stage, ly, chunks, mix.alive, detail, heads=beside.heads)
         if holds:
             body = extended(body, holds, detail)
     else:
@@ -1855,17 +1868,49 @@ def _deepspeed_pending(x: Setup, m: Moment, ms: ModelStates, accumulating: bool,
     return _moment(m.name, *m.parts[:i], grads, *m.parts[i + 1:])
 
 
-def _chunk_batches(x: Setup, stage: Stage, ly: Layers, whole: Part, received: Part, times: int,
-                   b: Boundary, detail: bool) -> Part:
-    """`times` micro-batches of a rank's chunks: those of the model's first stage with their
-    input (`whole`), the others' a receive buffer (`received`); the embedding's saved tensors
-    with each of the first, the head's with each of the head stage's."""
-    first, heads = b.first, b.heads
-    parts = [scaled(p, k, detail) for p, k in ((whole, first), (received, times - first)) if k]
-    out = parts[0] if len(parts) == 1 else joined(parts[0], parts[1], detail)
+Chunks = tuple[tuple[Layers, Layers], ...]  # each chunk's layers, its input kept and received
+
+
+def _chunk_units(x: Setup, stage: Stage, unit: tuple[Layers, Layers], detail: bool) -> Chunks:
+    """The layers of each of a rank's chunks (in `Mix.alive`'s order), its input kept and
+    received: the unit's (one chunk's), but a chunk's own where its layers are checkpointed
+    otherwise (every Nth layer over chunks of a number of layers N does not divide)."""
+    held, count = x.held_stages(stage)
+    assert stage.unit is not None
+    spans = split_layers(x.arch.num_hidden_layers, count)
+    flags = x.checkpointed(stage.unit)
+    out = []
+    for i in held:
+        first, n = spans[i]
+        chunk = replace(stage.unit, first_layer=first)
+        if n != stage.unit.layers or x.checkpointed(chunk) == flags:
+            out.append(unit)
+        else:
+            out.append((layers(x, chunk, detail), layers(x, chunk, detail, receives=True)))
+    return tuple(out)
+
+
+def _chunk_batches(x: Setup, stage: Stage, ly: Layers, chunks: Chunks, alive: tuple[int, ...],
+                   detail: bool, heads: int | None = None) -> Part:
+    """The micro-batches `alive` (by chunk) of a rank's chunks, each with its chunk's saved
+    tensors (`chunks`): those of the model's first stage with their input, the others' a
+    receive buffer; the embedding's saved tensors with each of the first, the head's with each
+    of the head stage's (`heads` of them where the running one's have been freed)."""
+    held = x.held_stages(stage)[0]
+    counts: dict[int, tuple[Part, int]] = {}  # (alike parts counted together)
+    for (whole, received), n, i in zip(chunks, alive, held, strict=True):
+        p = (whole if i == 0 else received).saved
+        if n:
+            counts[id(p)] = (p, counts.get(id(p), (p, 0))[1] + n)
+    parts = [scaled(p, n, detail) for p, n in counts.values()]
+    out = parts[0]
+    for p in parts[1:]:
+        out = joined(out, p, detail)
+    b = _boundary(x, stage, alive)
     embedding, head = _ends(x, stage, ly)
-    ends = tuple((t, k) for t, k in (*((t, first) for t in embedding),
-                                     *((t, heads) for t in head)) if k)
+    ends = tuple((t, k) for t, k in (*((t, b.first) for t in embedding),
+                                     *((t, b.heads if heads is None else heads) for t in head))
+                 if k)
     return extended(out, ends, detail) if ends else out
 
 

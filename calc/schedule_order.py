@@ -176,6 +176,7 @@ class Mix(NamedTuple):
     # (every backward of ZBV, DualPipeV's in its warm-up and cool-down)
     wrote: tuple[bool, ...] = ()  # by chunk: its backward has written its gradients (a later
     # chunk's backward runs first: a V's second chunk writes before its first)
+    weight: bool = False  # the action is a split backward's weight pass (its input pass ran)
 
 
 @lru_cache(maxsize=256)
@@ -194,10 +195,13 @@ def chunk_mixes(schedule: str, pp: int, v: int, m: int, rank: int) -> tuple[Mix,
     for chunk, kind in order:
         if kind == "F":
             alive[chunk] += 1
+        wrote = tuple(c not in unwritten for c in range(chunks))
         if kind != "W":
             states.add(Mix(tuple(alive), chunk, kind != "F", not unwritten, waiting,
-                           tuple(inputs), kind == "I",
-                           tuple(c not in unwritten for c in range(chunks))))
+                           tuple(inputs), kind == "I", wrote))
+        else:  # (its own weight backward is not among those waiting)
+            states.add(Mix(tuple(alive), chunk, True, not unwritten, waiting - 1,
+                           tuple(inputs), True, wrote, weight=True))
         waiting += (kind == "I") - (kind == "W")
         inputs[chunk] += kind == "I"
         if kind in "BW":
@@ -206,7 +210,7 @@ def chunk_mixes(schedule: str, pp: int, v: int, m: int, rank: int) -> tuple[Mix,
     return tuple(sorted(
         (s for s in states if not any(
             o != s and o.running == s.running and o.backward == s.backward
-            and o.split == s.split and o.waiting >= s.waiting
+            and o.split == s.split and o.weight == s.weight and o.waiting >= s.waiting
             and all(a >= b for a, b in zip(o.alive + o.inputs + o.wrote,
                                            s.alive + s.inputs + s.wrote, strict=True))
             for o in states)),
