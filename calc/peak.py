@@ -2299,13 +2299,13 @@ def _prefetched_below_top(x: Setup, ms: ModelStates, ly: Layers, G_l: int) -> in
         else G_l
 
 
-def _offload_share(x: Setup, ms: ModelStates, zero: int) -> int | None:
+def _offload_share(x: Setup, ms: ModelStates, zero: int, tied: bool = False) -> int | None:
     """Rank 0's share of the flat parameters (`partition_tensors`) where DeepSpeed's
     ZeRO-Offload at stage `zero` norms each gradient's piece of it in fp64 on the GPU
-    (stage_1_and_2.py set_norm_for_param_grad_in_gpu): full training, untied embeddings, no
-    pipeline; else None."""
+    (stage_1_and_2.py set_norm_for_param_grad_in_gpu): full training, untied embeddings (or
+    `tied` ones, where the caller counts them), no pipeline; else None."""
     if not (x.deepspeed and x.offload_optimizer and x.z == zero and not x.lora and x.pp == 1
-            and not x.arch.tie_word_embeddings and ms.local.ordered):
+            and (tied or not x.arch.tie_word_embeddings) and ms.local.ordered):
         return None
     return partition_tensors(ms.local.ordered, x.N)[0]
 
@@ -2313,9 +2313,10 @@ def _offload_share(x: Setup, ms: ModelStates, zero: int) -> int | None:
 def _offload_embedding_norm(x: Setup, stage: Stage, ms: ModelStates, accumulating: bool
                             ) -> Term | None:
     """ZeRO-Offload at stages 1-2, the step's last backward (`OFFLOAD_EMBEDDING_NORM`), else
-    None. (Stage 2 under gradient accumulation only: with one micro-batch it is not traced;
-    tied embeddings: not traced apart.)"""
-    share = _offload_share(x, ms, x.z) if x.z == 1 or (x.z == 2 and accumulating) else None
+    None. At stage 2 the embedding's gradient, tied or not, is the last to be reduced, with or
+    without accumulation (traced: Gemma 3's tied 262K vocabulary on one rank, 5 GiB of fp64 at
+    the end of its one backward); stage 1 with tied embeddings: not traced."""
+    share = _offload_share(x, ms, x.z, tied=x.z == 2) if x.z in (1, 2) else None
     if share is None or not stage.embedding or not (accumulating or x.micro_batches == 1):
         return None
     ordered, g = ms.local.ordered, x.n.grad
@@ -2942,9 +2943,10 @@ def _end_of_backward(x: Setup, stage: Stage, ms: ModelStates, states: Part | Non
                   incoming, ms.reduce_bucket, clone)
     norm = _offload_embedding_norm(x, stage, ms, accumulating)
     if norm is not None:  # (the clone in the gradient's place, the incoming one gone; at stage
-        # 2, whose earlier gradients went to the host, the embedding's whole beside its piece)
-        alone = OFFLOAD_CLONE(x.counts.embedding, n.grad) if x.z == 2 else None
-        return (end, _moment("backward.offload_embedding_norm", states, held or alone, others,
+        # 2, whose earlier gradients went to the host, the embedding's whole beside its piece,
+        # accumulating or not)
+        alone = OFFLOAD_CLONE(x.counts.embedding, n.grad) if x.z == 2 else held
+        return (end, _moment("backward.offload_embedding_norm", states, alone, others,
                              ms.reduce_bucket, norm))
     if ms.partition_copy is None:
         return (end,)

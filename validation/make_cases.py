@@ -2169,6 +2169,22 @@ case("test", inline("mistral-7b", num_hidden_layers=8, vocab_size=1024), 1, 1024
      ac="full", every=3, gas=4, pp=2, sched=ZBV, tag="mistral-7b-8L-v1k",
      notes=VC + "ZBV, every third layer over chunks of two, bf16")
 
+# ZeRO-Offload at stage 2 without accumulation, tied embeddings or not: the embedding's
+# gradient is the last reduced, the others gone to the host, and rank 0's piece of it is normed
+# in fp64 on the GPU beside it (counted before only when accumulating and untied: -26.56% on
+# a random run, Gemma 3's tied 262K vocabulary on one rank; read off it)
+OZ = "ZeRO-Offload at stage 2, one micro-batch: "
+case("dev", inline("gemma-3-4b", num_hidden_layers=6), 1, 1024, mp="master", ac="full",
+     every=2, zero=2, framework="deepspeed", optimizer_offload=True, tag="gemma-3-4b-6L",
+     notes=OZ + "Gemma 3's tied vocabulary on one rank (a random run)")
+case("test", "qwen2.5-0.5b", 1, 2048, mp="master", dp=2, zero=2, framework="deepspeed",
+     optimizer_offload=True, notes=OZ + "tied, two ranks")
+case("test", L4V["mistral-7b"], 1, 2048, mp="master", ac="full", zero=2,
+     framework="deepspeed", optimizer_offload=True, tag="mistral-7b-4L-v1k",
+     notes=OZ + "untied, one rank")
+case("test", "llama-3.2-1b", 2, 1024, mp="master", dp=2, zero=2, framework="deepspeed",
+     optimizer_offload=True, notes=OZ + "tied, two ranks, micro-batch 2")
+
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
     assert len(ids) == len(set(ids)), "duplicate ids"
