@@ -1583,3 +1583,18 @@ def test_fsdp_at_stage_2_peaks_at_an_moe_layer_s_expert_backward(case: str) -> N
     r = estimate(scenario).as_dict()
     assert r["peak_moment"] == "backward.experts_fsdp"
     assert r["peak_bytes"] == pytest.approx(traced["peak_bytes"], rel=0.005)
+
+
+def test_zero_offload_at_stage_2_under_a_small_head_is_extrapolated() -> None:
+    """On one rank, a head smaller than the reduce bucket (a 1K vocabulary) leaves a layer's
+    projection the first gradient over it, normed in fp64 inside the top layer's backward:
+    traced 16% above the estimate, not modelled, so the estimate says `extrapolated` and why;
+    Mistral's own 32K vocabulary puts the head first (modelled, `backward.offload_norm`)."""
+    scenario, _ = traced_case(
+        "mistral-7b-4L-v1k_b1_s2048_master_flash_acfull_deepspeed-zero2x1_offload-optimizer")
+    c = estimate(scenario).confidence
+    assert c["level"] == "extrapolated"
+    assert any("smaller than the reduce bucket" in m for m in c["missing"])
+    whole = {**scenario, "model": "mistral-7b"}
+    assert not any("smaller than the reduce bucket" in m
+                   for m in estimate(whole).confidence["missing"])
