@@ -76,7 +76,9 @@ e2e: site chromium
 example: venv
 	@for f in examples/*.json; do echo "== $$f"; $(BIN)/calc estimate $$f; echo; done
 
-## bench: speed of the estimator (prints numbers; not a timed test)
+## bench: speed of the estimator (prints numbers; not a timed test); writes
+## build/bench/estimator_speed.json (the committed reference: python
+## benchmarks/bench_estimate.py --out benchmarks/results/estimator_speed.json)
 bench: venv
 	$(BIN)/python benchmarks/bench_estimate.py
 

@@ -1,8 +1,15 @@
 """Speed of the estimator. Prints numbers; targets: one estimate < 100 us median (CPython),
-10,000 scenarios < 1 s. Not a test: timings on shared machines flake, numbers do not lie."""
+10,000 scenarios < 1 s. Not a test: timings on shared machines flake, numbers do not lie.
+
+    python benchmarks/bench_estimate.py [--out build/bench/estimator_speed.json]
+
+It writes under build/ (ignored by git) unless told otherwise: the reference the speed page
+shows is replaced only on purpose, `--out benchmarks/results/estimator_speed.json`.
+"""
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import os
@@ -30,7 +37,15 @@ def _sweep() -> list[dict[str, object]]:
     return out
 
 
+ROOT = Path(__file__).resolve().parent.parent
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "build" / "bench" / "estimator_speed.json",
+                        help="where to write the results (the reference: "
+                             "benchmarks/results/estimator_speed.json)")
+    args = parser.parse_args()
     estimate(SCENARIO)  # warm caches (presets, parameter counts)
     scenario = parse_scenario(SCENARIO)
     results: dict[str, float] = {}
@@ -62,8 +77,8 @@ def main() -> None:
     machine = {"python": f"{platform.python_implementation()} {platform.python_version()}",
                "machine": platform.machine(), "nproc": os.cpu_count()}
     print(f"({machine['python']}, {machine['machine']})")
-    out = Path(__file__).resolve().parent / "results" / "estimator_speed.json"
-    out.parent.mkdir(exist_ok=True)
+    out: Path = args.out
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": machine, "results": results,
@@ -71,6 +86,7 @@ def main() -> None:
         "method": "benchmarks/bench_estimate.py: medians of 2000 calls; the sweep estimates "
                   "10,000 dict scenarios over six models, validation included",
     }, indent=1) + "\n")
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

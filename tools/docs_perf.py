@@ -1,7 +1,8 @@
 """The speed page: renders the benchmarks' data files (never numbers typed into prose).
 
-`benchmarks/bench_estimate.py` writes `benchmarks/results/estimator_speed.json`;
-`benchmarks/bench_site.py` (make bench-site) writes `benchmarks/results/site_speed.json`.
+The references in `benchmarks/results/`: `estimator_speed.json` from
+`benchmarks/bench_estimate.py --out ...` and `site_speed.json` from `benchmarks/bench_site.py
+--out ...` (make bench and make bench-site write under build/ instead).
 """
 
 from __future__ import annotations
