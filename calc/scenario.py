@@ -599,6 +599,14 @@ def _check(s: Scenario, arch: Architecture, gpu: GpuPreset) -> list[EstimateWarn
     if t.padded and p.cp > 1 and t.implementation == "hf":
         fail("training.padded", "torch's context parallelism takes no attention mask (its "
              "ring attention runs is_causal): pack the sequences, or set parallelism.cp to 1")
+    window = arch.sliding_window
+    if (p.cp > 1 and t.implementation == "hf" and window is not None and arch.sliding_layers
+            and t.seq_len >= window):
+        warn("cp_sliding_window", "parallelism.cp",
+             f"torch's context parallelism takes no attention mask (its ring attention runs "
+             f"is_causal), and {arch.model_type}'s sliding-window layers need one from "
+             f"{window} tokens on: such a step fails or runs those layers as plain causal "
+             "attention (traced: both), computed here as causal")
     if t.padded and t.implementation == "megatron":
         warn("padded_megatron", "training.padded",
              "Megatron-LM's kernels take no padding mask: ignored")

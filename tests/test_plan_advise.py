@@ -488,3 +488,11 @@ def test_an_estimate_cut_short_at_the_limit_is_the_estimate_or_none() -> None:
     assert estimate_within(s, whole.device_bytes - 1) is None
     within = estimate_within(s, whole.device_bytes)
     assert within is not None and within.as_dict() == whole.as_dict()
+
+
+def test_the_advisor_leaves_out_context_parallelism_over_a_sliding_window() -> None:
+    """Torch's ring attention takes no mask: Gemma 3's sliding layers need one from their
+    window on, so no plan uses cp, each such layout counted under its rule."""
+    a = advise("gemma-3-1b", "h100-sxm-80gb", 8, 16384, 16)
+    assert a.rejected.get("cp_sliding_window", 0) > 0
+    assert a.plans and all(p.scenario.parallelism.cp == 1 for p in a.plans)

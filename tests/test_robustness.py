@@ -277,3 +277,16 @@ def test_sliding_layers_on_a_moe_model_estimate() -> None:
     report = estimate({"model": arch, "training": {"seq_len": 1024, "mixed_precision": "master"},
                        "parallelism": {"dp": 4, "zero": 3}})
     assert report.peak_bytes > 0
+
+
+def test_context_parallelism_over_a_sliding_window_says_torch_cannot_run_it() -> None:
+    """Torch's ring attention runs is_causal and takes no mask; Gemma 3's sliding layers need
+    one from their window on (512 tokens for the 1B): the estimate warns, naming the field,
+    and only where the sequence reaches the window."""
+    def codes(seq_len: int) -> list[tuple[str, str]]:
+        r = estimate({"model": "gemma-3-1b", "training": {"seq_len": seq_len},
+                      "parallelism": {"cp": 2, "dp": 1, "zero": 3}})
+        return [(w["code"], w["field"]) for w in r.as_dict()["warnings"]]
+
+    assert ("cp_sliding_window", "parallelism.cp") in codes(4096)
+    assert ("cp_sliding_window", "parallelism.cp") not in codes(256)

@@ -214,7 +214,8 @@ class AdviceResult:
     """The ranked plans and what the search did. In `rejected`, the rule reasons
     (`tp_not_dividing_heads`, `tp_crosses_node`, `pp_exceeds_layers`, `cp_short_sequence`,
     `dp_not_dividing_global_batch`, `cp_padded`: context parallelism for padded batches, whose
-    mask torch's ring attention does not take) count (tp, pp, dp, cp) factorisations; the others
+    mask torch's ring attention does not take, `cp_sliding_window`: nor the mask of sliding-window
+    layers the sequence reaches) count (tp, pp, dp, cp) factorisations; the others
     (`framework_cannot_train`: a precision or stage the scenario's parallelism.framework does
     not run, `model_states_exceed_target`, `host_memory_exceeds_limit`, `no_micro_batch_fits`,
     `dominated`, `slower_than_top`) count the combinations of `searched`. Where nothing fits,
@@ -506,6 +507,11 @@ def _search_layouts(base: Scenario, r: Resolved, peak: float, keep_precision: bo
         if cp > 1 and t.padded and t.implementation == "hf":  # torch's context
             # parallelism takes no attention mask (Megatron-LM ignores the padding: a warning)
             rejected["cp_padded"] = rejected.get("cp_padded", 0) + 1
+            continue
+        window = r.arch.sliding_window
+        if cp > 1 and t.implementation == "hf" and window is not None \
+                and r.arch.sliding_layers and t.seq_len >= window:  # nor a sliding window's
+            rejected["cp_sliding_window"] = rejected.get("cp_sliding_window", 0) + 1
             continue
         eps = [e for e in _divisors(r.arch.num_local_experts) if (dp * cp) % e == 0] \
             if r.arch.is_moe else [1]
