@@ -605,8 +605,8 @@ def _check(s: Scenario, arch: Architecture, gpu: GpuPreset) -> list[EstimateWarn
         warn("cp_sliding_window", "parallelism.cp",
              f"torch's context parallelism takes no attention mask (its ring attention runs "
              f"is_causal), and {arch.model_type}'s sliding-window layers need one from "
-             f"{window} tokens on: such a step fails or runs those layers as plain causal "
-             "attention (traced: both), computed here as causal")
+             f"{window} tokens on: such a step fails (traced: Phi-3 under cp 2); computed "
+             "here as causal attention")
     if t.padded and t.implementation == "megatron":
         warn("padded_megatron", "training.padded",
              "Megatron-LM's kernels take no padding mask: ignored")
