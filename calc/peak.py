@@ -1161,14 +1161,14 @@ def stage_peak(x: Setup, stage: Stage, detail: bool = False) -> StagePeak:
             if mix is not None and ((forwards and m.phase == "backward") or (
                     m.name == "backward.embedding" and held[mix.running] != 0)):
                 continue  # (only the first stage's chunk runs the embedding's backward)
-            if mix is not None and mix.split and (
-                    (m.name == "backward.weight_pass") != mix.weight if held[mix.running]
-                    else mix.weight):
+            if mix is not None and mix.split:
                 # a split backward's weight pass is read at its own action, with what is alive
                 # then (a V's cool-down runs its second chunk's before its first's), its input
                 # pass at the input's; the model's first stage splits none (its whole backward
-                # is read at its input backward's place, as before)
-                continue
+                # is read at its input backward's place)
+                weight_pass = m.name == "backward.weight_pass"
+                if (weight_pass != mix.weight) if held[mix.running] else mix.weight:
+                    continue
             best = worst.get(m.name)
             if best is None or m.bytes > best.bytes:
                 worst[m.name] = m
@@ -2945,8 +2945,8 @@ def _end_of_backward(x: Setup, stage: Stage, ms: ModelStates, states: Part | Non
     if norm is not None:  # (the clone in the gradient's place, the incoming one gone; at stage
         # 2, whose earlier gradients went to the host, the embedding's whole beside its piece,
         # accumulating or not)
-        alone = OFFLOAD_CLONE(x.counts.embedding, n.grad) if x.z == 2 else held
-        return (end, _moment("backward.offload_embedding_norm", states, alone, others,
+        grads = OFFLOAD_CLONE(x.counts.embedding, n.grad) if x.z == 2 else held
+        return (end, _moment("backward.offload_embedding_norm", states, grads, others,
                              ms.reduce_bucket, norm))
     if ms.partition_copy is None:
         return (end,)

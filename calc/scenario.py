@@ -434,6 +434,14 @@ def framework_problem(precision: str, mixed_precision: str, implementation: str,
     return None
 
 
+def cp_over_sliding_window(arch: Architecture, t: Training, cp: int) -> bool:
+    """Context parallelism (torch's ring attention: is_causal, no mask) over sliding-window
+    layers that the sequence reaches, which need a mask: the step fails."""
+    window = arch.sliding_window
+    return (cp > 1 and t.implementation == "hf" and window is not None
+            and bool(arch.sliding_layers) and t.seq_len >= window)
+
+
 def _check(s: Scenario, arch: Architecture, gpu: GpuPreset) -> list[EstimateWarning]:
     t, p = s.training, s.parallelism
     out: list[EstimateWarning] = []
@@ -599,14 +607,12 @@ def _check(s: Scenario, arch: Architecture, gpu: GpuPreset) -> list[EstimateWarn
     if t.padded and p.cp > 1 and t.implementation == "hf":
         fail("training.padded", "torch's context parallelism takes no attention mask (its "
              "ring attention runs is_causal): pack the sequences, or set parallelism.cp to 1")
-    window = arch.sliding_window
-    if (p.cp > 1 and t.implementation == "hf" and window is not None and arch.sliding_layers
-            and t.seq_len >= window):
+    if cp_over_sliding_window(arch, t, p.cp):
         warn("cp_sliding_window", "parallelism.cp",
              f"torch's context parallelism takes no attention mask (its ring attention runs "
              f"is_causal), and {arch.model_type}'s sliding-window layers need one from "
-             f"{window} tokens on: such a step fails (traced: Phi-3 under cp 2); computed "
-             "here as causal attention")
+             f"{arch.sliding_window} tokens on: such a step fails (traced: Phi-3 under cp 2); "
+             "computed here as causal attention")
     if t.padded and t.implementation == "megatron":
         warn("padded_megatron", "training.padded",
              "Megatron-LM's kernels take no padding mask: ignored")

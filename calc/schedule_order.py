@@ -169,14 +169,18 @@ class Mix(NamedTuple):
     alive: tuple[int, ...]  # chunk-micro-batches alive, by chunk, the running one included
     running: int  # the running action's chunk
     backward: bool  # the action is a backward (an input backward under a split schedule)
-    written: bool  # every chunk's backward has written its gradients before it (`wrote`: which)
+    wrote: tuple[bool, ...]  # by chunk: its backward has written its gradients before it (a
+    # later chunk's backward runs first: a V's second chunk writes before its first)
     waiting: int  # of the others, those whose weight backward is still to run
     inputs: tuple[int, ...]  # input backwards run before it, by chunk (`Held.inputs`)
     split: bool = False  # the backward is an input backward, its weight backward to follow
     # (every backward of ZBV, DualPipeV's in its warm-up and cool-down)
-    wrote: tuple[bool, ...] = ()  # by chunk: its backward has written its gradients (a later
-    # chunk's backward runs first: a V's second chunk writes before its first)
     weight: bool = False  # the action is a split backward's weight pass (its input pass ran)
+
+    @property
+    def written(self) -> bool:
+        """Every chunk's backward has written its gradients before it."""
+        return all(self.wrote)
 
 
 @lru_cache(maxsize=256)
@@ -197,11 +201,11 @@ def chunk_mixes(schedule: str, pp: int, v: int, m: int, rank: int) -> tuple[Mix,
             alive[chunk] += 1
         wrote = tuple(c not in unwritten for c in range(chunks))
         if kind != "W":
-            states.add(Mix(tuple(alive), chunk, kind != "F", not unwritten, waiting,
-                           tuple(inputs), kind == "I", wrote))
+            states.add(Mix(tuple(alive), chunk, kind != "F", wrote, waiting, tuple(inputs),
+                           kind == "I"))
         else:  # (its own weight backward is not among those waiting)
-            states.add(Mix(tuple(alive), chunk, True, not unwritten, waiting - 1,
-                           tuple(inputs), True, wrote, weight=True))
+            states.add(Mix(tuple(alive), chunk, True, wrote, waiting - 1, tuple(inputs), True,
+                           weight=True))
         waiting += (kind == "I") - (kind == "W")
         inputs[chunk] += kind == "I"
         if kind in "BW":

@@ -65,8 +65,7 @@ def _case_cell(case_id: str) -> str:
     991 px (issue 13). The id is one text, the line after the model drawn by CSS (`.id-head`
     in site/assets/docs.css), so the browser's find matches a whole id."""
     # torch's optimizer implementation `for_loop` (`adamw-for_loop`) is one name
-    code = breakable_code(case_id, "_", case_id, keep=("for_loop",))
-    return code.replace("<span>", '<span class="id-head">', 1)
+    return breakable_code(case_id, "_", case_id, keep=("for_loop",), lead="id-head")
 
 
 def _measurement(measurement_id: str) -> str:

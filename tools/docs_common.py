@@ -80,19 +80,22 @@ def _prose(cell: str) -> str:
 
 
 def breakable_code(text: str, at: str, title: str | None = None,
-                   keep: tuple[str, ...] = ()) -> str:
+                   keep: tuple[str, ...] = (), lead: str | None = None) -> str:
     """`text` as code that a narrow column may wrap only after one of the characters `at` (a
     path's `/` or `.`, an id's `_` or `-`), never inside a name, nor inside one of the names
     in `keep` that contain such a character: each piece is kept whole (`code > span`, nowrap
     in site/assets/docs.css) and a `<wbr>` follows it. A table cell's code otherwise never
     wraps, so one long path or id set the width of its whole column (issue 13: the formula
-    reference's `booked under` was 286 px wide at 1366 px)."""
+    reference's `booked under` was 286 px wide at 1366 px). `lead`: a class for the first
+    piece (`.id-head`: a case id's model, on a line of its own)."""
     seps = f"[{re.escape(at)}]"
     whole = "".join(f"{re.escape(k)}|" for k in keep)
     pieces = re.findall(rf"(?:{whole}(?!{seps}).)+{seps}*|{seps}+", text)
     hover = f' title="{html.escape(title)}"' if title else ""
-    return (f"<code{hover}>" + "<wbr>".join(f"<span>{html.escape(p)}</span>" for p in pieces)
-            + "</code>")
+    spans = [f"<span>{html.escape(p)}</span>" for p in pieces]
+    if lead and spans:
+        spans[0] = f'<span class="{lead}">{html.escape(pieces[0])}</span>'
+    return f"<code{hover}>" + "<wbr>".join(spans) + "</code>"
 
 
 def md_table(header: list[str], rows: list[list[str]], align: str | None = None, *,

@@ -88,6 +88,7 @@ from ..scenario import (
     Scenario,
     ScenarioError,
     Training,
+    cp_over_sliding_window,
     engine_of,
     framework_problem,
     parse_scenario,
@@ -508,9 +509,7 @@ def _search_layouts(base: Scenario, r: Resolved, peak: float, keep_precision: bo
             # parallelism takes no attention mask (Megatron-LM ignores the padding: a warning)
             rejected["cp_padded"] = rejected.get("cp_padded", 0) + 1
             continue
-        window = r.arch.sliding_window
-        if cp > 1 and t.implementation == "hf" and window is not None \
-                and r.arch.sliding_layers and t.seq_len >= window:  # nor a sliding window's
+        if cp_over_sliding_window(r.arch, t, cp):  # nor a sliding window's
             rejected["cp_sliding_window"] = rejected.get("cp_sliding_window", 0) + 1
             continue
         eps = [e for e in _divisors(r.arch.num_local_experts) if (dp * cp) % e == 0] \
