@@ -51,7 +51,7 @@ STEP_ORDER = ("forward.fsdp_start", "forward.experts_router", "forward.last_laye
               "forward.experts_combine", "forward.fsdp_prefetch", "forward.loss",
               "backward.loss_grad", "backward.head_weight", "backward.head_norm",
               "backward.offload_norm", "backward.offload_reduce", "backward.fsdp_prefetch",
-              "backward.last_layer",
+              "backward.last_layer", "backward.offload_layer_norm",
               "backward.layer_reduce", "backward.experts_fsdp", "backward.below_top",
               "backward.below_top_late", "backward.recomputed_layer",
               "backward.experts_partitioned", "backward.experts_accumulating",

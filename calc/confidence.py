@@ -129,12 +129,17 @@ def _fallback_model_type(r: Resolved) -> str | None:
     return None if model_type in SUPPORTED_MODEL_TYPES else str(model_type)
 
 
-def _head_under_bucket(r: Resolved) -> bool:
-    """The head's matrix (the embedding's where tied) has no more elements than DeepSpeed's
-    reduce bucket (`calc.coordinator.zero_sizes`), so the first gradient over it in backward
-    order is a layer's."""
-    bucket = zero_sizes(r.arch.hidden_size, r.parallelism).reduce_bucket
-    return r.arch.vocab_size * r.arch.hidden_size // r.parallelism.tp <= bucket
+def _down_unmodelled(r: Resolved) -> bool:
+    """The top layer's MLP is no gated one of three projections whose down projection is over
+    DeepSpeed's reduce bucket (`calc.coordinator.zero_sizes`): ZeRO-Offload's fp64 norm inside
+    its backward (`calc.peak.OFFLOAD_LAYER_NORM`) is not modelled for it."""
+    arch = r.arch
+    layer = count_params(arch).dense_layer
+    if arch.is_moe_layer(arch.num_hidden_layers - 1) or arch.traits.mlp != "gated":
+        return True
+    mlp = [lin for lin in layer.linears if lin.group == "mlp"]
+    bucket = zero_sizes(arch.hidden_size, r.parallelism).reduce_bucket
+    return len(mlp) != 3 or mlp[-1].local_counts(r.parallelism.tp, 1)[0] <= bucket
 
 
 def _sharding_gaps(r: Resolved) -> list[str]:
@@ -170,12 +175,12 @@ def _sharding_gaps(r: Resolved) -> list[str]:
                     "Megatron-LM")
     zero = p.zero_in_effect(t)
     if deepspeed and zero == 2 and p.offload_optimizer and p.shard_group == 1 \
-            and t.finetuning == "full" and _head_under_bucket(r):
-        gaps.append("ZeRO-Offload at stage 2 on one rank where the head is smaller than the "
-                    "reduce bucket: its first larger gradient, a layer's projection, is normed "
-                    "in fp64 within the top layer's backward (traced: the estimate 16% under it on "
-                    "a 4-layer Mistral with a 1K vocabulary), which calc models for the head's "
-                    "gradient only")
+            and t.finetuning == "full" and _down_unmodelled(r):
+        gaps.append("ZeRO-Offload at stage 2 on one rank: a projection of the top layer over the "
+                    "reduce bucket is normed in fp64 within its backward (traced for a gated "
+                    "MLP's down projection: 16% over the estimate without it), which calc models "
+                    "for gated MLPs of three projections, not for this model's top layer (an MoE "
+                    "layer, a fused or plain MLP, or a down projection within the bucket)")
     if deepspeed and zero in (1, 2) and (p.ep > 1 or model_parallel):
         gaps.append(f"DeepSpeed's ZeRO-{p.zero} is traced (its engine, DeepSpeed 0.19.8) for full "
                     "training, LoRA and QLoRA, without tp, cp, pp or ep")

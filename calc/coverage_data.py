@@ -571,6 +571,7 @@ COVERED: frozenset[tuple[str, str, str, str]] = frozenset({
     ('family', 'qwen3', 'layout', 'deepspeed-ddp/none'),
     ('family', 'qwen3', 'layout', 'deepspeed-zero1:one-rank+offload-optimizer/none'),
     ('family', 'qwen3', 'layout', 'deepspeed-zero2/none'),
+    ('family', 'qwen3', 'layout', 'deepspeed-zero2:one-rank+offload-optimizer/none'),
     ('family', 'qwen3', 'layout', 'deepspeed-zero2:one-rank/none'),
     ('family', 'qwen3', 'layout', 'deepspeed-zero3/none'),
     ('family', 'qwen3', 'layout', 'single/none'),

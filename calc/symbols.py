@@ -275,6 +275,10 @@ _LEGEND: tuple[tuple[str, str, str], ...] = (
      "before the piece being normed, whose gradients went to the host"),
     ("M_h", "M_h", "ZeRO-Offload at stages 1-2: the head's elements in rank 0's share of the "
      "flat parameters (the whole head on one rank)"),
+    ("M_d", "M_d", "ZeRO-Offload at stage 2: the top layer's down projection's elements in rank "
+     "0's share of the flat parameters (all of them on one rank)"),
+    ("P_u", "P_\\text{up}", "the trainable elements of a gated MLP's up projection"),
+    ("c_w", "c_w", "bytes of an element of autocast's copy of a weight (0 without such copies)"),
     ("M_p", "M_p", "DeepSpeed: the largest piece of one tensor in a rank's partition (ZeRO-1/2: "
      "rank 0's share of the flat parameters; ZeRO-3: the largest tensor over N)"),
     ("G_o", "G_o", "DeepSpeed ZeRO-Offload: the elements of the tensors rank 0's share touches "
@@ -323,6 +327,8 @@ _LEGEND: tuple[tuple[str, str, str], ...] = (
      "before it is added in place to the one an earlier micro-batch wrote"),
     ("g_i", "g_\\text{in}", "the gradient arriving at a layer's output, T h at residual width"),
     ("A_l", "A_\\text{layer}", "the widest layer's saved activations (one micro-batch)"),
+    ("A_r", "A_r", "the top layer's activations recomputed for its backward (0 where they are "
+     "saved, among the others)"),
     ("x_c", "x_c", "what a checkpointed layer keeps that its recomputation rebuilds too (the "
      "residual a norm keeps, the outputs the selective policy saves; past the recomputation, "
      "which takes them back, all those outputs)"),
