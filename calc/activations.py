@@ -250,9 +250,9 @@ LORA_FORWARD_TRANSIENT = Formula(
          "LoRA cases). Traced on 4-layer llama-3-8b probes")
 CHECKPOINTED_MLP = Formula(
     "temporaries/layer_forward",
-    "lambda T, f, h, z, r, c_m, c, w_r, W_q, u_g, q_x, u_d, q_c, q_d, c_a: T * h * (z + r) + "
-    "max(3 * T * f * c_m, 2 * T * f * c_m + W_q * c, "
-    "u_g * (T * f * (2 * c_m + 2 * w_r) + T * h * q_x), "
+    "lambda T, f, h, z, r, c_m, c, w_r, W_q, W_c, u_g, q_x, u_d, q_c, q_d, c_a: "
+    "T * h * (z + r) + max(3 * T * f * c_m - W_c * c, 2 * T * f * c_m + (W_q - W_c) * c, "
+    "T * f * c_m + T * h * c, u_g * (T * f * (2 * c_m + 2 * w_r) + T * h * q_x) - W_c * c, "
     "u_d * (T * f * (c_m + q_c + q_d + c_a) + T * h * c_m))",
     id="act.checkpointed_mlp", source=SRC,
     title="A checkpointed layer's forward, which saves nothing: at its gated MLP the normed "
@@ -262,7 +262,9 @@ CHECKPOINTED_MLP = Formula(
           "projection (its frozen output, lora_B's and its scaled copy beside the activated "
           "gate, peft's copy of the input) and an adapted down projection (its input, its "
           "frozen output, peft's copy of the input, lora_dropout's output of it and lora_A's "
-          "autocast cast; the dropout's mask is freed at once)",
+          "autocast cast; the dropout's mask is freed at once). Under autocast's weight cache, "
+          "counted whole for the layer, the down projection's copy (W_c elements) is not made "
+          "before the down projection runs, beside the gating product and its output",
     note="one GPU's dense layers (tp = 1: tensor parallelism's gathered input and partial "
          "outputs are not in it); under per-op selective checkpointing beside the outputs the "
          "policy kept so far (its every-other-matmul count leaves the up projection's output "
@@ -876,9 +878,10 @@ def checkpointed_mlp(x: Setup, layer: LayerParams, z_width: int, w_m: int) -> Te
     u_d = int(adapted(down, x.lora_targets))
     into_down = peft_input(x, w_m, x.lora_dropout)
     W_q = down.local_counts(x.tp, x.ep)[0] if x.qlora else 0  # dequantised by bitsandbytes
+    W_c = down.local_counts(x.tp, x.ep)[0] if n.weight_copies and not x.qlora else 0
     return CHECKPOINTED_MLP(x.T, down.in_features, x.h, z_width, n.residual, w_m, n.compute,
-                            n.adapter_compute, W_q, u_g, peft_input(x, z_width, 0).copy, u_d,
-                            into_down.copy, into_down.dropped, into_down.cast)
+                            n.adapter_compute, W_q, W_c, u_g, peft_input(x, z_width, 0).copy,
+                            u_d, into_down.copy, into_down.dropped, into_down.cast)
 
 
 def before_attention_core(layer: LayerParams) -> list[Linear]:
