@@ -2169,6 +2169,21 @@ case("test", inline("mistral-7b", num_hidden_layers=8, vocab_size=1024), 1, 1024
      ac="full", every=3, gas=4, pp=2, sched=ZBV, tag="mistral-7b-8L-v1k",
      notes=VC + "ZBV, every third layer over chunks of two, bf16")
 
+# Under amp, a V schedule's plain chunk: its micro-batches' forwards cast the weights anew where
+# a recomputing backward emptied autocast's cache between them, else share one copy (a probe of
+# the -3.09% above: counting one copy a micro-batch in flight moved it to -0.86% and these to
+# +0.4, +1.4, +2.9 and -0.1%, so the count depends on the schedule's order; not modelled)
+VA = "A V schedule's plain chunk under amp, its micro-batches' weight copies: "
+case("test", Q15, 1, 1024, ac="full", every=2, gas=8, pp=2, sched=ZBV,
+     tag="qwen2.5-1.5b-4L-v1k", notes=VA + "ZBV, one layer a chunk, eight micro-batches")
+case("test", L8, 1, 2048, ac="full", every=3, gas=4, pp=2, sched=ZBV,
+     tag="llama-3.2-1b-8L-v1k", notes=VA + "ZBV, every third layer over chunks of two")
+case("test", inline("mistral-7b", num_hidden_layers=8, vocab_size=1024), 1, 1024,
+     ac="full", every=3, gas=4, pp=2, sched=ZBV, tag="mistral-7b-8L-v1k",
+     notes=VA + "ZBV, every third layer over chunks of two, Mistral's width")
+case("test", inline("qwen3-0.6b", num_hidden_layers=4), 1, 2048, ac="full", every=2, gas=4,
+     pp=2, sched=DPV, tag="qwen3-0.6b-4L", notes=VA + "DualPipeV, tied head")
+
 # ZeRO-Offload at stage 2 without accumulation, tied embeddings or not: the embedding's
 # gradient is the last reduced, the others gone to the host, and rank 0's piece of it is normed
 # in fp64 on the GPU beside it (counted before only when accumulating and untied: -26.56% on
