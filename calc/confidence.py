@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from .architecture import SUPPORTED_MODEL_TYPES
-from .coordinator import zero_sizes
+from .coordinator import oversized_down, zero_sizes
 from .coverage import uncovered
 from .optimizers import OPTIMIZERS
 from .params import count_params
@@ -130,16 +130,13 @@ def _fallback_model_type(r: Resolved) -> str | None:
 
 
 def _down_unmodelled(r: Resolved) -> bool:
-    """The top layer's MLP is no gated one of three projections whose down projection is over
-    DeepSpeed's reduce bucket (`calc.coordinator.zero_sizes`): ZeRO-Offload's fp64 norm inside
-    its backward (`calc.peak.OFFLOAD_LAYER_NORM`) is not modelled for it."""
-    arch = r.arch
-    layer = count_params(arch).dense_layer
-    if arch.is_moe_layer(arch.num_hidden_layers - 1) or arch.traits.mlp != "gated":
-        return True
-    mlp = [lin for lin in layer.linears if lin.group == "mlp"]
-    bucket = zero_sizes(arch.hidden_size, r.parallelism).reduce_bucket
-    return len(mlp) != 3 or mlp[-1].local_counts(r.parallelism.tp, 1)[0] <= bucket
+    """The top layer is no dense one whose down projection is over DeepSpeed's reduce bucket
+    (`oversized_down`): ZeRO-Offload's fp64 norm inside its backward
+    (`calc.peak.OFFLOAD_LAYER_NORM`) is not modelled for it."""
+    arch, p = r.arch, r.parallelism
+    bucket = zero_sizes(arch.hidden_size, p).reduce_bucket
+    return arch.is_moe_layer(arch.num_hidden_layers - 1) \
+        or oversized_down(count_params(arch).dense_layer, p.tp, bucket) is None
 
 
 def _sharding_gaps(r: Resolved) -> list[str]:

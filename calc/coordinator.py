@@ -94,6 +94,19 @@ def zero_sizes(h: int, p: Parallelism) -> Sizes:
                        for value, default in zip(given, defaults, strict=True))
 
 
+def oversized_down(layer: LayerParams, tp: int, bucket: int) -> tuple[int, int] | None:
+    """(down, up) projection elements on one GPU of a gated MLP of three projections whose
+    down projection is over DeepSpeed's reduce bucket (stage_1_and_2.py's extra-large
+    parameter: it waits in its own tensor and is reduced as the next gradient, the up
+    projection's, arrives); None for other MLPs (Phi-3's fused gate/up, a plain MLP) or a down
+    projection within the bucket."""
+    if len(layer.mlp_inputs) != 2:
+        return None
+    up = layer.mlp_inputs[-1].local_counts(tp, 1)[0]
+    down = next(lin for lin in reversed(layer.linears) if lin.group == "mlp").local_counts(tp, 1)[0]
+    return (down, up) if down > bucket else None
+
+
 class Live(NamedTuple):
     """Partitioned parameter elements gathered on one GPU at the step's moments (ZeRO-3)."""
 

@@ -51,6 +51,7 @@ from .activations import (
     ring_attention_backward,
     weight_groups,
 )
+from .coordinator import oversized_down
 from .formula import Formula, Items, Part, Term, add_up, extended, joined, part, part_of, scaled
 from .logits import kept_logits, logits_memory, stage_output
 from .megatron import megatron_layer
@@ -2387,16 +2388,13 @@ def _offload_layer_norm(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, A_r
     holding part of it; else None. A_r: the layer's recomputed activations (0 where they are
     saved); g_i: its incoming gradient."""
     share = _offload_share(x, ms, 2, tied=True)
+    if share is None or not stage.layers or ly.kind_of[-1] == "moe":
+        return None
     layer = x.counts.dense_layer
-    if share is None or not stage.layers or ly.kind_of[-1] != "dense" or layer is None \
-            or x.arch.traits.mlp != "gated":
+    sizes = oversized_down(layer, x.tp, x.zero_sizes.reduce_bucket)
+    if sizes is None:
         return None
-    mlp = [lin for lin in layer.linears if lin.group == "mlp"]
-    if len(mlp) != 3:  # (Phi-3's fused gate/up projection: not traced)
-        return None
-    down, up = (lin.local_counts(x.tp, x.ep)[0] for lin in reversed(mlp[1:]))
-    if down <= x.zero_sizes.reduce_bucket:  # (it is copied into the bucket instead)
-        return None
+    down, up = sizes
     ordered = ms.local.ordered
     # the layer's down projection, the last tensor of its size before the norms and the head
     at = len(ordered) - 1 - ordered[::-1].index(down)
@@ -2404,8 +2402,8 @@ def _offload_layer_norm(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, A_r
     if not piece:
         return None
     n = x.n
-    return OFFLOAD_LAYER_NORM(A_r, x.T, mlp[-1].in_features // x.tp, x.h, n.compute, g_i, down,
-                              up, n.compute if n.weight_copies else 0, n.grad, piece)
+    return OFFLOAD_LAYER_NORM(A_r, x.T, down // x.h, x.h, n.compute, g_i, down, up,
+                              n.compute if n.weight_copies else 0, n.grad, piece)
 
 
 def _released_at_softmax(x: Setup, ms: ModelStates, act: LayerActivations, ckpt: bool
