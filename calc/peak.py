@@ -1063,7 +1063,18 @@ def _chunk_mixes(x: Setup, stage: Stage) -> tuple[Mix, ...]:
     activations instead. Empty elsewhere."""
     if x.pp == 1 or x.megatron or x.schedule not in ("interleaved_1f1b", "zbv", "dualpipev"):
         return ()
-    return chunk_mixes(x.schedule, x.pp, x.virtual_stages, x.micro_batches, stage.index)
+    return chunk_mixes(x.schedule, x.pp, x.virtual_stages, x.micro_batches, stage.index,
+                       _chunks_recompute(x, stage) if x.n.weight_copies else ())
+
+
+def _chunks_recompute(x: Setup, stage: Stage) -> tuple[bool, ...]:
+    """By chunk of a rank of several (`Mix.alive`'s order): its layers include a checkpointed
+    one, so its backwards recompute and empty autocast's cache."""
+    held, count = x.held_stages(stage)
+    spans = split_layers(x.arch.num_hidden_layers, count)
+    return tuple(any(x.checkpointed(replace(stage.unit or stage, first_layer=first,
+                                            dense_layers=n, moe_layers=0)))
+                 for first, n in (spans[i] for i in held))
 
 
 def _heaviest(x: Setup, stage: Stage, ly: Layers, chunks: Chunks,
@@ -1487,8 +1498,16 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     own = times if ly.cleared and fl.split and not fl.drained and times > 1 \
         and stage.unit is None else 1
     kept_copies = tuple((t, k * own) for t, k in ly.kept)
-    if own > 1:
-        at_start = (*at_start, *((t, k * (own - 1)) for t, k in ly.kept))
+    more: Items = tuple((t, k * (own - 1)) for t, k in ly.kept) if own > 1 else ()
+    if mix is not None and mix.copies and chunks is not None and fl.split:
+        # on a rank of chunks, each chunk's micro-batches hold a copy of its plain layers'
+        # weights for every cache their forwards cast them in (one counted in `ly.kept`)
+        more = tuple((t, k * (n - 1)) for (whole, received), n, i in
+                     zip(chunks, mix.copies, x.held_stages(stage)[0], strict=True) if n > 1
+                     for t, k in (whole if i == 0 else received).kept)
+        kept_copies = (*kept_copies, *more)
+    if more:
+        at_start = (*at_start, *more)
     holds = tuple(_schedule_holds(x, stage, at_start, fl, times, accumulating, sent, sends))
     holds_after = tuple(_schedule_holds(x, stage, kept_copies, fl, times, accumulating, sent,
                                         sends)) if ly.cleared and at_start is not ly.kept \

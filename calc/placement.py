@@ -9,6 +9,7 @@ the routed experts by ep. Counts here are before ZeRO sharding, which `states.py
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -52,13 +53,15 @@ def _piece(arch: Architecture, index: int, pieces: list[tuple[int, int]], embedd
 
 
 @lru_cache(maxsize=1024)
-def stages(counts: ParamCounts, pp: int, schedule: str = "1f1b", v: int = 1
+def stages(counts: ParamCounts, pp: int, schedule: str = "1f1b", v: int = 1, every: int = 0
            ) -> tuple[Stage, ...]:
     """The pipeline ranks that can set the peak: of ranks holding the same parts, the first
     (it keeps the most micro-batches in flight); under zero bubble and ZBV the last (every
     rank but the first keeps as many, the later ones more of them waiting for their weight
     backward: `Setup.flight`). Every rank's share is considered: DeepSeek-V3's middle ranks
-    hold only MoE layers, its first the dense ones and the embedding.
+    hold only MoE layers, its first the dense ones and the embedding. Under every `every`th
+    layer checkpointed, parts alike but checkpointed unlike each other are not the same (a
+    V's rank with its plain chunk first holds that chunk's micro-batches longest).
 
     - 1F1B, GPipe, zero-bubble: rank i holds the i-th of pp contiguous pieces.
     - interleaved 1F1B (Narayanan et al. 2021, section 2.2): the model in pp x v chunks, rank i
@@ -71,7 +74,8 @@ def stages(counts: ParamCounts, pp: int, schedule: str = "1f1b", v: int = 1
       both directions, so the first and the last rank each hold the embedding and the head."""
     arch = counts.arch
     L = arch.num_hidden_layers
-    out: dict[tuple[int, int, bool, bool, int, bool], Stage] = {}
+    out: dict[tuple[Hashable, ...], Stage] = {}
+    held: list[list[tuple[int, int]]] = []  # each rank's pieces: (first layer, layers)
     if schedule == "interleaved_1f1b":
         chunks = split_layers(L, pp * v)
         ranks = []
@@ -79,6 +83,7 @@ def stages(counts: ParamCounts, pp: int, schedule: str = "1f1b", v: int = 1
             mine = chunks[i::pp]
             unit = _piece(arch, i, mine[:1], False, False)  # its first chunk, the longest
             ranks.append(_piece(arch, i, mine, i == 0, i == pp - 1, unit))
+            held.append(mine)
     elif schedule in ("zbv", "dualpipev"):
         chunks = split_layers(L, 2 * pp)
         ranks = []
@@ -86,6 +91,7 @@ def stages(counts: ParamCounts, pp: int, schedule: str = "1f1b", v: int = 1
             mine = [chunks[i], chunks[2 * pp - 1 - i]]
             unit = _piece(arch, i, [max(mine, key=lambda c: c[1])], False, False)
             ranks.append(_piece(arch, i, mine, i == 0, i == 0, unit))
+            held.append(mine)
     elif schedule == "dualpipe":
         pieces = split_layers(L, pp)
         ranks = []
@@ -95,14 +101,18 @@ def stages(counts: ParamCounts, pp: int, schedule: str = "1f1b", v: int = 1
             unit = max(halves, key=lambda st: (st.moe_layers, st.layers))
             ends = i in (0, pp - 1)
             ranks.append(_piece(arch, i, [pieces[i], pieces[j]], ends, ends, unit))
+            held.append([pieces[i], pieces[j]])
     else:
-        ranks = [_piece(arch, i, [piece], i == 0, i == pp - 1)
-                 for i, piece in enumerate(split_layers(L, pp))]
-    for st in reversed(ranks) if schedule in ("zero_bubble", "zbv") else ranks:
+        held = [[piece] for piece in split_layers(L, pp)]
+        ranks = [_piece(arch, i, mine, i == 0, i == pp - 1) for i, mine in enumerate(held)]
+    for st, mine in reversed(list(zip(ranks, held, strict=True))) \
+            if schedule in ("zero_bubble", "zbv") else zip(ranks, held, strict=True):
         # a V's last rank holds two neighbouring stages: one passes its output to the other
         neighbours = schedule in ("zbv", "dualpipev") and st.index == pp - 1
+        checkpointed = tuple(tuple(j % every == 0 for j in range(first, first + n))
+                             for first, n in mine) if every else ()
         key = (st.dense_layers, st.moe_layers, st.embedding, st.head,
-               st.unit.layers if st.unit else 0, neighbours)
+               st.unit.layers if st.unit else 0, neighbours, checkpointed)
         out.setdefault(key, st)
     return tuple(sorted(out.values(), key=lambda st: st.index))
 

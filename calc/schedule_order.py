@@ -12,6 +12,7 @@ the padding's actions), so the order itself is walked, as torch builds it.
 
 from __future__ import annotations
 
+from collections import deque
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -176,6 +177,10 @@ class Mix(NamedTuple):
     split: bool = False  # the backward is an input backward, its weight backward to follow
     # (every backward of ZBV, DualPipeV's in its warm-up and cool-down)
     weight: bool = False  # the action is a split backward's weight pass (its input pass ran)
+    copies: tuple[int, ...] = ()  # by chunk: the autocast caches its alive micro-batches cast
+    # their weights in, a copy each (a recomputing backward empties the cache: the forwards after
+    # it cast anew, those before it share one), a running backward's own micro-batch left out
+    # (a weight pass's groups free its plain layers' as they run); empty where no chunk `clears`
 
     @property
     def written(self) -> bool:
@@ -184,10 +189,14 @@ class Mix(NamedTuple):
 
 
 @lru_cache(maxsize=256)
-def chunk_mixes(schedule: str, pp: int, v: int, m: int, rank: int) -> tuple[Mix, ...]:
+def chunk_mixes(schedule: str, pp: int, v: int, m: int, rank: int,
+                clears: tuple[bool, ...] = ()) -> tuple[Mix, ...]:
     """Every distinct state rank `rank` of a `schedule` of several chunks a rank
     ("interleaved_1f1b", "zbv", "dualpipev") is in as one of its forwards or backwards runs, but
-    those another state holds as much or more of (same running chunk and kind)."""
+    those another state holds as much or more of (same running chunk and kind). `clears`, by
+    chunk: its backwards recompute checkpointed layers and so empty autocast's cache (one for
+    all threads; `Mix.copies`). A chunk's micro-batches run their backwards in the order of
+    their forwards."""
     if schedule == "interleaved_1f1b":
         order, chunks = interleaved_order(pp, v, m, rank), v
     else:
@@ -196,26 +205,38 @@ def chunk_mixes(schedule: str, pp: int, v: int, m: int, rank: int) -> tuple[Mix,
     waiting = 0
     unwritten = set(range(chunks))
     states = set()
+    emptied = 0  # how many times a recomputation has emptied autocast's cache
+    casts: list[deque[int]] = [deque() for _ in range(chunks)]  # each alive forward's cache
+    split = [0] * chunks  # alive micro-batches whose input backward has run
     for chunk, kind in order:
         if kind == "F":
             alive[chunk] += 1
+            casts[chunk].append(emptied)
         wrote = tuple(c not in unwritten for c in range(chunks))
+        # (a backward's own micro-batch: the copy `Layers.kept` counts for the rank)
+        own = split[chunk] if kind == "I" else 0 if kind in "BW" else None
+        copies = tuple(len({e for j, e in enumerate(c) if i != chunk or j != own})
+                       for i, c in enumerate(casts)) if any(clears) else ()
         if kind != "W":
             states.add(Mix(tuple(alive), chunk, kind != "F", wrote, waiting, tuple(inputs),
-                           kind == "I"))
+                           kind == "I", copies=copies))
         else:  # (its own weight backward is not among those waiting)
             states.add(Mix(tuple(alive), chunk, True, wrote, waiting - 1, tuple(inputs), True,
-                           weight=True))
+                           weight=True, copies=copies))
         waiting += (kind == "I") - (kind == "W")
         inputs[chunk] += kind == "I"
+        split[chunk] += (kind == "I") - (kind == "W")
         if kind in "BW":
             alive[chunk] -= 1
+            casts[chunk].popleft()
             unwritten.discard(chunk)
+        if kind != "F" and clears and clears[chunk]:
+            emptied += 1
     return tuple(sorted(
         (s for s in states if not any(
             o != s and o.running == s.running and o.backward == s.backward
             and o.split == s.split and o.weight == s.weight and o.waiting >= s.waiting
-            and all(a >= b for a, b in zip(o.alive + o.inputs + o.wrote,
-                                           s.alive + s.inputs + s.wrote, strict=True))
+            and all(a >= b for a, b in zip(o.alive + o.inputs + o.wrote + o.copies,
+                                           s.alive + s.inputs + s.wrote + s.copies, strict=True))
             for o in states)),
         key=lambda s: (-sum(s.alive), s)))

@@ -155,7 +155,9 @@ class Setup:
         self.zero_sizes = zero_sizes(arch.hidden_size, p)
         self.n = numerics_for(t.precision, t.mixed_precision, p.zero_in_effect(t),
                               self.deepspeed)
-        self.stages = stages(self.counts, p.pp, p.pipeline_schedule, p.virtual_stages)
+        every = t.checkpoint_every if t.activation_checkpointing == "full" else None
+        self.stages = stages(self.counts, p.pp, p.pipeline_schedule, p.virtual_stages,
+                             every or 0)
         self.schedule, self.virtual_stages = p.pipeline_schedule, p.virtual_stages
         self.seq_len = t.seq_len
         self.b = t.micro_batch_size
