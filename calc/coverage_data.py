@@ -476,6 +476,7 @@ COVERED: frozenset[tuple[str, str, str, str]] = frozenset({
     ('family', 'mistral', 'layout', 'deepspeed-zero3+offload-optimizer/none'),
     ('family', 'mistral', 'layout', 'deepspeed-zero3/none'),
     ('family', 'mistral', 'layout', 'single/none'),
+    ('family', 'mistral', 'layout', 'single/pp:1f1b'),
     ('family', 'mistral', 'layout', 'single/pp:dualpipev'),
     ('family', 'mistral', 'layout', 'single/pp:zbv'),
     ('family', 'mistral', 'layout', 'single/pp:zero_bubble'),

@@ -57,7 +57,7 @@ from .logits import kept_logits, logits_memory, stage_output
 from .megatron import megatron_layer
 from .params import LayerParams, adapted, adapter_shapes
 from .placement import Stage, layer_gathered, layer_trainable, split_layers
-from .schedule_order import Mix, chunk_mixes
+from .schedule_order import Mix, chunk_mixes, one_f_one_b_casts
 from .setup import Flight, Setup
 from .sources import (
     DTENSOR_EMBEDDING,
@@ -1499,6 +1499,15 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         and stage.unit is None else 1
     kept_copies = tuple((t, k * own) for t, k in ly.kept)
     more: Items = tuple((t, k * (own - 1)) for t, k in ly.kept) if own > 1 else ()
+    if x.schedule == "1f1b" and ly.cleared and not fl.split and times > 1 and mix is None \
+            and stage.unit is None:
+        # 1F1B: each forward after a backward casts anew, so as a backward starts its alive
+        # micro-batches hold up to `in_flight` copies (one the cache's); past its first
+        # recomputation, which empties the cache, those of the others (it frees its own as it
+        # goes)
+        in_flight, beside_own = one_f_one_b_casts(x.pp, x.micro_batches, stage.index)
+        more = tuple((t, k * (in_flight - 1)) for t, k in ly.kept)
+        kept_copies = tuple((t, k * max(1, beside_own)) for t, k in ly.kept)
     if mix is not None and mix.copies and chunks is not None and fl.split:
         # on a rank of chunks, each chunk's micro-batches hold a copy of its plain layers'
         # weights for every cache their forwards cast them in (one counted in `ly.kept`)

@@ -164,6 +164,25 @@ def dualpipev_order(pp: int, m: int, rank: int) -> tuple[tuple[int, str], ...]:
     return tuple(ops)
 
 
+@lru_cache(maxsize=256)
+def one_f_one_b_casts(pp: int, m: int, rank: int) -> tuple[int, int]:
+    """Under torch's Schedule1F1B, on rank `rank` whose backwards recompute (and so empty
+    autocast's cache, one for all threads): the most distinct casts of its weights its alive
+    micro-batches hold as a backward starts, and the most the others than the backward's own
+    hold. Its first min(pp - rank, m) forwards run before any backward and share a cast; every
+    later one follows a backward and casts anew."""
+    warm = min(pp - rank, m)
+    casts = deque([0] * warm)  # each alive micro-batch's cast, oldest first
+    alive = others = 0
+    for forward in range(warm, m + warm):
+        alive = max(alive, len(set(casts)))
+        others = max(others, len(set(list(casts)[1:])))
+        casts.popleft()  # (the backward: its recomputation empties the cache)
+        if forward < m:
+            casts.append(forward - warm + 1)
+    return alive, others
+
+
 class Mix(NamedTuple):
     """What a rank of several chunks holds as one of its actions runs."""
 
