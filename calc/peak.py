@@ -1508,7 +1508,7 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         in_flight, beside_own = one_f_one_b_casts(x.pp, x.micro_batches, stage.index)
         more = tuple((t, k * (in_flight - 1)) for t, k in ly.kept)
         kept_copies = tuple((t, k * max(1, beside_own)) for t, k in ly.kept)
-    if mix is not None and mix.copies and chunks is not None and fl.split:
+    if mix is not None and mix.copies and chunks is not None:
         # on a rank of chunks, each chunk's micro-batches hold a copy of its plain layers'
         # weights for every cache their forwards cast them in (one counted in `ly.kept`)
         more = tuple((t, k * (n - 1)) for (whole, received), n, i in

@@ -2243,6 +2243,19 @@ case("test", inline("qwen2.5-1.5b", num_hidden_layers=8, vocab_size=1024), 1, 10
      ac="full", every=2, gas=6, pp=4, tag="qwen2.5-1.5b-8L-v1k", notes=FB + "six micro-batches")
 case("test", inline("mistral-7b", num_hidden_layers=8, vocab_size=1024), 1, 1024, ac="full",
      every=3, gas=5, pp=4, tag="mistral-7b-8L-v1k", notes=FB + "five micro-batches")
+
+# The same casts on a rank of chunks whose backwards are whole ones (DualPipeV's steady phase,
+# interleaved 1F1B): a chunk's micro-batches hold a copy for every cast their forwards made,
+# the running backward's own left out (counted for split backwards only before)
+WB = "Whole backwards on a rank of chunks under amp, a copy a cast: "
+case("test", inline("qwen2.5-1.5b", num_hidden_layers=8, vocab_size=1024), 1, 1024, ac="full",
+     every=3, gas=4, pp=2, sched=DPV, tag="qwen2.5-1.5b-8L-v1k", notes=WB + "DualPipeV")
+case("test", inline("mistral-7b", num_hidden_layers=8, vocab_size=1024), 1, 1024, ac="full",
+     every=2, gas=6, pp=2, sched=DPV, tag="mistral-7b-8L-v1k",
+     notes=WB + "DualPipeV, six micro-batches, chunks alike")
+case("test", inline("llama-3.2-1b", num_hidden_layers=16, vocab_size=1024), 1, 1024,
+     ac="full", every=3, gas=8, pp=4, sched=IL, v=2, tag="llama-3.2-1b-16L-v1k",
+     notes=WB + "interleaved 1F1B over four")
 case("test", inline("mistral-7b", num_hidden_layers=8, vocab_size=1024), 1, 1024, ac="full",
      recompute=2, gas=8, pp=2, tag="mistral-7b-8L-v1k", notes=FB + "the first two of a stage")
 
