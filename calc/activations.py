@@ -652,7 +652,7 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
             copies = 2 if k > 1 else 1 if n.autocast and r == 4 else 0
             if copies and k < a:
                 saved.append(SLIDING_KV(T, a, k, d, c, copies))
-        if rotary == "cat" and keeps:
+        if rotary == "cat" and keeps and not (sliding or x.padded_sdpa):
             saved.append(TRANSPOSED_OUT(T, a, d, c))
     else:
         saved.append(EAGER_QKV(T, a, d, c))
@@ -1041,12 +1041,12 @@ def forward_mask(x: Setup) -> Term | None:
     """The (b, 1, s, s) additive causal mask of the eager path, or under SDPA a padded
     batch's boolean one, or the sliding window's, alive for the whole forward."""
     if x.padded_sdpa:
-        return PADDING_MASK(x.b, x.s, 2 if x.arch.sliding_layers else 1)
+        return PADDING_MASK(x.b, x.s, x.arch.mask_kinds)
     if x.sliding_sdpa:
         return SLIDING_MASK(x.s)
     if not x.eager or x.megatron:
         return None
-    return EAGER_MASK(x.b, x.s, mask_width(x), 2 if x.arch.sliding_layers else 1)
+    return EAGER_MASK(x.b, x.s, mask_width(x), x.arch.mask_kinds)
 
 
 _NORMS = (NORM_INPUT, NORM_STATS, NORM_FP32_COPY, NORM_RSQRT, NORM_OUT_FP32, NORM_OUT)

@@ -180,6 +180,14 @@ class Architecture(BaseModel):
             return False
         return (i + 1) % self.decoder_sparse_step == 0
 
+    @property
+    def mask_kinds(self) -> int:
+        """The attention masks transformers builds for a forward: a causal one and a sliding
+        window's where some layers slide and some do not (Gemma 2 and 3, GPT-OSS), else one
+        (Mistral and Phi-3 slide in every layer)."""
+        every = len(self.sliding_layers) == self.num_hidden_layers
+        return 2 if self.sliding_layers and not every else 1
+
     def is_sliding_layer(self, i: int) -> bool:
         """Whether decoder layer `i` attends within `sliding_window` (layer_types)."""
         return self.sliding_window is not None and i in self.sliding_layers
@@ -445,9 +453,20 @@ def _read_gemma(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def _read_phi3(cfg: dict[str, Any]) -> dict[str, Any]:
-    out = _common(cfg)
+    out = _read_windowed(cfg)
     for name in ("resid_pdrop", "embd_pdrop"):
         _set(out, name, _number(cfg, name))
+    return out
+
+
+def _read_windowed(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Mistral and Phi-3: a `sliding_window` makes every layer a sliding one (transformers'
+    create_sliding_window_causal_mask for the whole model)."""
+    out = _common(cfg)
+    window = _int(cfg, "sliding_window")
+    if window is not None:
+        out["sliding_window"] = window
+        out["sliding_layers"] = list(range(out["num_hidden_layers"]))
     return out
 
 
@@ -570,6 +589,7 @@ _READERS = {
     "gemma2": _read_gemma,
     "gemma3_text": _read_gemma3,
     "phi3": _read_phi3,
+    "mistral": _read_windowed,
     "gpt2": _read_gpt2,
     "mixtral": _read_mixtral,
     "qwen2_moe": _read_qwen_moe,
