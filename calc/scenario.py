@@ -608,11 +608,17 @@ def _check(s: Scenario, arch: Architecture, gpu: GpuPreset) -> list[EstimateWarn
         fail("training.padded", "torch's context parallelism takes no attention mask (its "
              "ring attention runs is_causal): pack the sequences, or set parallelism.cp to 1")
     if cp_over_sliding_window(arch, t, p.cp):
+        window = arch.sliding_window or 0  # (set where cp_over_sliding_window holds)
+        fails = t.seq_len // p.cp >= window  # (each rank masks its own shard)
         warn("cp_sliding_window", "parallelism.cp",
              f"torch's context parallelism takes no attention mask (its ring attention runs "
              f"is_causal), and {arch.model_type}'s sliding-window layers need one from "
-             f"{arch.sliding_window} tokens on: such a step fails (traced: Phi-3 under cp 2); "
-             "computed here as causal attention")
+             f"{window} tokens on: "
+             + ("with each rank's shard that long the step fails (traced: Phi-3 at 4K tokens "
+                "under cp 2)" if fails else
+                "each rank's shard is shorter, so the step runs, but as causal attention over "
+                "the whole sequence, the window ignored (traced: Phi-3 at 4K tokens under cp 4)")
+             + "; computed here as causal attention")
     if t.padded and t.implementation == "megatron":
         warn("padded_megatron", "training.padded",
              "Megatron-LM's kernels take no padding mask: ignored")

@@ -290,3 +290,15 @@ def test_context_parallelism_over_a_sliding_window_says_torch_cannot_run_it() ->
 
     assert ("cp_sliding_window", "parallelism.cp") in codes(4096)
     assert ("cp_sliding_window", "parallelism.cp") not in codes(256)
+
+
+def test_cp_over_a_sliding_window_says_whether_the_step_fails() -> None:
+    """Each rank masks its own shard: where the shard reaches the window the step fails (Phi-3
+    at 4K tokens under cp 2), where it does not the step runs as causal attention over the
+    whole sequence (under cp 4, traced)."""
+    def message(cp: int) -> str:
+        r = estimate({"model": "phi-3-mini", "training": {"seq_len": 4096},
+                      "parallelism": {"cp": cp}})
+        return next(w["message"] for w in r.warnings if w["code"] == "cp_sliding_window")
+    assert "the step fails" in message(2)
+    assert "the step runs" in message(4)
