@@ -52,6 +52,12 @@ def _piece(arch: Architecture, index: int, pieces: list[tuple[int, int]], embedd
     return Stage(index, layers - moe, moe, embedding, head, pieces[0][0], unit)
 
 
+def every_nth(first: int, layers: int, n: int) -> tuple[bool, ...]:
+    """Which of `layers` layers from `first` on transformers' every_n_layers checkpoints:
+    layers 0, n, 2 n..."""
+    return tuple((first + i) % n == 0 for i in range(layers))
+
+
 @lru_cache(maxsize=1024)
 def stages(counts: ParamCounts, pp: int, schedule: str = "1f1b", v: int = 1, every: int = 0
            ) -> tuple[Stage, ...]:
@@ -109,8 +115,7 @@ def stages(counts: ParamCounts, pp: int, schedule: str = "1f1b", v: int = 1, eve
             if schedule in ("zero_bubble", "zbv") else zip(ranks, held, strict=True):
         # a V's last rank holds two neighbouring stages: one passes its output to the other
         neighbours = schedule in ("zbv", "dualpipev") and st.index == pp - 1
-        checkpointed = tuple(tuple(j % every == 0 for j in range(first, first + n))
-                             for first, n in mine) if every else ()
+        checkpointed = tuple(every_nth(first, n, every) for first, n in mine) if every else ()
         key = (st.dense_layers, st.moe_layers, st.embedding, st.head,
                st.unit.layers if st.unit else 0, neighbours, checkpointed)
         out.setdefault(key, st)

@@ -23,7 +23,7 @@ from .coordinator import Sizes, zero_sizes
 from .numerics import Numerics, numerics_for
 from .optimizers import OPTIMIZERS, Optimizer, OptimizerImpl
 from .params import ParamCounts, count_params, lora_targets_of
-from .placement import Stage, stages
+from .placement import Stage, every_nth, stages
 from .scenario import Parallelism, Resolved
 from .schedule_order import Held, zbv_held, zero_bubble_held
 
@@ -283,9 +283,8 @@ class Setup:
             return (True,) * stage.layers
         if not self.full_checkpointing:
             return (False,) * stage.layers
-        if self.checkpoint_every:  # transformers' every_n_layers: layers 0, N, 2N...
-            n, first = self.checkpoint_every, stage.first_layer
-            return tuple((first + i) % n == 0 for i in range(stage.layers))
+        if self.checkpoint_every:
+            return every_nth(stage.first_layer, stage.layers, self.checkpoint_every)
         k = min(self.recompute_layers or stage.layers, stage.layers)
         return (True,) * k + (False,) * (stage.layers - k)
 
