@@ -54,7 +54,7 @@ STEP_ORDER = ("forward.fsdp_start", "forward.experts_router", "forward.last_laye
               "backward.last_layer", "backward.offload_layer_norm",
               "backward.layer_reduce", "backward.experts_fsdp", "backward.below_top",
               "backward.below_top_late", "backward.recomputed_layer",
-              "backward.experts_partitioned", "backward.experts_accumulating",
+              "backward.experts_partitioned", "backward.experts_accumulating", "backward.experts_offload",
               "backward.experts_combine", "backward.experts", "backward.experts_reduce",
               "backward.first_layer", "backward.weight_pass", "backward.first_layer_late",
               "backward.first_reduce", "backward.fsdp_root_redistribute", "backward.fsdp_root",

@@ -130,13 +130,13 @@ def _fallback_model_type(r: Resolved) -> str | None:
 
 
 def _down_unmodelled(r: Resolved) -> bool:
-    """The top layer is no dense one whose down projection is over DeepSpeed's reduce bucket
-    (`oversized_down`): ZeRO-Offload's fp64 norm inside its backward
-    (`calc.peak.OFFLOAD_LAYER_NORM`) is not modelled for it."""
+    """The top layer is neither an MoE one (`calc.peak.EXPERTS_OFFLOAD_NORM`) nor a dense one
+    whose down projection is over DeepSpeed's reduce bucket (`oversized_down`): ZeRO-Offload's
+    fp64 norm inside its backward (`calc.peak.OFFLOAD_LAYER_NORM`) is not modelled for it."""
     arch, p = r.arch, r.parallelism
     bucket = zero_sizes(arch.hidden_size, p).reduce_bucket
-    return arch.is_moe_layer(arch.num_hidden_layers - 1) \
-        or oversized_down(count_params(arch).dense_layer, p.tp, bucket) is None
+    return not arch.is_moe_layer(arch.num_hidden_layers - 1) \
+        and oversized_down(count_params(arch).dense_layer, p.tp, bucket) is None
 
 
 def _sharding_gaps(r: Resolved) -> list[str]:
@@ -176,8 +176,8 @@ def _sharding_gaps(r: Resolved) -> list[str]:
         gaps.append("ZeRO-Offload at stage 2 on one rank: a projection of the top layer over the "
                     "reduce bucket is normed in fp64 within its backward (traced for a gated "
                     "MLP's down projection: 16% over the estimate without it), which calc models "
-                    "for gated MLPs of three projections, not for this model's top layer (an MoE "
-                    "layer, a fused or plain MLP, or a down projection within the bucket)")
+                    "for gated MLPs of three projections and MoE layers, not for this model's top "
+                    "layer (a fused or plain MLP, or a down projection within the bucket)")
     if deepspeed and zero in (1, 2) and (p.ep > 1 or model_parallel):
         gaps.append(f"DeepSpeed's ZeRO-{p.zero} is traced (its engine, DeepSpeed 0.19.8) for full "
                     "training, LoRA and QLoRA, without tp, cp, pp or ep")

@@ -261,6 +261,12 @@ def _trainable(lin: Linear, lora: bool, rank: int, tp: int, ep: int,
     return sum(lin.local_counts(tp, ep))
 
 
+def layer_tensors(layer: LayerParams, tp: int, ep: int) -> list[int]:
+    """One layer's trainable tensors on one GPU in full training, in the order `local_params`
+    lists them (DeepSpeed's flat parameters), the empty ones left out."""
+    return [t for t in _layer_tensors(layer, False, 0, tp, ep, frozenset()) if t]
+
+
 def _layer_tensors(layer: LayerParams, lora: bool, rank: int, tp: int, ep: int,
                    targets: frozenset[str]) -> list[int]:
     """One layer's trainable tensors on one GPU, as transformers holds them: each linear's

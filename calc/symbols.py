@@ -275,6 +275,10 @@ _LEGEND: tuple[tuple[str, str, str], ...] = (
      "before the piece being normed, whose gradients went to the host"),
     ("M_h", "M_h", "ZeRO-Offload at stages 1-2: the head's elements in rank 0's share of the "
      "flat parameters (the whole head on one rank)"),
+    ("M_x", "M_x", "ZeRO-Offload at stage 2: an MoE layer's stacked gate/up expert weights' "
+     "elements in rank 0's share of the flat parameters"),
+    ("M_n", "M_n", "ZeRO-Offload at stage 2: an MoE layer's stacked down expert weights' elements "
+     "in rank 0's share of the flat parameters"),
     ("M_d", "M_d", "ZeRO-Offload at stage 2: the top layer's down projection's elements in rank "
      "0's share of the flat parameters (all of them on one rank)"),
     ("P_u", "P_\\text{up}", "the trainable elements of a gated MLP's up projection"),

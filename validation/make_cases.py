@@ -2308,6 +2308,31 @@ case("dev", L4V["qwen3-8b"], 1, 2048, ac="full", zero=2, framework="deepspeed",
      "weight copies freed (read off), and the forward's down projection copy made at its "
      "forward, after the gating product's widest moment (+1.3% before, read off)")
 
+# ZeRO-Offload at stage 2 on an MoE model: the experts' gate/up weight gradient, one tensor
+# over the reduce bucket, is cloned as its hook runs, beside the original (-21.38% on a random
+# run, DeepSeek-V3 over four ranks, which had no expert moment under offload; read off it);
+# where rank 0's share holds a layer's experts, each stacked tensor's piece is normed in fp64
+# as it is reduced (-29.8% on the Mixtral case below with the clone alone; read off it)
+XO = "ZeRO-Offload at stage 2, the experts' gate/up gradient cloned: "
+case("dev", DSV3_3L, 1, 1024, ac="full", attn="eager", padded=True, dp=4, zero=2,
+     framework="deepspeed", optimizer_offload=True, gpu="a100-80gb",
+     tag="deepseek-v3-3L-e32-v32k", notes=XO + "DeepSeek-V3 over four ranks (a random run)")
+case("dev", MIXTRAL, 1, 1024, mp="master", dp=2, zero=2, framework="deepspeed",
+     optimizer_offload=True, tag="mixtral-8x7b-2L", notes=XO + "Mixtral, two ranks (read off: "
+     "rank 0's share holds the first layer's experts, each tensor's piece normed in fp64)")
+case("test", QWEN3MOE, 1, 1024, mp="master", zero=2, framework="deepspeed",
+     optimizer_offload=True, tag="qwen3-30b-a3b-4L-v32k", notes=XO + "Qwen3-MoE, one rank")
+case("test", DSV3_3L, 1, 2048, ac="full", dp=2, zero=2, framework="deepspeed",
+     optimizer_offload=True, tag="deepseek-v3-3L-e32-v32k",
+     notes=XO + "DeepSeek-V3 under amp, checkpointed, two ranks")
+XN = "ZeRO-Offload at stage 2, the experts' pieces of rank 0's share normed in fp64: "
+case("test", MIXTRAL, 1, 2048, dp=4, zero=2, framework="deepspeed", optimizer_offload=True,
+     tag="mixtral-8x7b-2L", notes=XN + "Mixtral under amp, four ranks")
+case("test", QWEN3MOE, 2, 1024, mp="master", ac="full", dp=2, zero=2, framework="deepspeed",
+     optimizer_offload=True, tag="qwen3-30b-a3b-4L-v32k", notes=XN + "Qwen3-MoE, checkpointed")
+case("test", DSV3_3L, 1, 1024, mp="master", zero=2, framework="deepspeed",
+     optimizer_offload=True, tag="deepseek-v3-3L-e32-v32k", notes=XN + "DeepSeek-V3, one rank")
+
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
     assert len(ids) == len(set(ids)), "duplicate ids"
