@@ -235,8 +235,9 @@ MOMENTS: dict[str, MomentKind] = {
         "expert in one tensor, the layers above it done",
         ("states", "gradients_written", "other_micro_batches", "first_layer", "layer_backward")),
     "backward.experts_offload": MomentKind(
-        "ZeRO-Offload at stage 2: the stage's last MoE layer's expert backward, its gate/up "
-        "weight gradient cloned as its hook runs, every layer below it alive",
+        "ZeRO-Offload at stage 2: an MoE layer's expert backward, its gate/up weight gradient "
+        "cloned as its hook runs, or, where rank 0's share holds its experts, their pieces "
+        "normed in fp64 as they are reduced; every layer below it alive",
         ("states", "first_layer", "layer_backward", "bucket")),
     "backward.experts_fsdp": MomentKind(
         "FSDP: an MoE layer's expert backward, its gate/up weight gradient for every local "
