@@ -17,7 +17,7 @@ and zero bubble's output gradients (`_schedule_holds`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
@@ -55,8 +55,15 @@ from .coordinator import oversized_down
 from .formula import Formula, Items, Part, Term, add_up, extended, joined, part, part_of, scaled
 from .logits import kept_logits, logits_memory, stage_output
 from .megatron import megatron_layer
-from .params import LayerParams, adapted, adapter_shapes
-from .placement import Stage, layer_gathered, layer_tensors, layer_trainable, split_layers
+from .params import LayerParams, Linear, adapted, adapter_shapes
+from .placement import (
+    Stage,
+    layer_gathered,
+    layer_tensors,
+    layer_trainable,
+    linear_spans,
+    split_layers,
+)
 from .schedule_order import Mix, chunk_mixes, one_f_one_b_casts
 from .setup import Flight, Setup
 from .sources import (
@@ -1091,14 +1098,20 @@ def _chunk_mixes(x: Setup, stage: Stage) -> tuple[Mix, ...]:
                        _chunks_recompute(x, stage) if x.n.weight_copies else ())
 
 
+def _held_spans(x: Setup, stage: Stage) -> list[tuple[int, int]]:
+    """The (first layer, layers) of each chunk a rank of several holds, in `Mix.alive`'s
+    order."""
+    held, count = x.held_stages(stage)
+    spans = split_layers(x.arch.num_hidden_layers, count)
+    return [spans[i] for i in held]
+
+
 def _chunks_recompute(x: Setup, stage: Stage) -> tuple[bool, ...]:
     """By chunk of a rank of several (`Mix.alive`'s order): its layers include a checkpointed
     one, so its backwards recompute and empty autocast's cache."""
-    held, count = x.held_stages(stage)
-    spans = split_layers(x.arch.num_hidden_layers, count)
     return tuple(any(x.checkpointed(replace(stage.unit or stage, first_layer=first,
                                             dense_layers=n, moe_layers=0)))
-                 for first, n in (spans[i] for i in held))
+                 for first, n in _held_spans(x, stage))
 
 
 def _heaviest(x: Setup, stage: Stage, ly: Layers, chunks: Chunks,
@@ -1962,13 +1975,10 @@ def _chunk_units(x: Setup, stage: Stage, unit: tuple[Layers, Layers], detail: bo
     """The layers of each of a rank's chunks (in `Mix.alive`'s order), its input kept and
     received: the unit's (one chunk's), but a chunk's own where its layers are checkpointed
     otherwise (every Nth layer over chunks of a number of layers N does not divide)."""
-    held, count = x.held_stages(stage)
     assert stage.unit is not None
-    spans = split_layers(x.arch.num_hidden_layers, count)
     flags = x.checkpointed(stage.unit)
     out = []
-    for i in held:
-        first, n = spans[i]
+    for first, n in _held_spans(x, stage):
         chunk = replace(stage.unit, first_layer=first)
         if n != stage.unit.layers or x.checkpointed(chunk) == flags:
             out.append(unit)
@@ -2451,10 +2461,7 @@ def _offload_layer_norm(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, A_r
     if sizes is None:
         return None
     down, up = sizes
-    ordered = ms.local.ordered
-    # the layer's down projection, the last tensor of its size before the norms and the head
-    at = len(ordered) - 1 - ordered[::-1].index(down)
-    piece = max(0, min(down, share - sum(ordered[:at])))
+    piece = _in_share(x, stage, share, lambda lin: lin.group == "mlp" and lin.tp == "row")[-1]
     if not piece:
         return None
     n = x.n
@@ -2767,7 +2774,11 @@ def _experts_offload(x: Setup, stage: Stage, ms: ModelStates, ly: Layers
         return None
     g, x_e = x.n.grad, expert_width(x)
     clone = EXPERTS_OFFLOAD_CLONE(gate_up, g, x.routed, x.H, x_e)
-    pieces = _experts_in_share(x, stage, ms, gate_up, down)
+    share = partition_tensors(ms.local.ordered, x.N)[0] if ms.local.ordered else 0
+    pieces = list(zip(_in_share(x, stage, share, lambda lin: lin.group == "experts"
+                                and lin.tp != "row"),
+                      _in_share(x, stage, share, lambda lin: lin.group == "experts"
+                                and lin.tp == "row"), strict=True))
     kinds = {kind: act for kind, act, _ in ly.kinds}
     above, best = 0, None
     for i in reversed(range(stage.layers)):
@@ -2786,29 +2797,20 @@ def _experts_offload(x: Setup, stage: Stage, ms: ModelStates, ly: Layers
     return best
 
 
-def _experts_in_share(x: Setup, stage: Stage, ms: ModelStates, gate_up: int, down: int
-                      ) -> list[tuple[int, int]]:
-    """By layer of the stage: the elements of its experts' gate/up and down tensors in rank 0's
-    share of DeepSpeed's flat parameters (`partition_tensors`), in the model's order
-    (embedding, each layer's tensors as `local_params` lists them); (0, 0) for a dense layer."""
-    share = partition_tensors(ms.local.ordered, x.N)[0] if ms.local.ordered else 0
+def _in_share(x: Setup, stage: Stage, share: int, pick: Callable[[Linear], bool]) -> list[int]:
+    """By layer of the stage: the elements of the weights of its linears `pick` selects in rank
+    0's `share` of DeepSpeed's flat parameters (`partition_tensors`), laid out in the model's
+    order (the embedding, then each layer's tensors, `linear_spans`)."""
     start = x.counts.embedding // x.tp if stage.embedding else 0
     out = []
     for i in range(stage.layers):
-        moe = x.arch.is_moe_layer(stage.first_layer + i)
-        layer = x.counts.moe_layer if moe else x.counts.dense_layer
+        layer = x.counts.moe_layer if x.arch.is_moe_layer(stage.first_layer + i) \
+            else x.counts.dense_layer
         assert layer is not None
-        tensors = layer_tensors(layer, x.tp, x.ep)
-        pieces = [0, 0]
-        if moe:
-            at = start
-            for t in tensors:  # (the first tensor of each size: the stacked experts')
-                for k, size in enumerate((gate_up, down)):
-                    if t == size and not pieces[k]:
-                        pieces[k] = max(0, min(size, share - at))
-                at += t
-        out.append((pieces[0], pieces[1]))
-        start += sum(tensors)
+        out.append(sum(max(0, min(size, share - start - at)) for lin, (at, size) in
+                       zip(layer.linears, linear_spans(layer, x.tp, x.ep), strict=True)
+                       if pick(lin)))
+        start += sum(layer_tensors(layer, x.tp, x.ep))
     return out
 
 

@@ -261,6 +261,18 @@ def _trainable(lin: Linear, lora: bool, rank: int, tp: int, ep: int,
     return sum(lin.local_counts(tp, ep))
 
 
+def linear_spans(layer: LayerParams, tp: int, ep: int) -> tuple[tuple[int, int], ...]:
+    """Where each of `layer`'s linears' weight lies among its tensors as `layer_tensors` lays
+    them out in full training: (offset, elements), the routed experts' gate and up stacked in
+    gate_proj's (up_proj's empty)."""
+    at, out = layer.norm_count, []
+    for lin in layer.linears:
+        w, b = lin.local_counts(tp, ep)
+        out.append((at, stacked(lin) * w))
+        at += stacked(lin) * (w + b)
+    return tuple(out)
+
+
 def layer_tensors(layer: LayerParams, tp: int, ep: int) -> list[int]:
     """One layer's trainable tensors on one GPU in full training, in the order `local_params`
     lists them (DeepSpeed's flat parameters), the empty ones left out."""

@@ -436,7 +436,8 @@ def framework_problem(precision: str, mixed_precision: str, implementation: str,
 
 def cp_over_sliding_window(arch: Architecture, t: Training, cp: int) -> bool:
     """Context parallelism (torch's ring attention: is_causal, no mask) over sliding-window
-    layers that the sequence reaches, which need a mask: the step fails."""
+    layers that the sequence reaches, which need a mask: the step fails where each rank's shard
+    reaches the window, and runs as causal attention, the window ignored, where it does not."""
     window = arch.sliding_window
     return (cp > 1 and t.implementation == "hf" and window is not None
             and bool(arch.sliding_layers) and t.seq_len >= window)

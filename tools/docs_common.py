@@ -92,10 +92,10 @@ def breakable_code(text: str, at: str, title: str | None = None,
     whole = "".join(f"{re.escape(k)}|" for k in keep)
     pieces = re.findall(rf"(?:{whole}(?!{seps}).)+{seps}*|{seps}+", text)
     hover = f' title="{html.escape(title)}"' if title else ""
-    spans = [f"<span>{html.escape(p)}</span>" for p in pieces]
-    if lead and spans:
-        spans[0] = f'<span class="{lead}">{html.escape(pieces[0])}</span>'
-    return f"<code{hover}>" + "<wbr>".join(spans) + "</code>"
+    classes = [f' class="{lead}"' if lead and k == 0 else "" for k in range(len(pieces))]
+    return (f"<code{hover}>" + "<wbr>".join(f"<span{c}>{html.escape(p)}</span>"
+                                          for c, p in zip(classes, pieces, strict=True))
+            + "</code>")
 
 
 def md_table(header: list[str], rows: list[list[str]], align: str | None = None, *,
