@@ -273,6 +273,28 @@ def linear_spans(layer: LayerParams, tp: int, ep: int) -> tuple[tuple[int, int],
     return tuple(out)
 
 
+def low_lead(layer: LayerParams, arch: Architecture, tp: int, ep: int) -> tuple[int, ...]:
+    """The trainable tensors `layer` registers, in transformers' order, before its first
+    parameter that is not an nn.Linear's: the ones DeepSpeed's torch_autocast reduces in the
+    autocast dtype (its LOWER_PRECISION_SAFE_MODULES) ahead of the layer's first one reduced in
+    fp32, a bucket of its own. The attention's projections come first, up to an MLA low-rank
+    norm (after q_a_proj, else kv_a_proj_with_mqa), and then a dense MLP's unless q/k norms or
+    attention sinks (parameters of the attention) come between; an MoE block's router and
+    experts are parameters of their own (transformers v5); the layer's norms come last. GPT-2
+    registers its first norm first, and its projections are Conv1D."""
+    if arch.traits.norm == "layer":
+        return ()
+    out: list[int] = []
+    for lin in layer.linears:
+        if lin.group not in ("attention", "mlp") or (
+                lin.group == "mlp" and (arch.traits.qk_norm or arch.traits.sinks)):
+            break
+        out += [t for t in lin.local_counts(tp, ep) if t]
+        if lin.name in ("q_a_proj", "kv_a_proj_with_mqa"):
+            break
+    return tuple(out)
+
+
 def layer_tensors(layer: LayerParams, tp: int, ep: int) -> list[int]:
     """One layer's trainable tensors on one GPU in full training, in the order `local_params`
     lists them (DeepSpeed's flat parameters), the empty ones left out."""

@@ -12,11 +12,11 @@ from traced import traced_case  # tests/ is on sys.path (rootdir conftest)
 from calc import ScenarioError, estimate
 from calc.activations import weight_groups
 from calc.peak import _chunk_mixes, layers, stage_peak
-from calc.placement import stages
+from calc.placement import low_lead, stages
 from calc.scenario import parse_scenario, resolve
 from calc.schedule_order import chunk_mixes, one_f_one_b_casts, zbv_held, zbv_order
 from calc.setup import Setup
-from calc.states import model_states
+from calc.states import model_states, partition_tensors
 
 GiB = 2**30
 PRESETS = Path(__file__).resolve().parent.parent / "presets" / "models"
@@ -1023,6 +1023,73 @@ def test_zero_offload_at_stage_1_norms_the_embedding_s_piece_at_the_end() -> Non
     at_end = two["backward.offload_embedding_norm"].breakdown
     assert "gradients/weights" not in at_end
     assert at_end["temporaries/offload_clone"] == 128256 * 4096 * 2
+
+
+@pytest.mark.parametrize(("case", "peak"), [
+    ("mistral-7b-4L_b1_s2048_amp_flash_deepspeed-zero1x1_offload-optimizer",
+     "backward.offload_embedding_clone"),
+    ("llama-3.1-8b-4L_b1_s1024_amp_flash_deepspeed-zero1x2_offload-optimizer",
+     "backward.offload_embedding_norm"),
+    ("phi-3-mini-4L_b1_s2048_amp-fp16_flash_deepspeed-zero1x1_offload-optimizer",
+     "backward.loss_grad")])
+def test_stage_1_offload_under_amp_reduces_the_embedding_after_the_first_layer_s_projections(
+        case: str, peak: str) -> None:
+    """Under torch_autocast DeepSpeed reduces nn.Linear's gradients in bf16 and the rest in
+    fp32, a bucket each: the embedding's clone, made as the reduce after the backward starts,
+    waits for the first layer's first fp32 parameter, its norm (in fp64) after that layer's
+    leading projections have gone to the host. So the clone beside every gradient can be the
+    peak, and the norm is lower than with all of them (traced: +5.2% and +3.0% with the norm
+    beside every gradient; held out +3.01% and +2.07%, now exact)."""
+    scenario, traced = traced_case(case)
+    x = Setup(resolve(parse_scenario(scenario)))
+    r = estimate(scenario)
+    assert r.peak.name == peak
+    assert r.peak_bytes == pytest.approx(traced["peak_bytes"], rel=0.001)
+    moments = _moments(scenario)
+    clone = moments["backward.offload_embedding_clone"].breakdown["temporaries/offload_clone"]
+    assert clone == x.counts.embedding * 4
+    # the first layer's q, k, v, o, gate and up gone; down, larger than the bucket, a clone
+    lead = low_lead(x.counts.dense_layer, x.arch, 1, 1)
+    assert len(lead) == (4 if "phi-3" in case else 7)
+    share = x.counts.embedding if x.N == 1 else partition_tensors(
+        model_states(x, x.stages[0]).local.ordered, x.N)[0]
+    norm = moments["backward.offload_embedding_norm"].breakdown["temporaries/offload_reduce"]
+    assert norm == 8 * min(share, x.counts.embedding) - 4 * (sum(lead) - lead[-1])
+
+
+def test_stage_1_offload_under_amp_keeps_another_rank_s_clones() -> None:
+    """Stage 1 reduces only rank 0's share on rank 0: a projection larger than the bucket
+    outside it keeps its clone, so of the first layer's leading projections only those up to
+    the bucket's size are gone when the embedding is normed (a random run, Qwen2.5 32B's width
+    over four ranks, -3.99% counting the MLP's gone too)."""
+    case = "qwen2.5-32b-2L_b1_s1536_amp_flash_deepspeed-zero1x4_offload-optimizer"
+    scenario, traced = traced_case(case)
+    x = Setup(resolve(parse_scenario(scenario)))
+    r = estimate(scenario)
+    assert r.peak.name == "backward.offload_embedding_norm"
+    assert r.peak_bytes == pytest.approx(traced["peak_bytes"], rel=0.001)
+    share = partition_tensors(model_states(x, x.stages[0]).local.ordered, x.N)[0]
+    assert share < x.counts.embedding  # rank 1's share starts inside the embedding
+    bucket = x.zero_sizes.reduce_bucket
+    small = sum(t for t in low_lead(x.counts.dense_layer, x.arch, 1, 1) if t <= bucket)
+    assert r.peak.breakdown["temporaries/offload_reduce"] == 8 * share - 4 * small
+
+
+def test_the_first_layer_s_leading_projections_stop_at_its_first_fp32_parameter() -> None:
+    """`low_lead`: transformers registers q/k norms after o_proj, MLA's low-rank norms after
+    q_a_proj, an MoE block's router as a parameter of its own, GPT-2's first norm first."""
+    def lead(model: str) -> int:
+        x = Setup(resolve(parse_scenario({"model": model, "training": {
+            "micro_batch_size": 1, "seq_len": 512}, "gpu": "h100-sxm-80gb"})))
+        layer = x.counts.dense_layer if x.arch.first_k_dense_replace or not x.counts.moe_layer \
+            else x.counts.moe_layer
+        return len(low_lead(layer, x.arch, 1, 1))
+    assert lead("llama-3.1-8b") == 7  # q, k, v, o, gate, up, down
+    assert lead("qwen2.5-7b") == 10  # and q, k, v's biases
+    assert lead("qwen3-8b") == 4  # q, k, v, o: q_norm next
+    assert lead("mixtral-8x7b") == 4  # the router next
+    assert lead("deepseek-v3") == 1  # q_a_proj: q_a_layernorm next
+    assert lead("gpt2") == 0  # ln_1 first
 
 
 def test_zero_offload_at_stage_2_norms_the_tied_embedding_s_piece_at_the_end() -> None:

@@ -1295,13 +1295,14 @@ case("test", L4["qwen2.5-7b"], 1, 1024, mp="master", zero=2, optimizer_offload=T
 case("dev", L4["mistral-7b"], 1, 2048, zero=1, framework="deepspeed", optimizer_offload=True,
      tag="mistral-7b-4L", notes=ZH + "ZeRO-1 under amp (scored before tracing at +4.55%: "
      "ZeRO-1 reduces after the backward, no head norm beside the activations; then -3.40%, "
-     "the embedding's norm at the end read off: +5.19% under amp, the order not modelled)")
+     "the embedding's norm at the end read off: +5.19% under amp, then the order under "
+     "torch_autocast read off: exact)")
 case("test", L8_4, 2, 1024, mp="master", zero=2, optimizer_offload=True, tag="llama-3.1-8b-4L",
      notes=ZH + "master weights, two sequences")
 # ZeRO-Offload at stage 1: every gradient whole to the end of backward, where the untied
 # embedding, rank 0's first tensor, is cloned as its hook runs and its piece normed in fp64
 # (scored before tracing at -24.2 .. -6.7%, then read off: exact with master weights; under
-# amp the norm comes after smaller gradients are released, +3.0 .. +5.2%, order not modelled)
+# amp the norm comes after smaller gradients are released, +3.0 .. +5.2%, then read off too)
 Z1 = "ZeRO-Offload at stage 1, the embedding's piece normed in fp64 at the end of backward: "
 case("dev", L8_4, 1, 1024, mp="master", zero=1, dp=2, optimizer_offload=True,
      tag="llama-3.1-8b-4L", notes=Z1 + "two ranks")
@@ -1309,6 +1310,28 @@ case("dev", L4["qwen2.5-7b"], 1, 2048, zero=1, framework="deepspeed", optimizer_
      tag="qwen2.5-7b-4L", notes=Z1 + "one GPU, amp")
 case("dev", L4["mistral-7b"], 2, 1024, mp="master", zero=1, dp=4, optimizer_offload=True,
      tag="mistral-7b-4L", notes=Z1 + "four ranks")
+# Under torch_autocast (amp) DeepSpeed reduces nn.Linear's gradients in bf16 and every other
+# parameter's in fp32, in a bucket each: the embedding's clone waits for the first layer's first
+# fp32 parameter, and its norm comes after that layer's leading projections have gone to the
+# host (read off the two amp cases above, exact since; these scored before tracing)
+ZA = "ZeRO-Offload at stage 1 under amp, the embedding reduced after the first layer's " \
+    "leading projections: "
+case("test", L4["qwen3-8b"], 1, 2048, zero=1, framework="deepspeed", optimizer_offload=True,
+     tag="qwen3-8b-4L", notes=ZA + "q/k norms: the attention's projections only")
+case("test", L8_4, 1, 1024, zero=1, dp=2, framework="deepspeed", optimizer_offload=True,
+     tag="llama-3.1-8b-4L", notes=ZA + "two ranks")
+case("test", DSV3_3L, 1, 1024, zero=1, framework="deepspeed", optimizer_offload=True,
+     tag="deepseek-v3-3L-e32-v32k", notes=ZA + "MLA: q_a_proj, then its norm")
+case("test", MIXTRAL, 1, 1024, zero=1, dp=2, framework="deepspeed", optimizer_offload=True,
+     tag="mixtral-8x7b-2L", notes=ZA + "a MoE first layer: the router is a parameter")
+# read off a random run (644/10, -3.99% before): another rank's projections larger than the
+# bucket keep their clones on rank 0, which stage 1 never reduces there
+case("dev", inline("qwen2.5-32b", num_hidden_layers=2), 1, 1536, zero=1, dp=4,
+     framework="deepspeed", optimizer_offload=True, tag="qwen2.5-32b-2L",
+     notes=ZA + "the first layer's MLP in rank 1's share: its clones kept")
+case("test", inline("phi-3-mini", num_hidden_layers=4), 1, 2048, prec="fp16", zero=1,
+     framework="deepspeed", optimizer_offload=True, tag="phi-3-mini-4L",
+     notes=ZA + "fp16, fused projections: the whole layer's")
 # A checkpointed layer's forward under autocast: its weight copies are counted with every
 # layer's (the forward's cache), not again with the layer; with eager attention its widest
 # moment, the softmax, comes before the MLP has built anything (+4.84% validated, per-op
