@@ -58,7 +58,7 @@ STEP_ORDER = ("forward.fsdp_start", "forward.experts_router", "forward.last_laye
               "backward.experts_combine", "backward.experts", "backward.experts_reduce",
               "backward.first_layer", "backward.weight_pass", "backward.first_layer_late",
               "backward.first_reduce", "backward.fsdp_root_redistribute", "backward.fsdp_root",
-              "backward.embedding", "backward.offload_embedding_clone",
+              "backward.embedding", "backward.offload_clone",
               "backward.offload_embedding_norm",
               "backward.deepspeed_partition", "backward.weight_copies",
               "backward.fsdp_stage_reduce", "optimizer_step")

@@ -62,7 +62,7 @@ from .placement import (
     layer_tensors,
     layer_trainable,
     linear_spans,
-    low_lead,
+    registered,
     split_layers,
 )
 from .schedule_order import Mix, chunk_mixes, one_f_one_b_casts
@@ -289,9 +289,10 @@ MOMENTS: dict[str, MomentKind] = {
         "(at stage 2 the embedding's), rank 0's piece of the embedding's normed in fp64 (at "
         "stage 1 the widest piece of its share, the gradients before it gone to the host)",
         ("states", "gradients", "other_micro_batches", "bucket", "embedding_norm")),
-    "backward.offload_embedding_clone": MomentKind(
-        "ZeRO-Offload at stage 1, as the reduce after the step's last backward starts: the "
-        "embedding's gradient, larger than the reduce bucket, cloned beside every gradient",
+    "backward.offload_clone": MomentKind(
+        "ZeRO-Offload at stage 1, the reduce after the step's last backward: the widest "
+        "gradient larger than the reduce bucket (the untied embedding's, the first) cloned "
+        "beside every gradient not yet gone to the host",
         ("states", "gradients", "other_micro_batches", "bucket", "offload_clone")),
     "backward.deepspeed_partition": MomentKind(
         "DeepSpeed ZeRO-1, the end of backward: its gradient partition allocated beside every "
@@ -518,6 +519,14 @@ OFFLOAD_CLONE = Formula(
     title="ZeRO-Offload: a gradient larger than the reduce bucket cloned into storage of its "
           "own as its hook runs, beside the original (the embedding's: the last of the "
           "backward at stage 2, the first reduced after it at stage 1)")
+OFFLOAD_REDUCE_CLONE = Formula(
+    "temporaries/offload_clone", "lambda E, G_b, g: (E - G_b) * g", id="peak.offload_reduce_clone",
+    source=TRACED_DEEPSPEED,
+    title="ZeRO-Offload at stage 1, the reduce after the step's last backward: a gradient larger "
+          "than the reduce bucket (E elements) cloned into storage of its own beside every "
+          "gradient, less those already sent to the host (G_b elements); the widest such",
+    note="traced: Mistral's width on one GPU under amp, the untied embedding's clone the step's "
+         "peak (+5.2% counting its fp64 norm beside every gradient instead)")
 ROUTER_ALIVE = Formula(
     "activations/last_layer", "lambda A_d, A_l, A_m: A_d + A_l - A_m", id="peak.router_alive",
     source=TRACED_DEEPSPEED,
@@ -2419,52 +2428,78 @@ def _offload_share(x: Setup, ms: ModelStates, zero: int, tied: bool = False) -> 
 
 
 def _offload_embedding_norm(x: Setup, stage: Stage, ms: ModelStates, accumulating: bool
-                            ) -> Term | None:
-    """ZeRO-Offload at stages 1-2, the step's last backward (`OFFLOAD_EMBEDDING_NORM`), else
-    None. At stage 2 the embedding's gradient, tied or not, is the last to be reduced, with or
-    without accumulation (traced: Gemma 3's tied 262K vocabulary on one rank, 5 GiB of fp64 at
-    the end of its one backward); stage 1 with tied embeddings: not traced."""
+                            ) -> tuple[Term, Term | None] | None:
+    """ZeRO-Offload at stages 1-2, the step's last backward: (`OFFLOAD_EMBEDDING_NORM`, at stage
+    1 the widest clone of its reduce, `OFFLOAD_REDUCE_CLONE`, if any), else None. At stage 2 the
+    embedding's gradient, tied or not, is the last to be reduced, with or without accumulation
+    (traced: Gemma 3's tied 262K vocabulary on one rank, 5 GiB of fp64 at the end of its one
+    backward); stage 1 with tied embeddings: not traced."""
     share = _offload_share(x, ms, x.z, tied=x.z == 2) if x.z in (1, 2) else None
     if share is None or not stage.embedding or not (accumulating or x.micro_batches == 1):
         return None
-    ordered, g = ms.local.ordered, x.n.grad
+    g = x.n.grad
     if x.z == 2:  # (its earlier gradients went to the host during the backward)
-        return OFFLOAD_EMBEDDING_NORM(min(ordered[0], share), 0, g)
-    # stage 1 norms each tensor's piece of the share in order, sending each gradient to the
-    # host: the widest moment is the piece whose fp64 copy most outweighs the gradients gone
-    widest, before, left = (0, 0), 0, share
-    late, gone_first, lead = _embedding_reduced_late(x, stage, share)
-    for i, tensor in enumerate(ordered):
-        if left <= 0:
-            break
-        piece = min(tensor, left)
-        gone = gone_first if i == 0 and late else before - late
-        if 8 * piece - g * gone > 8 * widest[0] - g * widest[1]:
-            widest = (piece, gone)
-        before, left = before + tensor, left - piece
-        if i > lead:  # (the embedding's gone from here on; `ordered` lays the first layer's
-            late = 0  # norms ahead of its leading projections)
-    return OFFLOAD_EMBEDDING_NORM(*widest, g)
+        return OFFLOAD_EMBEDDING_NORM(min(ms.local.ordered[0], share), 0, g), None
+    clone, norm = _stage_1_reduce(x, stage, share)
+    return OFFLOAD_EMBEDDING_NORM(*norm, g), OFFLOAD_REDUCE_CLONE(*clone, g) if clone[0] else None
 
 
-def _embedding_reduced_late(x: Setup, stage: Stage, share: int) -> tuple[int, int, int]:
-    """(the embedding's elements, the gradients gone before its norm, how many tensors lead
-    the first layer) where DeepSpeed's torch_autocast reduces the embedding after that layer's
-    leading projections (`low_lead`): an embedding larger than the reduce bucket, cloned as its
-    reduce starts and reduced in fp32, in a bucket of its own, when the layer's first fp32
-    parameter arrives; else (0, 0, 0). A projection up to the bucket's size is copied into the
-    bucket and freed; a larger one is cloned, and the clone freed once reduced if it lies in
-    rank 0's share (stage 1 keeps the other ranks' gradients), the last one not reduced yet."""
-    if not (x.n.autocast and stage.embedding and x.counts.embedding > x.zero_sizes.reduce_bucket):
-        return 0, 0, 0
-    layer = x.counts.dense_layer if stage.dense_layers else x.counts.moe_layer
-    lead = low_lead(layer, x.arch, x.tp, x.ep) if layer is not None else ()
-    at, gone, bucket = x.counts.embedding, 0, x.zero_sizes.reduce_bucket
-    for i, tensor in enumerate(lead):
-        if tensor <= bucket or (at < share and i < len(lead) - 1):
+def _stage_1_reduce(x: Setup, stage: Stage, share: int
+                    ) -> tuple[tuple[int, int], tuple[int, int]]:
+    """DeepSpeed's ZeRO-Offload at stage 1 reduces after the step's last backward, tensor by
+    tensor in the flat group's order (`registered`; stage_1_and_2.py
+    reduce_independent_p_g_buckets_and_remove_grads): ((the widest clone, the gradients gone
+    then), (the widest piece of rank 0's share normed in fp64, the gradients gone then)), in
+    elements. A gradient up to the reduce bucket's size is copied into the bucket and freed; a
+    larger one is cloned, its original freed, and reduced alone. A bucket is reduced when the
+    next tensor would overflow it: each tensor's piece of rank 0's share normed in fp64 and sent
+    to the host, a clone freed with it (another rank's stays). Under torch_autocast nn.Linear's
+    gradients and the rest fill a bucket each, the low one reduced first at the end: the
+    embedding, reduced in fp32, waits for the first layer's first fp32 parameter."""
+    counts, arch, g = x.counts, x.arch, x.n.grad
+    size = x.zero_sizes.reduce_bucket
+    order: list[tuple[int, bool]] = []
+    if stage.embedding:  # (GPT-2's position table is a tensor of its own)
+        positions = arch.max_position_embeddings * arch.hidden_size \
+            if arch.traits.learned_positions else 0
+        order += [(counts.embedding - positions, False), (positions, False)]
+    for layer, n in ((counts.dense_layer, stage.dense_layers),
+                     (counts.moe_layer, stage.moe_layers)):
+        if layer is not None and n:
+            order += list(registered(layer, arch, x.tp, x.ep)) * n
+    if stage.head:
+        order += [(counts.final_norm, False), (counts.lm_head, True)]
+    waiting: dict[bool, list[tuple[int, int]]] = {True: [], False: []}
+    filled = {True: 0, False: 0}
+    clone = norm = (0, 0)
+    gone = at = 0
+
+    def reduce(low: bool) -> None:
+        nonlocal gone, norm
+        for start, tensor in waiting[low]:
+            piece = max(0, min(start + tensor, share) - start)
+            if 8 * piece - g * gone > 8 * norm[0] - g * norm[1]:
+                norm = (piece, gone)
+            if piece and tensor > size:
+                gone += tensor
+        waiting[low], filled[low] = [], 0
+
+    for tensor, low in order:
+        if not tensor:
+            continue
+        low = low and x.n.autocast
+        if filled[low] + tensor > size:
+            reduce(low)
+        if tensor <= size:
             gone += tensor
+        elif tensor - gone > clone[0] - clone[1]:
+            clone = (tensor, gone)
+        waiting[low].append((at, tensor))
+        filled[low] += tensor
         at += tensor
-    return (x.counts.embedding, gone, len(lead)) if lead else (0, 0, 0)
+    reduce(True)
+    reduce(False)
+    return clone, norm
 
 
 def _offload_head_norm(x: Setup, stage: Stage, ms: ModelStates) -> Term | None:
@@ -3156,20 +3191,20 @@ def _end_of_backward(x: Setup, stage: Stage, ms: ModelStates, states: Part | Non
     end = _moment("backward.embedding", states, held,
                   ms.gathered if ms.live is None else _live(x, ms, "embedding"), others,
                   incoming, ms.reduce_bucket, clone)
-    norm = _offload_embedding_norm(x, stage, ms, accumulating)
-    if norm is not None:  # (the clone in the gradient's place, the incoming one gone; at stage
+    normed = _offload_embedding_norm(x, stage, ms, accumulating)
+    if normed is not None:  # (the clone in the gradient's place, the incoming one gone; at stage
         # 2, whose earlier gradients went to the host, the embedding's whole beside its piece,
         # accumulating or not)
+        norm, clone = normed
         grads = OFFLOAD_CLONE(x.counts.embedding, n.grad) if x.z == 2 else held
-        normed = _moment("backward.offload_embedding_norm", states, grads, others,
-                         ms.reduce_bucket, norm)
-        if x.z == 2 or x.counts.embedding <= x.zero_sizes.reduce_bucket:
-            return (end, normed)
-        # stage 1 reduces after the backward, the embedding first: larger than the bucket, it
-        # is cloned beside every gradient, the incoming one gone
-        return (end, _moment("backward.offload_embedding_clone", states, held, others,
-                             ms.reduce_bucket, OFFLOAD_CLONE(x.counts.embedding, n.grad)),
-                normed)
+        at_norm = _moment("backward.offload_embedding_norm", states, grads, others,
+                          ms.reduce_bucket, norm)
+        if clone is None:
+            return (end, at_norm)
+        # stage 1 reduces after the backward (the incoming gradient gone), cloning each
+        # gradient larger than the bucket beside the rest
+        return (end, _moment("backward.offload_clone", states, held, others, ms.reduce_bucket,
+                             clone), at_norm)
     if ms.partition_copy is None:
         return (end,)
     return (end, _moment("backward.deepspeed_partition", states, ms.gradients,

@@ -15,7 +15,16 @@ from functools import lru_cache
 
 from .architecture import Architecture
 from .formula import Formula, Term
-from .params import LayerParams, Linear, ParamCounts, adapted, adapter_shapes, quantised, stacked
+from .params import (
+    LayerParams,
+    Linear,
+    ParamCounts,
+    adapted,
+    adapter_shapes,
+    by_parameter,
+    quantised,
+    stacked,
+)
 from .sources import MEGATRON_SPLITS
 
 
@@ -273,26 +282,44 @@ def linear_spans(layer: LayerParams, tp: int, ep: int) -> tuple[tuple[int, int],
     return tuple(out)
 
 
-def low_lead(layer: LayerParams, arch: Architecture, tp: int, ep: int) -> tuple[int, ...]:
-    """The trainable tensors `layer` registers, in transformers' order, before its first
-    parameter that is not an nn.Linear's: the ones DeepSpeed's torch_autocast reduces in the
-    autocast dtype (its LOWER_PRECISION_SAFE_MODULES) ahead of the layer's first one reduced in
-    fp32, a bucket of its own. The attention's projections come first, up to an MLA low-rank
-    norm (after q_a_proj, else kv_a_proj_with_mqa), and then a dense MLP's unless q/k norms or
-    attention sinks (parameters of the attention) come between; an MoE block's router and
-    experts are parameters of their own (transformers v5); the layer's norms come last. GPT-2
-    registers its first norm first, and its projections are Conv1D."""
-    if arch.traits.norm == "layer":
-        return ()
-    out: list[int] = []
+def registered(layer: LayerParams, arch: Architecture, tp: int, ep: int
+               ) -> tuple[tuple[int, bool], ...]:
+    """`layer`'s trainable tensors in full training, in the order transformers registers them
+    (DeepSpeed's flat groups follow it), each with whether DeepSpeed's torch_autocast reduces
+    it in the autocast dtype: an nn.Linear's weight and bias do (its
+    LOWER_PRECISION_SAFE_MODULES); the norms, attention sinks, an MoE block's router and
+    routed experts (parameters of their own in transformers v5) and GPT-2's Conv1D go in fp32.
+    MLA's low-rank norms follow q_a_proj and kv_a_proj_with_mqa, the q/k norms the attention's
+    projections, which its sinks, its own parameter, precede (`named_parameters` lists a
+    module's own before its children's); a block that builds its experts first lists them
+    first; the layer's norms come last (GPT-2's ahead of each sublayer)."""
+    t = arch.traits
+    gpt2 = t.norm == "layer"
+
+    def tensors(lin: Linear) -> list[tuple[int, bool]]:
+        low = not gpt2 and not by_parameter(lin)
+        return [(n * stacked(lin), low) for n in lin.local_counts(tp, ep) if n * stacked(lin)]
+
+    norm = arch.hidden_size * (2 if gpt2 else 1)
+    out: list[tuple[int, bool]] = []
+    # a module's own parameters come before its children's: GPT-OSS's sinks before q_proj;
+    # the norms among the sublayers come before the next tensor
+    inner = [norm] if gpt2 else [arch.num_attention_heads] * t.sinks
     for lin in layer.linears:
-        if lin.group not in ("attention", "mlp") or (
-                lin.group == "mlp" and (arch.traits.qk_norm or arch.traits.sinks)):
-            break
-        out += [t for t in lin.local_counts(tp, ep) if t]
-        if lin.name in ("q_a_proj", "kv_a_proj_with_mqa"):
-            break
-    return tuple(out)
+        if lin.group == "attention":
+            out += [(n, False) for n in inner] + tensors(lin)
+            inner = [arch.q_lora_rank or 0] if lin.name == "q_a_proj" else \
+                [arch.kv_lora_rank or 0] if lin.name == "kv_a_proj_with_mqa" else []
+    inner += [arch.head_size] * (2 if t.qk_norm else 0)
+    out += [(n, False) for n in inner + [norm] * gpt2 if n]
+    block = [lin for lin in layer.linears if lin.group != "attention"]
+    if t.experts_first:
+        block.sort(key=lambda lin: lin.group != "experts")
+    for lin in block:
+        out += tensors(lin)
+    norms = layer.norm_count - sum(n for n, _ in out) + sum(n for lin in layer.linears
+                                                           for n, _ in tensors(lin))
+    return tuple(out + ([(norms, False)] if norms else []))
 
 
 def layer_tensors(layer: LayerParams, tp: int, ep: int) -> list[int]:

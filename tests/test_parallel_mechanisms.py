@@ -11,8 +11,9 @@ from traced import traced_case  # tests/ is on sys.path (rootdir conftest)
 
 from calc import ScenarioError, estimate
 from calc.activations import weight_groups
+from calc.params import LayerParams
 from calc.peak import _chunk_mixes, layers, stage_peak
-from calc.placement import low_lead, stages
+from calc.placement import layer_tensors, registered, stages
 from calc.scenario import parse_scenario, resolve
 from calc.schedule_order import chunk_mixes, one_f_one_b_casts, zbv_held, zbv_order
 from calc.setup import Setup
@@ -1025,9 +1026,20 @@ def test_zero_offload_at_stage_1_norms_the_embedding_s_piece_at_the_end() -> Non
     assert at_end["temporaries/offload_clone"] == 128256 * 4096 * 2
 
 
+def _lead(x: Setup, layer: LayerParams | None = None) -> list[int]:
+    """The first layer's tensors DeepSpeed's torch_autocast reduces low before its first fp32
+    one."""
+    lead = []
+    for size, low in registered(layer or x.counts.dense_layer, x.arch, 1, 1):
+        if not low:
+            break
+        lead.append(size)
+    return lead
+
+
 @pytest.mark.parametrize(("case", "peak"), [
     ("mistral-7b-4L_b1_s2048_amp_flash_deepspeed-zero1x1_offload-optimizer",
-     "backward.offload_embedding_clone"),
+     "backward.offload_clone"),
     ("llama-3.1-8b-4L_b1_s1024_amp_flash_deepspeed-zero1x2_offload-optimizer",
      "backward.offload_embedding_norm"),
     ("phi-3-mini-4L_b1_s2048_amp-fp16_flash_deepspeed-zero1x1_offload-optimizer",
@@ -1046,10 +1058,10 @@ def test_stage_1_offload_under_amp_reduces_the_embedding_after_the_first_layer_s
     assert r.peak.name == peak
     assert r.peak_bytes == pytest.approx(traced["peak_bytes"], rel=0.001)
     moments = _moments(scenario)
-    clone = moments["backward.offload_embedding_clone"].breakdown["temporaries/offload_clone"]
+    clone = moments["backward.offload_clone"].breakdown["temporaries/offload_clone"]
     assert clone == x.counts.embedding * 4
     # the first layer's q, k, v, o, gate and up gone; down, larger than the bucket, a clone
-    lead = low_lead(x.counts.dense_layer, x.arch, 1, 1)
+    lead = _lead(x)
     assert len(lead) == (4 if "phi-3" in case else 7)
     share = x.counts.embedding if x.N == 1 else partition_tensors(
         model_states(x, x.stages[0]).local.ordered, x.N)[0]
@@ -1070,26 +1082,71 @@ def test_stage_1_offload_under_amp_keeps_another_rank_s_clones() -> None:
     assert r.peak_bytes == pytest.approx(traced["peak_bytes"], rel=0.001)
     share = partition_tensors(model_states(x, x.stages[0]).local.ordered, x.N)[0]
     assert share < x.counts.embedding  # rank 1's share starts inside the embedding
-    bucket = x.zero_sizes.reduce_bucket
-    small = sum(t for t in low_lead(x.counts.dense_layer, x.arch, 1, 1) if t <= bucket)
+    small = sum(t for t in _lead(x) if t <= x.zero_sizes.reduce_bucket)
     assert r.peak.breakdown["temporaries/offload_reduce"] == 8 * share - 4 * small
 
 
-def test_the_first_layer_s_leading_projections_stop_at_its_first_fp32_parameter() -> None:
-    """`low_lead`: transformers registers q/k norms after o_proj, MLA's low-rank norms after
-    q_a_proj, an MoE block's router as a parameter of its own, GPT-2's first norm first."""
-    def lead(model: str) -> int:
+@pytest.mark.parametrize(("case", "held"), [
+    ("deepseek-v3-3L-e32-v32k_b1_s1024_amp_flash_deepspeed-zero1x1_offload-optimizer",
+     "o_proj"),
+    ("gpt-oss-20b-4L_b1_s1024_amp_eager_deepspeed-zero1x1_offload-optimizer", None)])
+def test_stage_1_offload_under_amp_reduces_each_bucket_by_its_own_next_tensor(
+        case: str, held: str | None) -> None:
+    """Each dtype's bucket is reduced only when its own next tensor would overflow it: on
+    DeepSeek-V3 the attention's o_proj (bf16, over the bucket) is still a clone when the MoE
+    layer's stacked gate/up experts (fp32) are normed (-1.10% without it); GPT-OSS's sinks,
+    the attention's own parameter, come before its projections, so the embedding is reduced
+    at once (-0.25% counting them gone)."""
+    scenario, traced = traced_case(case)
+    x = Setup(resolve(parse_scenario(scenario)))
+    r = estimate(scenario)
+    assert r.peak.name == "backward.offload_embedding_norm"
+    assert r.peak_bytes == pytest.approx(traced["peak_bytes"], rel=0.0005)
+    layer = x.counts.moe_layer if held else x.counts.dense_layer
+    assert layer is not None
+    sizes = registered(layer, x.arch, 1, 1)
+    if held:  # the widest piece is the experts' gate/up, beside o_proj's clone
+        gate_up = max(n for n, _ in sizes)
+        o_proj = dict(layer.by_name)[held].weight_count
+        normed = r.peak.breakdown["temporaries/offload_reduce"]
+        assert normed == 8 * gate_up - 4 * (sum(n for n, _ in _flat_before(x, gate_up)) - o_proj)
+    else:
+        assert sizes[0] == (x.arch.num_attention_heads, False)
+        assert r.peak.breakdown["temporaries/offload_reduce"] == 8 * x.counts.embedding
+
+
+def _flat_before(x: Setup, tensor: int) -> list[tuple[int, bool]]:
+    """Every tensor of the flat group before the first of `tensor`'s size."""
+    order = [(x.counts.embedding, False)]
+    for layer, n in ((x.counts.dense_layer, x.stages[0].dense_layers),
+                     (x.counts.moe_layer, x.stages[0].moe_layers)):
+        if layer is not None:
+            order += list(registered(layer, x.arch, 1, 1)) * n
+    return order[:[n for n, _ in order].index(tensor)]
+
+
+def test_the_flat_group_lists_each_layer_s_tensors_as_transformers_registers_them() -> None:
+    """`registered`: transformers registers q/k norms after o_proj, MLA's low-rank norms after
+    q_a_proj, GPT-OSS's sinks (the attention's own) first, an MoE block's router and experts as
+    parameters of their own, GPT-2's norm ahead of each sublayer; the tensors add up to the
+    layer's."""
+    def layer(model: str, moe: bool = False) -> tuple[Setup, LayerParams]:
         x = Setup(resolve(parse_scenario({"model": model, "training": {
             "micro_batch_size": 1, "seq_len": 512}, "gpu": "h100-sxm-80gb"})))
-        layer = x.counts.dense_layer if x.arch.first_k_dense_replace or not x.counts.moe_layer \
-            else x.counts.moe_layer
-        return len(low_lead(layer, x.arch, 1, 1))
-    assert lead("llama-3.1-8b") == 7  # q, k, v, o, gate, up, down
-    assert lead("qwen2.5-7b") == 10  # and q, k, v's biases
-    assert lead("qwen3-8b") == 4  # q, k, v, o: q_norm next
-    assert lead("mixtral-8x7b") == 4  # the router next
-    assert lead("deepseek-v3") == 1  # q_a_proj: q_a_layernorm next
-    assert lead("gpt2") == 0  # ln_1 first
+        found = x.counts.moe_layer if moe else x.counts.dense_layer
+        assert found is not None
+        return x, found
+    for model, moe, lead in (("llama-3.1-8b", False, 7), ("qwen2.5-7b", False, 10),
+                             ("qwen3-8b", False, 4), ("mixtral-8x7b", True, 4),
+                             ("deepseek-v3", False, 1), ("gpt-oss-20b", True, 0),
+                             ("gpt2", False, 0), ("phi-3-mini", False, 4)):
+        x, found = layer(model, moe)
+        sizes = registered(found, x.arch, 1, 1)
+        assert len(_lead(x, found)) == lead, model
+        assert sum(n for n, _ in sizes) == sum(layer_tensors(found, 1, 1)), model
+    x, found = layer("deepseek-v3", moe=True)  # experts first, then the router
+    names = [n for n, low in registered(found, x.arch, 1, 1) if not low]
+    assert names[2] > names[3] > names[4] == 256 * x.arch.hidden_size
 
 
 def test_zero_offload_at_stage_2_norms_the_tied_embedding_s_piece_at_the_end() -> None:

@@ -1320,10 +1320,30 @@ case("test", L4["qwen3-8b"], 1, 2048, zero=1, framework="deepspeed", optimizer_o
      tag="qwen3-8b-4L", notes=ZA + "q/k norms: the attention's projections only")
 case("test", L8_4, 1, 1024, zero=1, dp=2, framework="deepspeed", optimizer_offload=True,
      tag="llama-3.1-8b-4L", notes=ZA + "two ranks")
-case("test", DSV3_3L, 1, 1024, zero=1, framework="deepspeed", optimizer_offload=True,
-     tag="deepseek-v3-3L-e32-v32k", notes=ZA + "MLA: q_a_proj, then its norm")
+case("dev", DSV3_3L, 1, 1024, zero=1, framework="deepspeed", optimizer_offload=True,
+     tag="deepseek-v3-3L-e32-v32k", notes=ZA + "MLA: q_a_proj, then its norm (held out at "
+     "-1.10%, then read off: the attention's o_proj, over the bucket, still a clone when the "
+     "experts' gate/up is normed, each dtype's bucket reduced only by its own next tensor)")
 case("test", MIXTRAL, 1, 1024, zero=1, dp=2, framework="deepspeed", optimizer_offload=True,
      tag="mixtral-8x7b-2L", notes=ZA + "a MoE first layer: the router is a parameter")
+# the whole reduce walked tensor by tensor in transformers' order, each dtype's bucket reduced
+# when its own next tensor would overflow it (read off the DeepSeek-V3 case above); scored
+# before tracing
+case("test", QWEN3MOE, 1, 1024, zero=1, framework="deepspeed", optimizer_offload=True,
+     tag="qwen3-30b-a3b-4L-v32k", notes=ZA + "experts before the router, q/k norms")
+case("test", inline("qwen1.5-moe-a2.7b", num_hidden_layers=4), 1, 1024, zero=1, dp=2,
+     framework="deepspeed", optimizer_offload=True, tag="qwen1.5-moe-a2.7b-4L",
+     notes=ZA + "a shared expert and its gate, nn.Linear, after the routed experts")
+case("test", DSV3_2L, 1, 2048, zero=1, dp=2, framework="deepspeed", optimizer_offload=True,
+     tag="deepseek-v3-2L-e32-v32k", notes=ZA + "two ranks, MLA")
+case("dev", OSS20_4, 1, 1024, zero=1,
+     framework="deepspeed", optimizer_offload=True, attn="eager", tag="gpt-oss-20b-4L",
+     notes=ZA + "attention sinks, biased experts (held out at -0.25%, then read off: the "
+     "attention's own parameter, its sinks, comes before its projections, so the embedding "
+     "is reduced at once)")
+case("test", OSS20_4, 1, 2048, zero=1, dp=2,
+     framework="deepspeed", optimizer_offload=True, attn="eager", tag="gpt-oss-20b-4L",
+     notes=ZA + "attention sinks over two ranks")
 # read off a random run (644/10, -3.99% before): another rank's projections larger than the
 # bucket keep their clones on rank 0, which stage 1 never reduces there
 case("dev", inline("qwen2.5-32b", num_hidden_layers=2), 1, 1536, zero=1, dp=4,
