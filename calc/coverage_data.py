@@ -473,6 +473,7 @@ COVERED: frozenset[tuple[str, str, str, str]] = frozenset({
     ('family', 'mistral', 'attention', 'flash'),
     ('family', 'mistral', 'finetuning', 'full'),
     ('family', 'mistral', 'finetuning', 'lora'),
+    ('family', 'mistral', 'finetuning', 'lora+dropout'),
     ('family', 'mistral', 'finetuning', 'qlora'),
     ('family', 'mistral', 'finetuning', 'qlora+dropout'),
     ('family', 'mistral', 'layout', 'ddp/none'),

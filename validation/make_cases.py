@@ -1488,6 +1488,20 @@ case("test", Q3_4V1K, 1, 4096, mp=AC, ac="full", lora=16, qlora=True, dp=2, zero
      tag="qwen3-8b-4L-v1k", notes=CF + "QLoRA on every linear")
 case("test", L8_4V1K, 3, 2048, mp=AC, ac="full", lora=8, targets="attention", dp=2, zero=2,
      tag="llama-3.1-8b-4L-v1k", notes=CF + "LoRA on the attention: the MLP bare")
+# lora_dropout's output in the compute dtype already (FSDP2's mixed precision gathers the
+# adapters in bf16: peft casts nothing, autocast makes no cast for lora_A) is what lora_A keeps,
+# saved with the layer, not a transient beside it (+3.59% on the dev case above, its
+# recomputation's forward; +0.92% on the one below, traced to read it, no checkpointing)
+LK = "lora_dropout's output kept by lora_A under FSDP2's mixed precision: "
+case("dev", L8_4V1K, 1, 2048, mp=AC, lora=16, lora_dropout=0.1, dp=2, zero=2,
+     tag="llama-3.1-8b-4L-v1k-dropout", notes=LK + "no checkpointing, the forward the peak")
+case("test", L8_4V1K, 1, 4096, mp=AC, lora=16, lora_dropout=0.1, dp=2,
+     tag="llama-3.1-8b-4L-v1k-dropout", notes=LK + "no checkpointing, resharded")
+case("test", Q3_4V1K, 2, 2048, mp=AC, ac="full", lora=16, lora_dropout=0.05, dp=2, zero=2,
+     tag="qwen3-8b-4L-v1k-dropout", notes=LK + "checkpointed, q/k norms")
+case("test", inline("mistral-7b", num_hidden_layers=4, vocab_size=1024), 1, 4096, mp=AC,
+     ac="full", lora=16, lora_dropout=0.1, dp=4, tag="mistral-7b-4L-v1k-dropout",
+     notes=LK + "checkpointed over four ranks")
 # FSDP2's post-backward of a MoE top layer prefetches the layer below at its own width:
 # DeepSeek-V3's dense first layer, not the MoE width (+9.2% under FSDP2 x CP2, random runs)
 PB = "the post-backward of a MoE top layer, the dense layer below prefetched: "
