@@ -1898,7 +1898,10 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
             if mix is None and times == 1 else None
         if top_late is not None:
             moments.append(top_late)
-    below_top = _below_top(x, stage, ms, ly, accumulating, layer_bwd_after, detail) \
+    # the layer below the top at its own checkpointing (every Nth layer: not the top's)
+    below_bwd = LAYER_BACKWARD(widest.backward_transient.bytes, 0, freed, new) \
+        if ckpt and len(ly.flags) > 1 and not ly.flags[-2] else layer_bwd_after
+    below_top = _below_top(x, stage, ms, ly, accumulating, below_bwd, detail) \
         if mix is None and times == 1 else None
     if below_top is not None:
         moments.append(below_top)
@@ -2379,8 +2382,12 @@ def _top_gathered(x: Setup, stage: Stage, ms: ModelStates, ly: Layers,
         # waiting for the layer's reduce-scatter (ring attention's moment under CP is read
         # apart)
         P_ll = ms.local.per_layer_trainable - _unwritten_at_softmax(x)
-    return _regathered(ms, TOP_GATHERED_GRADS(G_l, P_lt, P_ll, g_u, g_r, u_r,
-                                              _kept(ly, ly.flags[-1])), detail)
+    # the top's activations freed by the layer below's moment, which rebuilds as much where it
+    # is checkpointed too; where it is not (every Nth layer), what the top's recomputation
+    # rebuilt is freed with nothing rebuilt in its place (its saved ones counted all along)
+    freed = _kept(ly, ly.flags[-1]) + (ly.alive(ly.widest) - ly.widest.kept_in_saved
+                                       if ly.flags[-1] and not ly.flags[-2] else 0)
+    return _regathered(ms, TOP_GATHERED_GRADS(G_l, P_lt, P_ll, g_u, g_r, u_r, freed), detail)
 
 
 def _layer_reduce(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, accumulating: bool,
