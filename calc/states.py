@@ -647,8 +647,9 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
         # buckets hold the gradients in their own dtype: fp32 for LoRA adapters
         if z <= 1 and not deepspeed:  # DDP, under ZeroRedundancyOptimizer too
             ddp = DDP_BUCKET(P_t, g)
-        elif z:  # torch_autocast: nn.Linear's gradients travel low, the rest in fp32
-            reduce = REDUCE_BUCKET(sizes.reduce_bucket, g, 2 if n.autocast else 1)
+        elif z:  # torch_autocast: nn.Linear's gradients travel low, the rest in fp32, a
+            # bucket each in the parameters' dtype (LoRA's adapters are all nn.Linear)
+            reduce = REDUCE_BUCKET(sizes.reduce_bucket, g, 2 if n.autocast and not lora else 1)
     step_grads = sharded(STEP_GRADIENTS, ex, P_t, N_2, n.master) \
         if n.master and not lora and not offloaded else gradients  # (offloaded: none here)
     if plain_optimizer and not lora and ex is None:  # (its step_grads: not a ZeRO partition)

@@ -93,6 +93,24 @@ def test_deepspeed_torch_autocast_keeps_fp32_parameters_and_clones_its_partition
     assert torch_form.reduce_bucket is None
 
 
+def test_deepspeed_torch_autocast_buckets_lora_s_adapters_once() -> None:
+    """DeepSpeed makes one reduce bucket per communication dtype among the trainable
+    parameters (stage_1_and_2.py get_all_comm_dtypes over bit16_groups): LoRA's adapters are
+    all nn.Linear, so torch_autocast gives them the one low-precision bucket, in the adapters'
+    fp32 (traced: a random run, LoRA on q and v under ZeRO-2, 64 MiB at a 4096 width, where
+    two were counted)."""
+    def bucket(finetuning: str) -> int:
+        x = setup(resolve(parse_scenario({
+            "model": ARCH.model_dump(), "training": {"seq_len": 1024, "finetuning": finetuning,
+                                                    "mixed_precision": "amp"},
+            "parallelism": {"dp": 2, "zero": 2, "framework": "deepspeed"}})))
+        ms = model_states(x, x.stages[0])
+        assert ms.reduce_bucket is not None
+        return ms.reduce_bucket.bytes
+    assert bucket("lora") == 4096**2 * 4
+    assert bucket("full") == 2 * 4096**2 * 4
+
+
 def test_deepspeed_partition_counts_the_tensors_rank_0_touches_whole() -> None:
     """stage_1_and_2.py pads the flat parameters to a multiple of 2N and gives each rank an
     equal share; copy_grads_in_partition sizes its buffer by the tensors in the share, whole.
