@@ -531,6 +531,9 @@ class LayerActivations(NamedTuple):
     # the part of `saved` that is autocast's copies of the MLP's weights (not routed experts'),
     # freed by the MLP's backward with its activations
     mlp_copies: int = 0
+    # where the MLP's backward is the widest moment but the eager softmax's, later, comes close
+    # (`ATTENTION_BACKWARD_LAYER`): FSDP holds more unsharded gradients beside it
+    softmax_backward: Term | None = None
 
     @property
     def recomputed_shared(self) -> int:
@@ -547,7 +550,8 @@ def layer_activations(saved: tuple[Term, ...], forward: Term, backward: Term,
                       before_recompute: int = 0,
                       softmax_forward: Term | None = None,
                       mlp_backward: Term | None = None, mlp_copies: int = 0,
-                      recompute_forward: Term | None = None) -> LayerActivations:
+                      recompute_forward: Term | None = None,
+                      softmax_backward: Term | None = None) -> LayerActivations:
     # autocast caches the casts of leaf weights that train; a frozen base's casts are made
     # per op and saved, so a checkpointed layer drops them
     copies = tuple(t for t in saved if t.key == "activations/weight_copies"
@@ -565,7 +569,9 @@ def layer_activations(saved: tuple[Term, ...], forward: Term, backward: Term,
                             *after_softmax, checkpointed_forward, before_recompute,
                             softmax_forward,
                             mlp_backward if backward.formula is ATTENTION_BACKWARD_LAYER else None,
-                            recompute_forward, mlp_copies)
+                            recompute_forward, mlp_copies,
+                            None if backward.formula is ATTENTION_BACKWARD_LAYER
+                            else softmax_backward)
 
 
 def received_kept(kept: Term) -> tuple[Term, ...]:
@@ -754,6 +760,7 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
     dequant = dequant_forward(x, mlp, saved, w_m, f_w, z_width) if gated_qlora else None
     after = values = 0
     at_softmax: Term | None = None
+    at_softmax_bwd: Term | None = None
     if math or (x.eager and not x.selective_attention):
         # the softmax's backward runs after the MLP's, whose activations it has freed, in a
         # recomputed layer too (traced: Phi-3 with LoRA, checkpointed, +6.1% counted beside
@@ -771,8 +778,10 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
             values = T * a * _values_width(x) * c
         # (and autocast's copies of the MLP's weights and the output projection's, whose
         # backward ran before: `copies_after`)
-        if softmax is not None and softmax.bytes - after - copies_after - values > bwd.bytes:
-            bwd = ATTENTION_BACKWARD_LAYER(softmax.bytes, after + copies_after + values)
+        if softmax is not None:
+            at_softmax_bwd = ATTENTION_BACKWARD_LAYER(softmax.bytes, after + copies_after + values)
+            if at_softmax_bwd.bytes > bwd.bytes:
+                bwd = at_softmax_bwd
         # at the softmax, what the layer saves after it is not built yet
         fwd = FORWARD_TRANSIENT_EAGER(T, x.H, x.h, r, x.b, a, x.s, 8, 4, 0, 0, 0) if math \
             else FORWARD_TRANSIENT_SINKS(T, x.H, x.h, r, x.b, a, x.s, mask_width(x),
@@ -851,7 +860,8 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
                              after_softmax=(after, copies_after, 0, 0, values),
                              checkpointed_forward=checkpointed_fwd, before_recompute=before,
                              softmax_forward=at_softmax, mlp_backward=mlp_bwd,
-                             mlp_copies=mlp_copies, recompute_forward=recompute_fwd)
+                             mlp_copies=mlp_copies, recompute_forward=recompute_fwd,
+                             softmax_backward=at_softmax_bwd)
 
 
 class PeftInput(NamedTuple):

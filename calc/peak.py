@@ -1652,21 +1652,26 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     new = _new_last_grad(x, ms, fl, accumulating, pipelined) if freed else 0
     # the top layer's own checkpointing: every Nth layer or the first N may leave it out
     top_ckpt = bool(ly.flags) and ly.flags[-1]
+
+    def recomputing(transient: int, cleared: bool) -> Term:
+        """The widest layer's backward over its recomputation at a `transient`-byte moment;
+        `cleared`: its weights recast (autocast's cache empty) and no incoming gradient."""
+        into = 0 if cleared else incoming
+        return LAYER_BACKWARD_RECOMPUTE(
+            transient - into, _recompute_forward(widest), residual - into
+            + widest.before_recompute, ly.recomputed(widest) if cleared else alive,
+            widest.recomputed_shared, freed, new)
+
     recompute = None
     if ckpt:
-        shared = widest.recomputed_shared
         # (the layer's weight copies are among the forward cache's, not again with it)
         cached = sum(t.bytes for t in widest.weight_copies) if forward_cache else 0
         # (a dense gated layer's, fully checkpointed: what it holds, saving nothing)
         layer_fwd = widest.checkpointed_forward or LAYER_FORWARD_RECOMPUTE(
             _widest_forward(widest), alive - cached - _scores(widest), widest.kept_in_saved)
-        recompute = layer_bwd = LAYER_BACKWARD_RECOMPUTE(
-            widest.backward_transient.bytes - incoming, _recompute_forward(widest),
-            residual - incoming + widest.before_recompute, alive, shared, freed, new)
-        layer_bwd_after = LAYER_BACKWARD_RECOMPUTE(  # its weights recast: autocast's cache empty
-            widest.backward_transient.bytes, _recompute_forward(widest),
-            residual + widest.before_recompute, ly.recomputed(widest), shared, freed,
-            new) if ly.cleared else layer_bwd
+        recompute = layer_bwd = recomputing(widest.backward_transient.bytes, False)
+        layer_bwd_after = recomputing(widest.backward_transient.bytes, True) \
+            if ly.cleared else layer_bwd
     if not top_ckpt:
         layer_fwd = widest.forward_transient
         layer_bwd = LAYER_BACKWARD(widest.backward_transient.bytes, incoming, freed, new)
@@ -1820,6 +1825,14 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         or _first_written(x, ms, fl, accumulating, widest)
     top_gathered = _top_gathered(x, stage, ms, ly, backward_gathered, accumulating, detail)
     variants: list[tuple[Part | None, Term]] = [(top_gathered, layer_bwd)]
+    if widest.softmax_backward is not None and top_gathered is not None and not units:
+        # the MLP's backward is the layer's widest, but FSDP holds the unsharded gradients of
+        # everything after the attention core beside the eager softmax's, later
+        softmax_bwd = widest.softmax_backward.bytes
+        variants.append((_top_gathered(x, stage, ms, ly, backward_gathered, accumulating, detail,
+                                       at_softmax=True),
+                         recomputing(softmax_bwd, False) if top_ckpt
+                         else LAYER_BACKWARD(softmax_bwd, incoming, freed, new)))
     released = _released_at_softmax(x, ms, widest, top_ckpt)
     if released is not None and widest.mlp_backward is not None and top_gathered is not None:
         # DeepSpeed's ZeRO-3 has released the weights of everything after the attention core
@@ -1901,7 +1914,12 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     # the layer below the top at its own checkpointing (every Nth layer: not the top's)
     below_bwd = LAYER_BACKWARD(widest.backward_transient.bytes, 0, freed, new) \
         if ckpt and len(ly.flags) > 1 and not ly.flags[-2] else layer_bwd_after
-    below_top = _below_top(x, stage, ms, ly, accumulating, below_bwd, detail) \
+    below_softmax = None
+    if widest.softmax_backward is not None and not units:
+        softmax_bwd = widest.softmax_backward.bytes
+        below_softmax = recomputing(softmax_bwd, ly.cleared) \
+            if ckpt and below_bwd is layer_bwd_after else LAYER_BACKWARD(softmax_bwd, 0, freed, new)
+    below_top = _below_top(x, stage, ms, ly, accumulating, below_bwd, detail, below_softmax) \
         if mix is None and times == 1 else None
     if below_top is not None:
         moments.append(below_top)
@@ -2321,7 +2339,8 @@ def _below_top_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers,
 
 
 def _below_top(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, accumulating: bool,
-               layer_bwd: Term, detail: bool) -> Moment | None:
+               layer_bwd: Term, detail: bool, softmax_bwd: Term | None = None
+               ) -> Moment | None:
     """FSDP's layer-by-layer units at stage 3: the layer below the top at its widest backward
     moment (its gating product's, or its last projection's), every layer below it alive, the
     next one prefetched, the top's sharded gradients written and its reduce-scatter in flight.
@@ -2332,9 +2351,20 @@ def _below_top(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, accumulating
             or ly.kinds[0][0] != "dense" or len(ly.kinds) > 1:
         return None
     saved = part(((SAVED_BELOW(ly.body.bytes, _kept(ly, ly.flags[-1])), 1),), detail)
-    return _moment("backward.below_top", _with_buffers(x, stage, ms, detail),
-                   _top_shard_written(x, stage, ms, accumulating), ms.backward_gathered, saved,
-                   layer_bwd)
+    states, written = _with_buffers(x, stage, ms, detail), _top_shard_written(
+        x, stage, ms, accumulating)
+    below = _moment("backward.below_top", states, written, ms.backward_gathered, saved,
+                    layer_bwd)
+    values = _layer_units(x, ms)
+    if softmax_bwd is None or values is None:
+        return below
+    # where the MLP's backward is the layer's widest on its own: at its eager softmax's, the
+    # unsharded gradients of everything after the attention core beside it
+    G_l, P_lt, _, g_u, g_r = values
+    after_core = ms.local.per_layer_trainable - _unwritten_at_softmax(x)
+    at_softmax = _moment("backward.below_top", states, written, _regathered(
+        ms, GATHERED_GRADS(G_l, P_lt, after_core, g_u, g_r), detail), saved, softmax_bwd)
+    return max(below, at_softmax, key=lambda m: m.bytes)
 
 
 def _stage2_units(x: Setup, ms: ModelStates) -> tuple[int, ...] | None:
@@ -2356,8 +2386,8 @@ def _stage2_held(x: Setup, ms: ModelStates, ly: Layers, detail: bool) -> Part:
 
 
 def _top_gathered(x: Setup, stage: Stage, ms: ModelStates, ly: Layers,
-                  backward_gathered: Part | None, accumulating: bool, detail: bool
-                  ) -> Part | None:
+                  backward_gathered: Part | None, accumulating: bool, detail: bool,
+                  at_softmax: bool = False) -> Part | None:
     """FSDP's layer-by-layer units at the top layer's backward: no layer above it has a
     reduce-scatter in flight (the root reduces last); the layer below it has the top's, the
     top's activations freed by then (`TOP_GATHERED_GRADS`: the wider of the two moments; on
@@ -2376,11 +2406,12 @@ def _top_gathered(x: Setup, stage: Stage, ms: ModelStates, ly: Layers,
         return backward_gathered
     G_l, P_lt, P_ll, g_u, g_r = values
     G_l = _prefetched_below_top(x, ms, ly, G_l)
-    if ly.widest.backward_transient.formula is ATTENTION_BACKWARD_LAYER and x.cp == 1:
+    if at_softmax or (ly.widest.backward_transient.formula is ATTENTION_BACKWARD_LAYER
+                      and (x.cp == 1 or x.eager)):
         # its widest moment is its eager attention's softmax: the gradients of everything
         # after the attention core (a MoE layer's experts' too) are unsharded beside it,
-        # waiting for the layer's reduce-scatter (ring attention's moment under CP is read
-        # apart)
+        # waiting for the layer's reduce-scatter (under CP too: eager attention is no ring;
+        # SDPA's ring attention's moment is read apart)
         P_ll = ms.local.per_layer_trainable - _unwritten_at_softmax(x)
     # the top's activations freed by the layer below's moment, which rebuilds as much where it
     # is checkpointed too; where it is not (every Nth layer), what the top's recomputation
