@@ -1911,15 +1911,18 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
             if mix is None and times == 1 else None
         if top_late is not None:
             moments.append(top_late)
-    # the layer below the top at its own checkpointing (every Nth layer: not the top's)
-    below_bwd = LAYER_BACKWARD(widest.backward_transient.bytes, 0, freed, new) \
-        if ckpt and len(ly.flags) > 1 and not ly.flags[-2] else layer_bwd_after
-    below_softmax = None
-    if widest.softmax_backward is not None and not units:
-        softmax_bwd = widest.softmax_backward.bytes
-        below_softmax = recomputing(softmax_bwd, ly.cleared) \
-            if ckpt and below_bwd is layer_bwd_after else LAYER_BACKWARD(softmax_bwd, 0, freed, new)
-    below_top = _below_top(x, stage, ms, ly, accumulating, below_bwd, detail, below_softmax) \
+    def backward_at(i: int) -> tuple[Term, Term | None]:
+        """Layer `i`'s backward at its own checkpointing (every Nth layer: not the top's), and
+        its eager softmax's where the MLP's is the wider on its own."""
+        recomputed = ckpt and ly.flags[i]
+        bwd = layer_bwd_after if recomputed or not ckpt else LAYER_BACKWARD(
+            widest.backward_transient.bytes, 0, freed, new)
+        softmax = None if widest.softmax_backward is None or units else \
+            recomputing(widest.softmax_backward.bytes, ly.cleared) if recomputed else \
+            LAYER_BACKWARD(widest.softmax_backward.bytes, 0, freed, new)
+        return bwd, softmax
+
+    below_top = _below_top(x, stage, ms, ly, accumulating, backward_at, detail) \
         if mix is None and times == 1 else None
     if below_top is not None:
         moments.append(below_top)
@@ -2295,10 +2298,10 @@ def _kept(ly: Layers, checkpointed: bool, act: LayerActivations | None = None) -
     return act.checkpoint_input.bytes if checkpointed else ly.alive(act)
 
 
-def _top_shard_written(x: Setup, stage: Stage, ms: ModelStates, accumulating: bool
-                       ) -> Term | None:
-    """The gradients written when only the top layer's shard is (`GRADIENTS_WRITTEN`), or
-    all of them, accumulating into an earlier backward's."""
+def _top_shard_written(x: Setup, stage: Stage, ms: ModelStates, accumulating: bool,
+                       layers: int = 1) -> Term | None:
+    """The gradients written when only the top `layers` layers' shards are
+    (`GRADIENTS_WRITTEN`), or all of them, accumulating into an earlier backward's."""
     grads = ms.gradients
     if accumulating or x.lora or not accumulated(grads):
         return grads if accumulating else None
@@ -2307,7 +2310,8 @@ def _top_shard_written(x: Setup, stage: Stage, ms: ModelStates, accumulating: bo
     root = -(-local.root_trainable // x.N) if local.root_trainable else 0
     # unwritten: all but the top's shard (counted from the whole, so that stages mixing
     # dense and MoE layers, whose layers differ in size, count the top's only)
-    return GRADIENTS_WRITTEN(grads.bytes, root, max(0, grads.bytes // g - root - shard), g)
+    return GRADIENTS_WRITTEN(grads.bytes, root, max(0, grads.bytes // g - root - layers * shard),
+                             g)
 
 
 def _below_top_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers,
@@ -2339,32 +2343,42 @@ def _below_top_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers,
 
 
 def _below_top(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, accumulating: bool,
-               layer_bwd: Term, detail: bool, softmax_bwd: Term | None = None
+               backward_at: Callable[[int], tuple[Term, Term | None]], detail: bool
                ) -> Moment | None:
-    """FSDP's layer-by-layer units at stage 3: the layer below the top at its widest backward
-    moment (its gating product's, or its last projection's), every layer below it alive, the
-    next one prefetched, the top's sharded gradients written and its reduce-scatter in flight.
-    Each layer down writes one more shard and frees its activations, so this is the widest of
-    the layers under the top where a layer's activations outweigh its shard (traced: a
-    Qwen3-8B width on four layers under FSDP2 x CP2, -2.95% without it, random runs)."""
-    if _layer_units(x, ms) is None or (stage.unit or stage).layers < 3 \
-            or ly.kinds[0][0] != "dense" or len(ly.kinds) > 1:
-        return None
-    saved = part(((SAVED_BELOW(ly.body.bytes, _kept(ly, ly.flags[-1])), 1),), detail)
-    states, written = _with_buffers(x, stage, ms, detail), _top_shard_written(
-        x, stage, ms, accumulating)
-    below = _moment("backward.below_top", states, written, ms.backward_gathered, saved,
-                    layer_bwd)
+    """FSDP's layer-by-layer units at stage 3: a layer under the top at its widest backward
+    moment (its gating product's, or its last projection's; where the MLP's is the wider on
+    its own, its eager softmax's too, the unsharded gradients of everything after the
+    attention core beside it), every layer below it alive, the next one prefetched, the
+    shards of the layers above it written and the reduce-scatter of the one above in flight.
+    Each layer down writes one more shard and frees its activations, so the widest is the
+    layer below the top where a layer's activations outweigh its shard (traced: a Qwen3-8B
+    width on four layers under FSDP2 x CP2, -2.95% without it, random runs), else the second
+    (checkpointed layers keep only their input; the first prefetches nothing: moments of its
+    own). `backward_at`: a layer's backward and its softmax's, by its index."""
     values = _layer_units(x, ms)
-    if softmax_bwd is None or values is None:
-        return below
-    # where the MLP's backward is the layer's widest on its own: at its eager softmax's, the
-    # unsharded gradients of everything after the attention core beside it
+    L = (stage.unit or stage).layers
+    if values is None or L < 3 or ly.kinds[0][0] != "dense" or len(ly.kinds) > 1:
+        return None
     G_l, P_lt, _, g_u, g_r = values
-    after_core = ms.local.per_layer_trainable - _unwritten_at_softmax(x)
-    at_softmax = _moment("backward.below_top", states, written, _regathered(
-        ms, GATHERED_GRADS(G_l, P_lt, after_core, g_u, g_r), detail), saved, softmax_bwd)
-    return max(below, at_softmax, key=lambda m: m.bytes)
+    states = _with_buffers(x, stage, ms, detail)
+    best: Moment | None = None
+    for at in sorted({L - 2, 1}, reverse=True):
+        above = range(at + 1, L)
+        saved = part(((SAVED_BELOW(ly.body.bytes, sum(_kept(ly, ly.flags[i]) for i in above)),
+                       1),), detail)
+        written = _top_shard_written(x, stage, ms, accumulating, len(above))
+        layer_bwd, softmax_bwd = backward_at(at)
+        moment = _moment("backward.below_top", states, written, ms.backward_gathered, saved,
+                         layer_bwd)
+        if softmax_bwd is not None:
+            after_core = ms.local.per_layer_trainable - _unwritten_at_softmax(x)
+            moment = max(moment, _moment(
+                "backward.below_top", states, written, _regathered(
+                    ms, GATHERED_GRADS(G_l, P_lt, after_core, g_u, g_r), detail), saved,
+                softmax_bwd), key=lambda m: m.bytes)
+        if best is None or moment.bytes > best.bytes:
+            best = moment
+    return best
 
 
 def _stage2_units(x: Setup, ms: ModelStates) -> tuple[int, ...] | None:
