@@ -82,7 +82,9 @@ ATTN_OUT = _f("attention", "lambda T, a, d, c: T * a * d * c", "attention_output
               "The attention output, shared with o_proj's input")
 LSE = _f("attention", "lambda T, a: T * a * 4", "logsumexp", "The kernel's log-sum-exp, fp32")
 TRANSPOSED_OUT = _f("attention", "lambda T, a, d, c: T * a * d * c", "transposed_output",
-                    "rotary by torch.cat: the output copied by transpose().contiguous()")
+                    "The output copied by transpose().contiguous() for o_proj, beside the "
+                    "kernel's: rotary by torch.cat (contiguous heads), or context "
+                    "parallelism's ring attention (its merged output in the kernel's layout)")
 EAGER_QKV = _f("attention", "lambda T, a, d, c: 3 * T * a * d * c", "eager_qkv",
                "Eager attention: q, and k and v expanded to a heads by repeat_kv")
 EAGER_OUT = _f("attention", "lambda T, a, d, c: T * a * d * c", "eager_output",
@@ -653,8 +655,8 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
         # casts it, a 4-bit projection having returned its fp32 input's width (QLoRA, amp)
         if arch.traits.fused_qkv and rotary != "none" and projection_width(x, z_width) == c:
             saved.append(FUSED_QKV_OUT(T, a, k, d, c))
-        saved.append(ATTN_OUT(T, a, arch.v_head_dim if arch.is_mla and arch.v_head_dim else d,
-                              c))  # (MLA: the values' width)
+        d_v = arch.v_head_dim if arch.is_mla and arch.v_head_dim else d  # (MLA: the values')
+        saved.append(ATTN_OUT(T, a, d_v, c))
         saved.append(LSE(T, a))
         if sliding or x.padded_sdpa:  # the memory-efficient kernel: the mask as a bias, K
             # and V repeated
@@ -662,8 +664,10 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
             copies = 2 if k > 1 else 1 if n.autocast and r == 4 else 0
             if copies and k < a:
                 saved.append(SLIDING_KV(T, a, k, d, c, copies))
-        if rotary == "cat" and keeps and not (sliding or x.padded_sdpa):
-            saved.append(TRANSPOSED_OUT(T, a, d, c))
+        # (context parallelism's ring attention merges its output in the kernel's layout, so
+        # transpose().contiguous() copies it for o_proj there too)
+        if keeps and (x.cp > 1 or (rotary == "cat" and not (sliding or x.padded_sdpa))):
+            saved.append(TRANSPOSED_OUT(T, a, d_v, c))
     else:
         saved.append(EAGER_QKV(T, a, d, c))
         if keeps:

@@ -1534,6 +1534,16 @@ case("test", inline("llama-3.1-8b", num_hidden_layers=5, vocab_size=1024), 1, 20
      attn="eager", ac="full", dp=2, tag="llama-3.1-8b-5L-v1k", notes=SL + "eager, five layers")
 case("test", inline("qwen3-8b", num_hidden_layers=5, vocab_size=1024), 2, 1024, mp="pure",
      attn="eager", ac="full", dp=4, tag="qwen3-8b-5L-v1k", notes=SL + "eager in bf16")
+# Context parallelism's ring attention merges its output in the kernel's layout (b, a, s, d):
+# transformers' transpose(1, 2).contiguous() copies it for o_proj, a second T h tensor each
+# layer keeps (-2.25% on a random run, 736/8, twelve layers; the CP cases -0.5 .. -1.5%, all
+# under; read off them). Scored before tracing
+RO = "CP's ring attention output copied for o_proj: "
+case("test", inline("qwen2.5-7b", num_hidden_layers=4), 1, 8192, mp="pure", cp=2,
+     tag="qwen2.5-7b-4L", notes=RO + "Qwen2.5 in bf16")
+case("test", inline("mistral-7b", num_hidden_layers=4, vocab_size=1024), 2, 4096, mp=AC, cp=2,
+     dp=2, tag="mistral-7b-4L-v1k", notes=RO + "FSDP2 x CP2 under autocast")
+case("test", "llama-3.2-1b", 1, 16384, cp=4, notes=RO + "a whole 1B model over four ranks")
 # lora_dropout's output in the compute dtype already (FSDP2's mixed precision gathers the
 # adapters in bf16: peft casts nothing, autocast makes no cast for lora_A) is what lora_A keeps,
 # saved with the layer, not a transient beside it (+3.59% on the dev case above, its
