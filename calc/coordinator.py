@@ -126,9 +126,6 @@ class Live(NamedTuple):
     persistent: int  # never partitioned: whole on every GPU, all step
     router_before_norm: bool = False  # that wait ran before the layer's post-attention norm
     # (the last adapter's), not at the router after it
-    forward_top_end: int = 0  # the last layer in forward past its widest moment, where a wait
-    # copied a coalesced prefetch of what follows (the head) out beside its buffer; 0 where
-    # nothing more was gathered than at that moment
 
 
 def one_rank(layers: int) -> Live:
@@ -680,11 +677,6 @@ def gathered(counts: ParamCounts, stage: Stage, checkpointed: tuple[bool, ...] |
             at["forward_router"], before_norm = replay.surge, False
         if kind == "F" and mod is m.widest[-1] and "forward_mlp" not in at:
             at["forward_mlp"] = replay.memory
-        elif kind == "F" and layer is top and not replay.backward and "forward_mlp" in at \
-                and "forward_head" not in at and replay.memory > at["forward_mlp"]:
-            # past the widest moment a wait that completed a coalesced prefetch of what follows
-            # (the head, gathered in bf16 with a projection's adapter, cast to fp32 at it)
-            at["forward_top_end"] = max(at.get("forward_top_end", 0), replay.memory)
         elif kind == "F" and layer is top and top in moe and not replay.backward \
                 and "forward_mlp" not in at and (mod is router or replay.flat_holds(top_experts)):
             # before the experts' fetch, a wait that completed a coalesced prefetch of them
@@ -728,8 +720,7 @@ def gathered(counts: ParamCounts, stage: Stage, checkpointed: tuple[bool, ...] |
                 own(at.get("backward_first", 0)), own(at.get("embedding", 0)),
                 tuple(own(moe.get(layer, (0, 0))[0]) for layer in m.layers),
                 tuple(own(moe.get(layer, (0, 0))[1]) for layer in m.layers),
-                own(at.get("forward_router", 0)), own(persistent), before_norm,
-                own(at.get("forward_top_end", 0)))
+                own(at.get("forward_router", 0)), own(persistent), before_norm)
 
 
 def sub_group(ordered: tuple[int, ...], N: int, size: int = SUB_GROUP_SIZE) -> int:

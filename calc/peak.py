@@ -176,10 +176,6 @@ MOMENTS: dict[str, MomentKind] = {
         "all-gather output", ("states", "earlier_gradients", "gathered", "all_gather")),
     "forward.fsdp_prefetch": MomentKind(
         "FSDP between layers: this layer and the next one gathered", (*_FORWARD, "all_gather")),
-    "forward.head_prefetch": MomentKind(
-        "DeepSpeed ZeRO-3, the end of the last layer's forward: a wait completed a coalesced "
-        "prefetch of the head, copied out beside its flat buffer",
-        (*_FORWARD, "layer_forward")),
     "backward.last_layer": MomentKind(
         "the start of backward through the layers, every activation saved",
         ("states", "earlier_gradients", "backward_gathered", "saved_layers", "layer_backward",
@@ -1724,13 +1720,6 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
                                forward_extra, EP_COMBINE(x.routed, x.H, expert_width(x), x.T)))
     if ms.live is not None and ms.live.forward_router:
         moments.append(_router_zero3(x, ms, ly, states, ahead, forward_extra))
-    if ms.live is not None and ms.live.forward_top_end:
-        # DeepSpeed's ZeRO-3: past the last layer's widest moment, a wait completed a coalesced
-        # prefetch of the head, copied out (in fp32 under torch_autocast) beside its flat
-        # buffer, the layer's activations all saved (a checkpointed one's held to its return)
-        moments.append(_moment("forward.head_prefetch", states, earlier,
-                               _live(x, ms, "forward_top_end"), ahead, forward_extra,
-                               layer_fwd if top_ckpt else None))
     flat = x.fsdp_collectives
     if ms.gathered_layer and ms.gathered_root and ms.live is None and x.pp == 1 and not units \
             and flat:
