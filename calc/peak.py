@@ -1653,14 +1653,16 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     # the top layer's own checkpointing: every Nth layer or the first N may leave it out
     top_ckpt = bool(ly.flags) and ly.flags[-1]
 
-    def recomputing(transient: int, cleared: bool) -> Term:
-        """The widest layer's backward over its recomputation at a `transient`-byte moment;
-        `cleared`: its weights recast (autocast's cache empty) and no incoming gradient."""
+    def recomputing(transient: int, cleared: bool, act: LayerActivations = widest,
+                    freed_at: int = freed, new_at: int = new) -> Term:
+        """A layer's backward (the widest's, or `act`'s) over its recomputation at a
+        `transient`-byte moment; `cleared`: its weights recast (autocast's cache empty) and no
+        incoming gradient."""
         into = 0 if cleared else incoming
         return LAYER_BACKWARD_RECOMPUTE(
-            transient - into, _recompute_forward(widest), residual - into
-            + widest.before_recompute, ly.recomputed(widest) if cleared else alive,
-            widest.recomputed_shared, freed, new)
+            transient - into, _recompute_forward(act), residual - into + act.before_recompute,
+            ly.recomputed(act) if cleared else ly.alive(act), act.recomputed_shared, freed_at,
+            new_at)
 
     recompute = None
     if ckpt:
@@ -1688,12 +1690,8 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         new_1 = _new_last_grad(x, ms, fl, accumulating, pipelined,
                                _layer_trainable_at(x, ms, ly, 0)[2]) if freed_1 else 0
         if ckpt:
-            first_bwd = LAYER_BACKWARD_RECOMPUTE(
-                first_act.backward_transient.bytes - (0 if ly.cleared else incoming),
-                _recompute_forward(first_act),
-                residual - (0 if ly.cleared else incoming) + first_act.before_recompute,
-                ly.recomputed(first_act) if ly.cleared else ly.alive(first_act),
-                first_act.recomputed_shared, freed_1, new_1)
+            first_bwd = recomputing(first_act.backward_transient.bytes, ly.cleared, first_act,
+                                    freed_1, new_1)
         else:
             first_bwd = LAYER_BACKWARD(first_act.backward_transient.bytes, 0, freed_1, new_1)
     if fl.split:  # the input pass frees nothing: at an eager softmax the probabilities stay

@@ -302,24 +302,30 @@ def registered(layer: LayerParams, arch: Architecture, tp: int, ep: int
 
     norm = arch.hidden_size * (2 if gpt2 else 1)
     out: list[tuple[int, bool]] = []
+    placed = 0  # the layer's norm elements placed among its projections
+
+    def among(sizes: list[int]) -> None:
+        nonlocal out, placed
+        out += [(n, False) for n in sizes if n]
+        placed += sum(sizes)
+
     # a module's own parameters come before its children's: GPT-OSS's sinks before q_proj;
-    # the norms among the sublayers come before the next tensor
+    # a norm among the sublayers comes before the next tensor
     inner = [norm] if gpt2 else [arch.num_attention_heads] * t.sinks
     for lin in layer.linears:
         if lin.group == "attention":
-            out += [(n, False) for n in inner] + tensors(lin)
+            among(inner)
+            out += tensors(lin)
             inner = [arch.q_lora_rank or 0] if lin.name == "q_a_proj" else \
                 [arch.kv_lora_rank or 0] if lin.name == "kv_a_proj_with_mqa" else []
-    inner += [arch.head_size] * (2 if t.qk_norm else 0)
-    out += [(n, False) for n in inner + [norm] * gpt2 if n]
+    among(inner + [arch.head_size] * (2 if t.qk_norm else 0) + [norm] * gpt2)
     block = [lin for lin in layer.linears if lin.group != "attention"]
     if t.experts_first:
         block.sort(key=lambda lin: lin.group != "experts")
     for lin in block:
         out += tensors(lin)
-    norms = layer.norm_count - sum(n for n, _ in out) + sum(n for lin in layer.linears
-                                                           for n, _ in tensors(lin))
-    return tuple(out + ([(norms, False)] if norms else []))
+    among([layer.norm_count - placed])  # the layer's own norms, last
+    return tuple(out)
 
 
 def layer_tensors(layer: LayerParams, tp: int, ep: int) -> list[int]:
