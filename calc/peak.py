@@ -2483,8 +2483,9 @@ def _offload_embedding_norm(x: Setup, stage: Stage, ms: ModelStates, accumulatin
     1 the widest clone of its reduce, `OFFLOAD_REDUCE_CLONE`, if any), else None. At stage 2 the
     embedding's gradient, tied or not, is the last to be reduced, with or without accumulation
     (traced: Gemma 3's tied 262K vocabulary on one rank, 5 GiB of fp64 at the end of its one
-    backward); stage 1 with tied embeddings: not traced."""
-    share = _offload_share(x, ms, x.z, tied=x.z == 2) if x.z in (1, 2) else None
+    backward); at stage 1 a tied embedding is the first reduced after the backward, as an
+    untied one (traced: Gemma 3 1B on one rank, a random run)."""
+    share = _offload_share(x, ms, x.z, tied=True) if x.z in (1, 2) else None
     if share is None or not stage.embedding or not (accumulating or x.micro_batches == 1):
         return None
     g = x.n.grad
@@ -2512,7 +2513,8 @@ def _stage_1_reduce(x: Setup, stage: Stage, share: int
     if stage.embedding:  # (GPT-2's position table is a tensor of its own)
         positions = arch.max_position_embeddings * arch.hidden_size \
             if arch.traits.learned_positions else 0
-        order += [(counts.embedding - positions, False), (positions, False)]
+        # (a tied matrix is the head's nn.Linear weight too: reduced low under torch_autocast)
+        order += [(counts.embedding - positions, arch.tie_word_embeddings), (positions, False)]
     for layer, n in ((counts.dense_layer, stage.dense_layers),
                      (counts.moe_layer, stage.moe_layers)):
         if layer is not None and n:

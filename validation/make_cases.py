@@ -1344,6 +1344,20 @@ case("dev", OSS20_4, 1, 1024, zero=1,
 case("test", OSS20_4, 1, 2048, zero=1, dp=2,
      framework="deepspeed", optimizer_offload=True, attn="eager", tag="gpt-oss-20b-4L",
      notes=ZA + "attention sinks over two ranks")
+# a tied embedding at stage 1: the first tensor reduced after the backward, cloned and its piece
+# normed in fp64 as an untied one (-17.2% on a random run, 740/2, Gemma 3 1B, where calc had no
+# moment for it; read off); scored before tracing
+ZT = "ZeRO-Offload at stage 1 with tied embeddings, the tied matrix reduced first: "
+case("dev", "gemma-3-1b", 1, 512, mp="master", ac="full", zero=1, optimizer_offload=True,
+     notes=ZT + "Gemma 3 1B on one GPU (random run 740/2)")
+case("test", "llama-3.2-1b", 2, 1024, zero=1, framework="deepspeed", optimizer_offload=True,
+     notes=ZT + "under amp: the head's nn.Linear weight, reduced in bf16")
+case("test", "qwen2.5-1.5b", 1, 2048, mp="master", zero=1, dp=2, optimizer_offload=True,
+     notes=ZT + "two ranks, master weights")
+case("test", "llama-3.2-1b", 1, 256, ac="full", zero=1, framework="deepspeed",
+     optimizer_offload=True, notes=ZT + "under amp, checkpointed, a short sequence")
+case("test", "qwen2.5-0.5b", 1, 512, mp="master", ac="full", zero=1, dp=2,
+     optimizer_offload=True, notes=ZT + "two ranks, checkpointed")
 # read off a random run (644/10, -3.99% before): another rank's projections larger than the
 # bucket keep their clones on rank 0, which stage 1 never reduces there
 case("dev", inline("qwen2.5-32b", num_hidden_layers=2), 1, 1536, zero=1, dp=4,
