@@ -43,10 +43,12 @@ from .activations import (
     head_norm_backward,
     head_output_grads,
     held_embedding,
+    input_norm_backward,
     layer_input,
     norm_forward,
     norm_width,
     output_grads,
+    output_grads_at_softmax,
     received_kept,
     ring_attention_backward,
     weight_groups,
@@ -220,6 +222,11 @@ MOMENTS: dict[str, MomentKind] = {
         "gathered beside it), the gradients almost all written",
         ("states", "gradients_written", "backward_gathered", "other_micro_batches",
          "first_layer", "layer_backward", "bucket")),
+    "backward.input_norm": MomentKind(
+        "a split backward's input pass at its first layer's input norm, in fp32: every output "
+        "gradient of the unit kept for the weight pass, every activation retained",
+        ("states", "gradients_written", "backward_gathered", "other_micro_batches",
+         "first_layer", "norm_backward", "bucket")),
     "backward.weight_pass": MomentKind(
         "a split backward's weight pass after its input's, over checkpointed layers: each "
         "parameter group recomputes the layers, the output gradients kept for it",
@@ -1306,20 +1313,23 @@ def _schedule_holds(x: Setup, stage: Stage, cache: Items, fl: Flight, times: int
     return items
 
 
-def _output_grads(x: Setup, stage: Stage) -> list[tuple[Term, int]]:
+def _output_grads(x: Setup, stage: Stage, first_own: bool = True) -> list[tuple[Term, int]]:
     """What a split backward keeps of one micro-batch for its weight backward beside its saved
     activations: the output gradients (of one unit: a V schedule's chunk; the head's where the
-    stage holds it)."""
+    stage holds it); `first_own`: the unit's first layer's too."""
     counts, unit = x.counts, stage.unit or stage
+    first = 0 if first_own else 1  # (the first layer: a dense one where the unit has one)
     items = [(output_grads(x, layer), n) for layer, n in (
-        (counts.dense_layer, unit.dense_layers), (counts.moe_layer, unit.moe_layers))
-        if layer is not None and n]
+        (counts.dense_layer, unit.dense_layers - (first if unit.dense_layers else 0)),
+        (counts.moe_layer, unit.moe_layers - (0 if unit.dense_layers else first)))
+        if layer is not None and n > 0]
     dense = counts.dense_layer
     if _received_top(x, stage):
         assert dense is not None
-        items = [(output_grads(x, dense), unit.dense_layers - 1),
-                 (output_grads(x, dense, received=True), 1)]
-        items = [(t, k) for t, k in items if k]
+        top = int(unit.dense_layers > 1 or first_own)  # (no first layer below the top)
+        items = [(output_grads(x, dense), unit.dense_layers - 1 - first * top),
+                 (output_grads(x, dense, received=True), top)]
+        items = [(t, k) for t, k in items if k > 0]
     if stage.head:
         items.append((head_output_grads(x), 1))
     return items
@@ -1387,6 +1397,20 @@ def _split_softmax(x: Setup, act: LayerActivations) -> Term:
     if eager is None or eager.formula is not ATTENTION_BACKWARD_EAGER or not probs:
         return LAYER_BACKWARD(0, 0, 0, 0)
     return SPLIT_ATTENTION_BACKWARD(eager.bytes, x.b, x.a, x.s, probs[0].values[4])
+
+
+def _first_output_grads(x: Setup, stage: Stage, first: LayerActivations
+                        ) -> tuple[tuple[Term, int], ...]:
+    """The output gradients a split backward has kept of the unit's first layer by that
+    layer's widest backward moment: at its eager softmax's, those after the attention core
+    (`output_grads_at_softmax`); at its MLP's, the MLP's, in its transient."""
+    if first.backward_transient.formula is not ATTENTION_BACKWARD_LAYER:
+        return ()
+    unit, counts = stage.unit or stage, x.counts
+    layer = counts.dense_layer if unit.dense_layers else counts.moe_layer
+    assert layer is not None
+    received = _received_top(x, stage) and unit.dense_layers == 1
+    return ((output_grads_at_softmax(x, layer, received), 1),)
 
 
 def _received_top(x: Setup, stage: Stage) -> bool:
@@ -1793,6 +1817,12 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         # all of it stays beside the others, with its output gradients; the weight pass over
         # checkpointed layers recomputes them after it (`backward.weight_pass`)
         others: Part | None = extended(saved_after, tuple(_output_grads(x, stage)), detail)
+        # at the first layer's widest moment its own output gradients are those its backward
+        # has kept so far: at its MLP's, the MLP's, in its transient; at its eager softmax's,
+        # those after the attention core; those of the layers above it beside them
+        above = _output_grads(x, stage, first_own=False)
+        others_first: Part | None = extended(saved_after, (*above, *_first_output_grads(
+            x, stage, first_act)), detail)
         weight_pass = _weight_pass(x, stage, ly, accumulating, mix, own > 1)
         done = _beside(saved_after if ckpt else others, tuple(weight_pass), detail) \
             if weight_pass else others
@@ -1883,6 +1913,8 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     # the layers below the top one: beside the other micro-batches
     # (a split backward's input pass popped it from fwd_cache: gone by the weights' pass)
     others = _beside(others, kept_items, detail)
+    if fl.split:
+        others_first = _beside(others_first, kept_items, detail)
     done = done if fl.split else _beside(done, kept_items, detail)
     reduce = _experts_reduce(x, stage, ms, states, ly, others, accumulating) if units else None
     written = _written(x, stage, ms, accumulating)
@@ -1895,8 +1927,15 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         if own_first is not None:  # (without the layer below: the checkpointed layers' mask
             # stays)
             firsts.append((*own_first, _with_below(first_own, layer_below[1:], detail)))
-        moments.append(max((_moment("backward.first_layer", states, w, g, others, f, first_bwd,
-                                    bucket) for w, g, f in firsts), key=lambda m: m.bytes))
+        moments.append(max((_moment("backward.first_layer", states, w, g,
+                                    others_first if fl.split and mix is None else others, f,
+                                    first_bwd, bucket)
+                            for w, g, f in firsts), key=lambda m: m.bytes))
+        norm = input_norm_backward(x) if fl.split else None
+        if norm is not None:  # the input pass ends at the first layer's input norm, in fp32,
+            # every output gradient of the unit kept for the weight pass
+            moments.append(max((_moment("backward.input_norm", states, w, g, others, f, norm,
+                                        bucket) for w, g, f in firsts), key=lambda m: m.bytes))
     if weight_pass:  # after the input's backward: its transient is gone
         moments.append(_moment("backward.weight_pass", states, written if accumulating or (
             mix is None) else _chunk_written(x, stage, ms), below, done, bucket))

@@ -815,6 +815,28 @@ def test_fsdp2_over_checkpointed_layers_peaks_at_the_second_layer(case: str) -> 
     assert written == (L - 2) * shard * x.n.grad  # every layer above the second
 
 
+@pytest.mark.parametrize("case", [
+    "llama-3-8b-8L-v1k_b1_s4096_pure_flash_gas8_pp4-zb",
+    "mistral-7b-8L-v1k_b2_s2048_amp_flash_gas4_pp2-zb"])
+def test_a_split_input_pass_ends_at_the_first_layer_s_input_norm(case: str) -> None:
+    """Zero bubble's input pass keeps every output gradient of the stage for its weight
+    pass; it ends at the first layer's input norm, whose fp32 backward (four T h fp32
+    tensors) runs beside them all and the gradients at the norm's output and in the residual
+    stream: the stage's peak. At the first layer's MLP its own output gradients are the
+    MLP's, in the layer's transient, so that moment counts the layers' above it only (traced:
+    +0.28% and +0.28% counting them twice at the MLP)."""
+    scenario, traced = traced_case(case)
+    x = _setup(scenario)
+    moments = {m.name: m for m in stage_peak(x, x.stages[-1], True).moments}
+    norm = moments["backward.input_norm"]
+    assert norm.breakdown["temporaries/norm_backward"] == x.T * x.h * (
+        16 + x.n.compute + x.n.residual)
+    assert norm.bytes > moments["backward.first_layer"].bytes
+    first = moments["backward.first_layer"].breakdown["temporaries/output_grads"]
+    assert first < norm.breakdown["temporaries/output_grads"]
+    assert norm.bytes == pytest.approx(traced["peak_bytes"], rel=0.0015)
+
+
 def test_bf16_parameters_reduce_their_root_in_fp32_and_cast_it_back() -> None:
     """bf16 parameters under FSDP2's fp32 reduce_dtype: the root's reduce-scatter output is
     fp32 and is cast to the gradients' bf16 beside it (traced: a 2-layer 70B width, -16.6%

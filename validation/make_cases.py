@@ -1558,6 +1558,18 @@ case("test", inline("qwen2.5-7b", num_hidden_layers=4), 1, 8192, mp="pure", cp=2
 case("test", inline("mistral-7b", num_hidden_layers=4, vocab_size=1024), 2, 4096, mp=AC, cp=2,
      dp=2, tag="mistral-7b-4L-v1k", notes=RO + "FSDP2 x CP2 under autocast")
 case("test", "llama-3.2-1b", 1, 16384, cp=4, notes=RO + "a whole 1B model over four ranks")
+# A split backward's input pass ends at the first layer's input norm: its fp32 backward beside
+# every output gradient the unit keeps for the weight pass and the gradients at the norm's
+# output and in the residual stream; at the first layer's MLP its own output gradients are
+# the MLP's, in its transient (zero bubble: +0.07 .. +0.55%, all over, read off them, and a
+# trace of four ranks in bf16). Scored before tracing
+IN = "a split input pass at the first layer's input norm: "
+case("test", inline("qwen3-8b", num_hidden_layers=8, vocab_size=1024), 1, 4096, gas=4, pp=2,
+     sched="zero_bubble", tag="qwen3-8b-8L-v1k", notes=IN + "flash under amp")
+case("test", "llama-3.2-1b", 2, 2048, mp=AC, attn="eager", gas=4, pp=2, sched="zero_bubble",
+     notes=IN + "eager under autocast")
+case("test", inline("mistral-7b", num_hidden_layers=8, vocab_size=1024), 2, 2048, gas=4, pp=2,
+     sched="zero_bubble", tag="mistral-7b-8L-v1k", notes=IN + "two sequences under amp")
 # lora_dropout's output in the compute dtype already (FSDP2's mixed precision gathers the
 # adapters in bf16: peft casts nothing, autocast makes no cast for lora_A) is what lora_A keeps,
 # saved with the layer, not a transient beside it (+3.59% on the dev case above, its
