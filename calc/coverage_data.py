@@ -1053,6 +1053,7 @@ COVERED: frozenset[tuple[str, str, str, str]] = frozenset({
     ('mixed_precision', 'autocast', 'model_parallel', 'pp:dualpipev'),
     ('mixed_precision', 'autocast', 'model_parallel', 'pp:zero_bubble'),
     ('mixed_precision', 'autocast', 'model_parallel', 'tp'),
+    ('mixed_precision', 'autocast', 'model_parallel', 'tp+pp:1f1b'),
     ('mixed_precision', 'autocast', 'model_parallel', 'tp+sp'),
     ('mixed_precision', 'autocast', 'optimizer', 'adamw:for_loop'),
     ('mixed_precision', 'autocast', 'optimizer', 'adamw:foreach'),

@@ -2136,12 +2136,13 @@ def _head_weight_grad(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: F
 def _new_last_grad(x: Setup, ms: ModelStates, fl: Flight, accumulating: bool, pipelined: bool,
                    last: int | None = None) -> int:
     """Bytes of the last projection's new weight gradient at that projection's backward, where
-    autograd then adds it in place to the one an earlier backward wrote, in the same dtype (no
-    autocast copy's, whose gradient is cast after): on one rank's own gradients, or FSDP2's
+    autograd then adds it in place to the one an earlier backward wrote, in the same dtype (not
+    an autocast copy's, whose gradient is cast after; low-precision weights under autocast have
+    none): on one rank's own gradients, or FSDP2's
     unsharded ones under pipelining without a mixed-precision policy. FSDP's unsharded
     gradients otherwise are counted as such; a split backward's input pass computes none."""
     n = x.n
-    if not accumulating or n.autocast or not _weights_written(x, ms, fl):
+    if not accumulating or n.weight_copies or not _weights_written(x, ms, fl):
         return 0
     last = ms.local.per_layer_last if last is None else last  # (the widest layer's)
     if pipelined:
