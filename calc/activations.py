@@ -428,8 +428,9 @@ INPUT_NORM_BACKWARD = Formula(
           "four T h fp32 tensors of HEAD_NORM_BACKWARD beside the gradient at the norm's "
           "output (c bytes) and the residual stream's (r), every activation still saved and "
           "every output gradient kept for the weight pass",
-    note="traced: zero bubble over four Llama 3 8B-wide ranks in bf16 and ZBV under autocast "
-         "(their peak; -0.5% with the fp32 tensors alone)")
+    note="traced: zero bubble over four Llama 3 8B-wide ranks in bf16, the peak (-0.5% with "
+         "the fp32 tensors alone), and a ZBV rank's head chunk under autocast (a random run's "
+         "peak, where calc's stays its first layer's moment)")
 FINAL_HIDDEN = _f("head", "lambda T, H, z: T * H * z", "final_hidden",
                   "The model's last hidden state, the final norm's output: held by the model's "
                   "output through the loss where the head keeps a cast of it or nothing")

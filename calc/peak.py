@@ -1326,7 +1326,8 @@ def _output_grads(x: Setup, stage: Stage, first_own: bool = True) -> list[tuple[
     dense = counts.dense_layer
     if _received_top(x, stage):
         assert dense is not None
-        top = int(unit.dense_layers > 1 or first_own)  # (no first layer below the top)
+        top = int(unit.dense_layers > 1 or first_own)  # (a unit of one layer: its first
+        # is the received top)
         items = [(output_grads(x, dense), unit.dense_layers - 1 - first * top),
                  (output_grads(x, dense, received=True), top)]
         items = [(t, k) for t, k in items if k > 0]
