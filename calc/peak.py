@@ -134,12 +134,16 @@ PARTS: dict[str, tuple[str, str]] = {
     "stage_reduce": ("X_u", "FSDP2 under pipelining: the reducing unit's reduce-scatter input "
                      "and output"),
     "head_norm": ("X_n", "the final norm's backward temporaries"),
+    "norm_backward": ("X_i", "a split input pass at the first layer's input norm: its fp32 "
+                      "backward temporaries and the gradients at its output and in the "
+                      "residual stream"),
     "head_grad": ("X_h", "the head's new weight gradient (and its cast to the weight's dtype) "
                   "beside the logits' and the head input's gradients"),
     "copy_grad_cast": ("X_c", "the first cached weight copy's gradient in the weight's dtype"),
     "partition": ("G_p", "DeepSpeed ZeRO-1: the gradient partition buffer"),
     "pending": ("G_q", "DeepSpeed ZeRO-3: a whole gradient waiting for its reduce"),
-    "offload_clone": ("X_o", "ZeRO-Offload: the embedding's gradient cloned as its hook runs"),
+    "offload_clone": ("X_o", "ZeRO-Offload: a gradient larger than the reduce bucket cloned "
+                      "(the embedding's as its hook runs)"),
     "offload_norm": ("X_m", "ZeRO-Offload: the head's gradient and its partition piece in fp64"),
     "offload_layer_norm": ("X_d", "ZeRO-Offload: the top layer's MLP backward, its down and up "
                            "projections' gradients, the down's partition piece in fp64"),

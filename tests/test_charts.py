@@ -18,7 +18,7 @@ from calc.charts import (
     scatter,
 )
 from calc.operations import answer
-from calc.peak import MOMENTS
+from calc.peak import MOMENTS, PARTS
 
 SVG = "{http://www.w3.org/2000/svg}"
 SCENARIOS = [
@@ -77,6 +77,13 @@ def test_every_gpu_preset_is_a_capacity_line_and_the_current_one_is_marked() -> 
 
 def test_step_order_names_every_moment_once() -> None:
     assert sorted(STEP_ORDER) == sorted(MOMENTS)
+
+
+def test_every_part_of_every_moment_is_named_for_the_formula_page() -> None:
+    """The formula reference names each part of each moment (its symbol, what it holds): a
+    moment with a part PARTS does not know breaks the site's build."""
+    unknown = {(name, p) for name, kind in MOMENTS.items() for p in kind.parts if p not in PARTS}
+    assert not unknown
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
