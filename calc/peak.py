@@ -2795,8 +2795,9 @@ def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt:
         if ms.gathered_model is not None and x.pp == 1:  # (resharded after its backward)
             gathered = _resharded_below(x, ms, unsharded)
         else:
-            own = _gathered_at(x, ms, ly, running) if ms.gathered_layer is not None else None
-            gathered = part_of(own, ms.gathered_root, ms.gathered_model, unsharded,
+            own_layer = _gathered_at(x, ms, ly, running) if ms.gathered_layer is not None \
+                else None
+            gathered = part_of(own_layer, ms.gathered_root, ms.gathered_model, unsharded,
                                ms.root_grads)
     else:
         if accumulating or not accumulated(grads):
@@ -2806,14 +2807,24 @@ def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt:
     # later the softmax's, the norm's and the output projection's saved tensors freed, its
     # gradient written
     candidates = []
+    # under CP (SDPA: `eager` is the ring attention's backward), later than the norm's: the
+    # unsharded gradients of everything after the attention core beside it, where FSDP holds
+    # them layer by layer
+    ring = eager if eager is not None and x.cp > 1 and not x.eager and fsdp \
+        and ms.gathered_layer is not None and ms.gathered_model is None else None
     for softmax, transient in ((False, LATE_TRANSIENT(x.T, x.h, n.residual, n.compute) if norm
                                 else None), (True, eager)):
         if transient is None:
             continue
+        at = gathered
         if not fsdp:
             written = _written(x, stage, ms, accumulating, late=True, softmax=softmax)
-        candidates.append((written, _late_own(ly, ckpt, softmax), transient))
-    written, own, transient = max(candidates, key=lambda moment: sum(
+        elif transient is ring and ring is not None:
+            after_core = _layer_trainable_at(x, ms, ly, running)[0] - _unwritten_at_softmax(x)
+            at = part_of(own_layer, ms.gathered_root, LATE_GATHERED(
+                prefetched, P_lt, after_core, g_u, g_r), ms.root_grads)
+        candidates.append((written, at, _late_own(ly, ckpt, softmax), transient))
+    written, gathered, own, transient = max(candidates, key=lambda moment: sum(
         term.bytes for term in moment if term is not None))
     return (written, gathered, _with_below(own, below, True), transient)
 

@@ -1581,6 +1581,17 @@ case("test", inline("qwen2.5-7b", num_hidden_layers=4, vocab_size=1024), 2, 1024
      tag="qwen2.5-7b-4L-v1k", notes=NA + "one GPU")
 case("test", inline("mistral-7b", num_hidden_layers=4, vocab_size=1024), 1, 2048, mp=AC,
      gas=4, pp=2, tag="mistral-7b-4L-v1k", notes=NA + "1F1B over two ranks")
+# FSDP2 x CP at a lower layer's ring-attention backward (after its MLP's and the norm's): the
+# unsharded gradients of everything after the attention core beside the ring's (random runs
+# over CP2, -1.74 .. -1.04%, and the Phi-3 CP cases, -1.04 .. -0.70%, read off them); scored
+# before tracing
+RL = "FSDP2 x CP, a lower layer's ring backward beside the gradients after the core: "
+case("test", L8_4V1K, 1, 4096, mp="pure", cp=2, dp=2, tag="llama-3.1-8b-4L-v1k",
+     notes=RL + "Llama in bf16")
+case("test", inline("qwen3-8b", num_hidden_layers=4, vocab_size=1024), 1, 2048, mp=AC,
+     ac="full", cp=2, dp=2, tag="qwen3-8b-4L-v1k", notes=RL + "checkpointed, q/k norms")
+case("test", inline("phi-3-mini", num_hidden_layers=4), 1, 2048, cp=2, dp=2,
+     tag="phi-3-mini-4L", notes=RL + "Phi-3 under amp")
 # lora_dropout's output in the compute dtype already (FSDP2's mixed precision gathers the
 # adapters in bf16: peft casts nothing, autocast makes no cast for lora_A) is what lora_A keeps,
 # saved with the layer, not a transient beside it (+3.59% on the dev case above, its
