@@ -256,9 +256,10 @@ LORA_FORWARD_TRANSIENT = Formula(
          "LoRA cases). Traced on 4-layer llama-3-8b probes")
 CHECKPOINTED_MLP = Formula(
     "temporaries/layer_forward",
-    "lambda T, f, h, z, r, c_m, c, w_r, W_q, W_c, u_g, q_x, u_d, q_c, q_d, c_a: "
+    "lambda T, f, h, z, r, c_m, c, w_r, W_q, W_c, u_g, q_x, u_d, q_c, q_d, c_a, a: "
     "T * h * (z + r) + max(3 * T * f * c_m - W_c * c, 2 * T * f * c_m + (W_q - W_c) * c, "
-    "T * f * c_m + T * h * c, u_g * (T * f * (2 * c_m + 2 * w_r) + T * h * q_x) - W_c * c, "
+    "T * f * c_m + T * h * c * (1 + a), "
+    "u_g * (T * f * (2 * c_m + 2 * w_r) + T * h * q_x) - W_c * c, "
     "u_d * (T * f * (c_m + q_c + q_d + c_a) + T * h * c_m))",
     id="act.checkpointed_mlp", source=SRC,
     title="A checkpointed layer's forward, which saves nothing: at its gated MLP the normed "
@@ -271,11 +272,13 @@ CHECKPOINTED_MLP = Formula(
           "autocast cast; the dropout's mask is freed at once). Under autocast's weight cache, "
           "counted whole for the layer, the down projection's copy (W_c elements) is not made "
           "before the down projection runs, beside the gating product and its output",
-    note="one GPU's dense layers (tp = 1: tensor parallelism's gathered input and partial "
-         "outputs are not in it); under per-op selective checkpointing beside the outputs the "
-         "policy kept so far (its every-other-matmul count leaves the up projection's output "
-         "out on the layers traced, so none is counted twice). u_g: 1 with an adapter on the "
-         "gate or up projection; q_x, "
+    note="dense layers on one GPU or under tensor parallelism without sequence parallelism "
+         "(f: the GPU's share of the MLP's width; a: 1 where the down projection's partial "
+         "output is all-reduced, out of place, beside it: traced under TP2 with amp; with "
+         "sequence parallelism the gathered input is not in it); under per-op selective "
+         "checkpointing beside the outputs the policy kept so far (its every-other-matmul "
+         "count leaves the up projection's output out on the layers traced, so none is "
+         "counted twice). u_g: 1 with an adapter on the gate or up projection; q_x, "
          "q_c: peft's copy of the MLP's or the down projection's input (`peft_input`); c_a: "
          "lora_A's autocast cast where its input is wider. Traced on an 8B width at 12K "
          "tokens: full training under autocast and amp, LoRA on every linear with and "
@@ -855,7 +858,8 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
         if lora_fwd.bytes > fwd.bytes:
             fwd = lora_fwd
     checkpointed_fwd = checkpointed_mlp(x, layer, z_width, w_m) if not layer.moe \
-        and arch.traits.mlp == "gated" and len(layer.mlp_inputs) == 2 and tp == 1 else None
+        and arch.traits.mlp == "gated" and len(layer.mlp_inputs) == 2 \
+        and (tp == 1 or not x.sequence_parallel) else None
     if layer.moe and tp == 1 and x.ep == 1:
         widths = (x.routed, x.H, routing_width(x), expert_width(x), T, x.h, z_width, r)
         # LoRA on the routed experts: their folded weights, built in forward, beside it
@@ -902,8 +906,8 @@ def peft_input(x: Setup, width: int, dropout: float) -> PeftInput:
 
 def checkpointed_mlp(x: Setup, layer: LayerParams, z_width: int, w_m: int) -> Term:
     """A checkpointed dense layer's forward at its gated MLP (`CHECKPOINTED_MLP`), its gate
-    and up projections apart (not Phi-3's fused one), on one GPU: its input `z_width` bytes
-    wide, its gating product `w_m`."""
+    and up projections apart (not Phi-3's fused one), on one GPU or under tensor parallelism
+    without sequence parallelism: its input `z_width` bytes wide, its gating product `w_m`."""
     n = x.n
     gate, up, down = (lin for lin in layer.linears if lin.group == "mlp")
     u_g = int(adapted(gate, x.lora_targets) or adapted(up, x.lora_targets))
@@ -911,9 +915,10 @@ def checkpointed_mlp(x: Setup, layer: LayerParams, z_width: int, w_m: int) -> Te
     into_down = peft_input(x, w_m, x.lora_dropout)
     W_q = down.local_counts(x.tp, x.ep)[0] if x.qlora else 0  # dequantised by bitsandbytes
     W_c = down.local_counts(x.tp, x.ep)[0] if n.weight_copies and not x.qlora else 0
-    return CHECKPOINTED_MLP(x.T, down.in_features, x.h, z_width, n.residual, w_m, n.compute,
-                            n.adapter_compute, W_q, W_c, u_g, peft_input(x, z_width, 0).copy,
-                            u_d, into_down.copy, into_down.dropped, into_down.cast)
+    return CHECKPOINTED_MLP(x.T, down.local_shape(x.tp)[1], x.h, z_width, n.residual, w_m,
+                            n.compute, n.adapter_compute, W_q, W_c, u_g,
+                            peft_input(x, z_width, 0).copy, u_d, into_down.copy,
+                            into_down.dropped, into_down.cast, int(x.tp > 1))
 
 
 def before_attention_core(layer: LayerParams) -> list[Linear]:

@@ -1340,6 +1340,7 @@ COVERED: frozenset[tuple[str, str, str, str]] = frozenset({
     ('precision', 'fp16', 'model_parallel', 'none'),
     ('precision', 'fp16', 'model_parallel', 'pp:1f1b'),
     ('precision', 'fp16', 'model_parallel', 'pp:zero_bubble'),
+    ('precision', 'fp16', 'model_parallel', 'tp'),
     ('precision', 'fp16', 'optimizer', 'adamw:fused'),
     ('precision', 'fp16', 'optimizer', 'sgd_momentum:foreach'),
     ('precision', 'fp32', 'accumulation', 'one'),

@@ -337,7 +337,7 @@ LAYER_FORWARD_RECOMPUTE = Formula(
     "temporaries/layer_forward", "lambda X_l, A_l, x_c: X_l + A_l - x_c",
     id="peak.layer_forward_recompute", source=TRACED_PEAK,
     title="A checkpointed layer's forward where `act.checkpointed_mlp` does not describe it "
-          "(per-op selective checkpointing, MoE and non-gated layers, tensor parallelism): "
+          "(per-op selective checkpointing, MoE and non-gated layers, sequence parallelism): "
           "its transient beside the activations it would save, a bound (a fully checkpointed "
           "layer keeps none of them)",
     note="x_c: the checkpoint's own input, already counted, when a norm keeps the residual")

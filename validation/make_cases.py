@@ -2494,6 +2494,17 @@ case("test", QWEN3MOE, 2, 1024, mp="master", ac="full", dp=2, zero=2, framework=
 case("test", DSV3_3L, 1, 1024, mp="master", zero=2, framework="deepspeed",
      optimizer_offload=True, tag="deepseek-v3-3L-e32-v32k", notes=XN + "DeepSeek-V3, one rank")
 
+# A checkpointed layer's forward under TP without SP: the GPU's share of the MLP's width, the
+# down projection's partial output all-reduced out of place beside it (random run 636/11,
+# +1.55% with the bound that counted the layer's transient beside what it would save)
+TC = "TP without SP, checkpointed, accumulating under autocast: the top layer's MLP forward; "
+case("test", inline("qwen2.5-7b", num_hidden_layers=8, vocab_size=1024), 1, 2048, ac="full",
+     gas=2, tp=2, tag="qwen2.5-7b-8L-v1k", notes=TC + "TP2")
+case("test", inline("mistral-7b", num_hidden_layers=4, vocab_size=1024), 1, 4096, ac="full",
+     gas=2, tp=4, tag="mistral-7b-4L-v1k", notes=TC + "TP4, 4K tokens")
+case("test", inline("qwen3-8b", num_hidden_layers=8, vocab_size=1024), 2, 1024, prec="fp16",
+     ac="full", gas=2, tp=2, tag="qwen3-8b-8L-v1k", notes=TC + "fp16")
+
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
     assert len(ids) == len(set(ids)), "duplicate ids"
