@@ -282,14 +282,16 @@ READS = dict.fromkeys(("q_proj", "k_proj", "v_proj", "qkv_proj", "q_a_proj",
 def _decoder_layer(layer: LayerParams, i: int, traits: Traits, numel: dict[Hashable, int],
                    keep: set[Hashable], viewed: set[Hashable], threshold: int,
                    lora: Lora | None = None, packed: int = 0,
-                   kinds: dict[Hashable, str] | None = None) -> tuple[Module, Module]:
+                   kinds: dict[Hashable, str] | None = None, autocast: bool = False
+                   ) -> tuple[Module, Module]:
     """(the layer's module tree, its widest forward module), as transformers v5 builds a
     decoder layer: norms, the attention's projections (and their norms: MLA's latents, q/k
     norms), the MLP (gate, act_fn, up, down; Gemma's sandwiched between two more norms) or the
     MoE block (router, stacked experts, shared experts). Norm weights persist: their calls
     fetch nothing, but each call prefetches. `packed`: QLoRA's 4-bit weights per element of
     the tensor bitsandbytes packs them in (0 without QLoRA). `kinds`: filled with each
-    tensor of an nn.Linear ("linear") or QLoRA's packed weight ("packed")."""
+    tensor of an nn.Linear ("linear") or QLoRA's packed weight ("packed"). `autocast`: the
+    forward runs under torch.autocast."""
     kinds = {} if kinds is None else kinds
     arch_leaf, gated, qk_norm = traits.moe_leaf, traits.mlp == "gated", traits.qk_norm
     sandwich = traits.norms_per_layer == 4
@@ -330,9 +332,12 @@ def _decoder_layer(layer: LayerParams, i: int, traits: Traits, numel: dict[Hasha
         # peft's lora.Linear: its base layer, then the dropout, lora_A and lora_B it calls.
         # Its forward reads lora_A's weight (the dtype to cast x to) before lora_A runs: in the
         # first step that partitioned weight becomes an external parameter of the lora.Linear
-        # (ZeROOrderedDict), which fetches it with its own and releases it at its own release
+        # (ZeROOrderedDict), which fetches it with its own and releases it at its own release.
+        # Its 4-bit layer (QLoRA) under autocast casts nothing and reads no weight of lora_A
+        # (peft's bnb.Linear4bit): lora_A is fetched at its own call, after the base layer
         a, b = adapter
-        return Module(name, (a,), children=(
+        external = (a,) if not (autocast and packed and quantised(layer.linears[j])) else ()
+        return Module(name, external, children=(
             Module("base_layer", own, reads="input"), Module("lora_dropout", reads="input"),
             Module("lora_A", (a,), reads="previous"), Module("lora_B", (b,), reads="previous")),
             reads=reads)
@@ -392,11 +397,11 @@ def _decoder_layer(layer: LayerParams, i: int, traits: Traits, numel: dict[Hasha
 
 
 def _model(counts: ParamCounts, stage: Stage, lora: Lora | None = None,
-           threshold: int | None = None, packed: int = 0, widths: Widths | None = None
-           ) -> _Model:
+           threshold: int | None = None, packed: int = 0, widths: Widths | None = None,
+           autocast: bool = False) -> _Model:
     """`threshold`: stage3_param_persistence_threshold (`default_sizes`' when None);
-    `packed`: as `_decoder_layer`'s; `widths`: where the tensors' widths differ (else each
-    tensor's size is its elements)."""
+    `packed`, `autocast`: as `_decoder_layer`'s; `widths`: where the tensors' widths differ
+    (else each tensor's size is its elements)."""
     arch = counts.arch
     if threshold is None:
         threshold = default_sizes(arch.hidden_size).persistence_threshold
@@ -409,7 +414,7 @@ def _model(counts: ParamCounts, stage: Stage, lora: Lora | None = None,
         kind = counts.moe_layer if arch.is_moe_layer(i) and counts.moe_layer else \
             counts.dense_layer
         layer, wide = _decoder_layer(kind, i, arch.traits, numel, keep, viewed, threshold, lora,
-                                     packed, kinds)
+                                     packed, kinds, autocast)
         layers.append(layer)
         widest.append(wide)
     embedding = Module("embed_tokens", (_tensor("embedding", counts.embedding, numel, keep,
@@ -645,15 +650,16 @@ def played(m: _Model, checkpointed: tuple[bool, ...], sizes: Sizes | None = None
 @lru_cache(maxsize=256)
 def gathered(counts: ParamCounts, stage: Stage, checkpointed: tuple[bool, ...] | None = None,
              lora: Lora | None = None, sizes: Sizes | None = None, packed: int = 0,
-             widths: Widths | None = None) -> Live:
+             widths: Widths | None = None, autocast: bool = False) -> Live:
     """The coordinator's gathered elements at each moment of a micro-batch's forward and
     backward, for a stage of whole tensors (no tp, no ep). `checkpointed`: which of the
     stage's layers recompute in backward (none when None); `sizes`: DeepSpeed's (calc's
     export's when None); `packed`: QLoRA's 4-bit weights per element of the dtype they are
     stored in (bnb_4bit_quant_storage); `widths`: where tensors differ in width, the moments
-    are bytes counted as elements of the stored parameters' width (`Widths.weight`)."""
+    are bytes counted as elements of the stored parameters' width (`Widths.weight`);
+    `autocast`: the forward runs under torch.autocast."""
     m = _model(counts, stage, lora, sizes.persistence_threshold if sizes else None, packed,
-               widths)
+               widths, autocast)
     ckpt = checkpointed if checkpointed is not None else (False,) * len(m.layers)
     top, first = m.layers[-1], m.layers[0]
     inside = {id(mod): layer for layer in m.layers for mod in layer.calls()}

@@ -359,7 +359,7 @@ def _replayed(scenario: dict) -> list[tuple[str, int]]:
     x = Setup(resolve(parse_scenario(scenario)))
     stage = x.stages[0]
     lora, packed = replayed(x)
-    m = coordinator._model(x.counts, stage, lora, None, packed)
+    m = coordinator._model(x.counts, stage, lora, None, packed, autocast=x.n.autocast)
     return [(kind, replay.gathered) for kind, _, replay in
             coordinator.played(m, x.checkpointed(stage)) if kind in "FB"]
 
@@ -369,7 +369,8 @@ def test_the_replay_matches_deepspeed_s_own_coordinator(case: str) -> None:
     """Every fetch of the traced step (validation/coordinator_log.py: DeepSpeed 0.19.8's
     coordinator wrapped), with what it leaves gathered or in flight, is the replay's: the same
     modules in the same order, the same prefetches, the same releases kept for reuse (dense,
-    checkpointed, a model under the limit, Mixtral's leaf MoE block, DeepSeek-V3's experts)."""
+    checkpointed, a model under the limit, Mixtral's leaf MoE block, DeepSeek-V3's experts,
+    QLoRA's 4-bit layers under autocast, whose lora_A is fetched at its own call)."""
     scenario, _ = traced_case(case)
     recorded = [(kind, n) for kind, _, n in json.loads(COORDINATOR.read_text())[case]
                 if kind in "FB"]

@@ -30,6 +30,7 @@ CASES = (
     "mixtral-8x7b-2L_b1_s1024_master_flash_lora16attn_deepspeed-zero3x4",
     "qwen3-30b-a3b-4L-v32k_b1_s1024_master_flash_lora16_deepspeed-zero3x2",
     "llama-3.1-8b-4L_b1_s2048_master_flash_acfull_qlora16_deepspeed-zero3x4",
+    "llama-3.1-8b-4L_b2_s1024_amp_flash_qlora16_deepspeed-zero3x2",
 )
 
 
