@@ -1604,10 +1604,16 @@ def head_output_grads(x: Setup) -> Term:
     return HEAD_OUTPUT_GRADS(x.T, 0 if x.lora else x.vocab, n.compute, x.H, 0 if x.lora else z)
 
 
+def _rms_upcasts(x: Setup) -> bool:
+    """Whether a norm's backward upcasts to fp32 as Llama's RMSNorm does (transformers' kernels,
+    not Megatron-LM's fused ones)."""
+    return x.arch.traits.norm_upcast in ("llama", "fp32_weight") and not x.megatron
+
+
 def head_norm_backward(x: Setup) -> Term | None:
     """The final norm's backward at the start of backward, when it upcasts to fp32 as
     Llama's RMSNorm does (the one moment a norm's fp32 temporaries meet every activation)."""
-    if x.arch.traits.norm_upcast not in ("llama", "fp32_weight") or x.megatron:
+    if not _rms_upcasts(x):
         return None
     # LoRA keeps neither the head's input nor the normalised output (no weight gradient): the
     # head's input gradient and the norm's output gradient meet the fp32 ones instead
@@ -1623,7 +1629,7 @@ def head_norm_backward(x: Setup) -> Term | None:
 def input_norm_backward(x: Setup) -> Term | None:
     """A layer's input norm's backward (`INPUT_NORM_BACKWARD`) where it upcasts to fp32 as
     Llama's RMSNorm does, else None."""
-    if x.arch.traits.norm_upcast not in ("llama", "fp32_weight") or x.megatron:
+    if not _rms_upcasts(x):
         return None
     return INPUT_NORM_BACKWARD(x.T, x.h, x.n.compute, x.n.residual)
 

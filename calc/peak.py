@@ -61,7 +61,6 @@ from .params import LayerParams, Linear, adapted, adapter_shapes
 from .placement import (
     Stage,
     layer_gathered,
-    layer_tensors,
     layer_trainable,
     linear_spans,
     registered,
@@ -2952,7 +2951,7 @@ def _experts_offload(x: Setup, stage: Stage, ms: ModelStates, ly: Layers
         return None
     g, x_e = x.n.grad, expert_width(x)
     clone = EXPERTS_OFFLOAD_CLONE(gate_up, g, x.routed, x.H, x_e)
-    share = partition_tensors(ms.local.ordered, x.N)[0] if ms.local.ordered else 0
+    share = _offload_share(x, ms, 2, tied=True) or 0
     pieces = list(zip(_in_share(x, stage, share, lambda lin: lin.group == "experts"
                                 and lin.tp != "row"),
                       _in_share(x, stage, share, lambda lin: lin.group == "experts"
@@ -2988,7 +2987,7 @@ def _in_share(x: Setup, stage: Stage, share: int, pick: Callable[[Linear], bool]
         out.append(sum(max(0, min(size, share - start - at)) for lin, (at, size) in
                        zip(layer.linears, linear_spans(layer, x.tp, x.ep), strict=True)
                        if pick(lin)))
-        start += sum(layer_tensors(layer, x.tp, x.ep))
+        start += layer_trainable(layer, False, 0, x.tp, x.ep, frozenset())[0]
     return out
 
 

@@ -271,9 +271,9 @@ def _trainable(lin: Linear, lora: bool, rank: int, tp: int, ep: int,
 
 
 def linear_spans(layer: LayerParams, tp: int, ep: int) -> tuple[tuple[int, int], ...]:
-    """Where each of `layer`'s linears' weight lies among its tensors as `layer_tensors` lays
-    them out in full training: (offset, elements), the routed experts' gate and up stacked in
-    gate_proj's (up_proj's empty)."""
+    """Where each of `layer`'s linears' weight lies among its tensors as DeepSpeed's flat
+    parameters lay them out in full training (`local_params`): (offset, elements), the routed
+    experts' gate and up stacked in gate_proj's (up_proj's empty)."""
     at, out = layer.norm_count, []
     for lin in layer.linears:
         w, b = lin.local_counts(tp, ep)
@@ -326,12 +326,6 @@ def registered(layer: LayerParams, arch: Architecture, tp: int, ep: int
         out += tensors(lin)
     among([layer.norm_count - placed])  # the layer's own norms, last
     return tuple(out)
-
-
-def layer_tensors(layer: LayerParams, tp: int, ep: int) -> list[int]:
-    """One layer's trainable tensors on one GPU in full training, in the order `local_params`
-    lists them (DeepSpeed's flat parameters), the empty ones left out."""
-    return [t for t in _layer_tensors(layer, False, 0, tp, ep, frozenset()) if t]
 
 
 def _layer_tensors(layer: LayerParams, lora: bool, rank: int, tp: int, ep: int,

@@ -13,7 +13,7 @@ from calc import ScenarioError, estimate
 from calc.activations import weight_groups
 from calc.params import LayerParams
 from calc.peak import _chunk_mixes, layers, stage_peak
-from calc.placement import layer_tensors, registered, stages
+from calc.placement import layer_trainable, registered, stages
 from calc.scenario import parse_scenario, resolve
 from calc.schedule_order import chunk_mixes, one_f_one_b_casts, zbv_held, zbv_order
 from calc.setup import Setup
@@ -1250,7 +1250,8 @@ def test_the_flat_group_lists_each_layer_s_tensors_as_transformers_registers_the
         x, found = layer(model, moe)
         sizes = registered(found, x.arch, 1, 1)
         assert len(_lead(x, found)) == lead, model
-        assert sum(n for n, _ in sizes) == sum(layer_tensors(found, 1, 1)), model
+        assert sum(n for n, _ in sizes) == layer_trainable(found, False, 0, 1, 1, frozenset())[0], \
+            model
     x, found = layer("deepseek-v3", moe=True)  # experts first, then the router
     names = [n for n, low in registered(found, x.arch, 1, 1) if not low]
     assert names[2] > names[3] > names[4] == 256 * x.arch.hidden_size
