@@ -22,6 +22,7 @@ from . import coordinator
 from .formula import Formula, Part, Term, part_of
 from .numerics import Numerics
 from .optimizers import BNB_BLOCK, OPTIMIZERS, Optimizer, OptimizerImpl
+from .params import adapted, by_parameter
 from .placement import LocalParams, Stage, local_params
 from .setup import Setup
 from .sources import (
@@ -390,10 +391,14 @@ DS_STEP = Formula(
     source=TRACED_DEEPSPEED)
 REDUCE_BUCKET = Formula(
     "temporaries/grad_buckets", "lambda B_r, g_b, n_b: n_b * B_r * g_b", id="states.reduce_bucket",
-    title="DeepSpeed's reduce buckets: reduce_bucket_size elements (h^2 under HF's 'auto'), in "
-          "the parameters' dtype, one per communication dtype",
+    title="DeepSpeed's reduce buckets: reduce_bucket_size elements (h^2 under HF's 'auto'), one "
+          "per communication dtype; in the parameters' dtype at stages 1 and 2, in the "
+          "communication dtype at stage 3",
     note="torch_autocast reduces nn.Linear gradients in its dtype and the rest in fp32: two "
-         "buckets (stage_1_and_2.py ipg_buckets)",
+         "buckets, or one where every trainable parameter is an nn.Linear's (LoRA's adapters). "
+         "stage_1_and_2.py allocates each in its fp32 accumulator's dtype, stage3.py in the "
+         "bucket's own (traced: 32 MiB on LoRA at a 4096 width under ZeRO-3, 64 MiB under "
+         "ZeRO-2)",
     source=DDP_BUCKETS)
 DS_PERSISTENT = Formula(
     "parameters/persistent", "lambda P_p, w: P_p * w", id="states.deepspeed_persistent",
@@ -490,7 +495,25 @@ def model_states(x: Setup, stage: Stage) -> ModelStates:
                          x.zero_sizes, x.megatron, x.ep, x.pp,
                          x.counts.embedding if x.whole_embedding_grad(stage) else 0, x.tp,
                          coordinated(x, stage), x.micro_batches > 1, x.plain_optimizer,
-                         0 if x.lora or not stage.head else x.counts.lm_head // x.tp)
+                         0 if x.lora or not stage.head else x.counts.lm_head // x.tp,
+                         _bucket_widths(x))
+
+
+def _bucket_widths(x: Setup) -> tuple[int, ...]:
+    """Bytes per element of DeepSpeed ZeRO-3's reduce buckets, one per communication dtype of
+    the trainable parameters (stage3.py's ipg_buckets, allocated in that dtype): under
+    torch_autocast an nn.Linear's parameters travel in autocast's dtype (peft's lora_A and
+    lora_B among them; init_autocast_params marks those exact classes), every other in its own
+    (norms, embeddings, stacked experts, and peft's ParamWrapper factors on them); otherwise
+    all in the gradients' dtype."""
+    n = x.n
+    g = n.adapter if x.lora else n.grad
+    if not n.autocast:
+        return (g,)
+    layers = (x.counts.dense_layer, x.counts.moe_layer)
+    others = not x.lora or any(by_parameter(lin) and adapted(lin, x.lora_targets)
+                               for layer in layers if layer for lin in layer.linears)
+    return (n.compute, g) if others and g != n.compute else (n.compute,)
 
 
 def coordinated(x: Setup, stage: Stage) -> coordinator.Live | None:
@@ -535,7 +558,7 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
                   megatron: bool = False, ep: int = 1, pp: int = 1, whole: int = 0,
                   tp: int = 1, live: coordinator.Live | None = None,
                   accumulating: bool = False, plain_optimizer: bool = False,
-                  head: int = 0) -> ModelStates:
+                  head: int = 0, buckets: tuple[int, ...] = ()) -> ModelStates:
     """Memoised: a batch or sequence search re-estimates the same states many times.
 
     Which framework a stage means (`deepspeed`: parallelism.framework, by default DeepSpeed
@@ -550,7 +573,8 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
     embedding's elements E where its gradient is whole on each of the `tp` ranks
     (`Setup.vocab_grad_split`), else 0. `live`: DeepSpeed's ZeRO-3, whose coordinator holds
     these parameters gathered (`coordinated`). `head`: an untied head's trainable elements on
-    the stage (a gradient DeepSpeed may reduce alone, `DS_FIRST_REDUCE`)."""
+    the stage (a gradient DeepSpeed may reduce alone, `DS_FIRST_REDUCE`); `buckets`: the
+    widths of ZeRO-3's reduce buckets (`_bucket_widths`)."""
     fsdp2 = z >= 2 and not deepspeed
     buffered = N > 1  # FSDP2 gathers through a flat buffer, prefetched (`Setup.fsdp_collectives`)
     N_1, N_2 = (N if z >= k else 1 for k in (1, 2))
@@ -691,10 +715,9 @@ def _model_states(local: LocalParams, n: Numerics, lora: bool, qlora: bool,
         # partition as backward writes it; the step casts one sub-group's gradients at a time
         params.append(DS_PERSISTENT(live.persistent, n.weight))
         reduce, gathered = None, None
-        if offloaded:  # ZeRO-Offload: the partitions and the step on the host
-            resident = (REDUCE_BUCKET(sizes.reduce_bucket, g, 1),)
-        else:
-            resident = (GRADIENTS(P_t, N, g), REDUCE_BUCKET(sizes.reduce_bucket, g, 1))
+        resident = tuple(REDUCE_BUCKET(sizes.reduce_bucket, w, 1) for w in buckets)
+        if not offloaded:  # (ZeRO-Offload: the partitions and the step on the host)
+            resident = (GRADIENTS(P_t, N, g), *resident)
             gradients = step_grads = DS_Z3_REDUCED()
             step = DS_Z3_STEP(-(-local.largest_tensor // N),
                               coordinator.sub_group(local.ordered, N, sizes.sub_group), g,

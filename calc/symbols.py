@@ -91,7 +91,7 @@ _LEGEND: tuple[tuple[str, str, str], ...] = (
     ("w_m", "w_m", "bytes of an fp32 master weight or gradient"),
     ("w_s", "w_s", "bytes of an optimizer-state element"),
     ("g", "g", "bytes of a gradient element"),
-    ("g_b", "g_b", "bytes of a bucketed gradient (the gradient's own dtype)"),
+    ("g_b", "g_b", "bytes per element of a reduce bucket (the gradient's dtype; under ZeRO-3 the communication dtype)"),
     ("n_b", "n_b", "DeepSpeed's reduce buckets: one per communication dtype (2 under "
      "torch_autocast, else 1)"),
     ("g_u", "g_u", "bytes of an unsharded gradient in FSDP's backward (param_dtype under a "

@@ -111,6 +111,42 @@ def test_deepspeed_torch_autocast_buckets_lora_s_adapters_once() -> None:
     assert bucket("full") == 2 * 4096**2 * 4
 
 
+
+@pytest.mark.parametrize(("finetuning", "widths"), [("lora", (2,)), ("qlora", (2,)),
+                                                     ("full", (2, 4))])
+def test_deepspeed_zero3_buckets_in_each_communication_dtype(finetuning, widths) -> None:
+    """Stage 3 allocates each reduce bucket in its communication dtype (stage3.py ipg_buckets),
+    not in the parameters' as stages 1 and 2 do: under torch_autocast nn.Linear's gradients
+    travel in bf16, the rest in fp32. LoRA's adapters are all nn.Linear: one bf16 bucket;
+    full training adds the norms' and the embedding's fp32 one (traced: 32 MiB of gradient
+    buffer on LoRA and QLoRA at a 4096 width, 96 MiB on full training)."""
+    x = setup(resolve(parse_scenario({
+        "model": ARCH.model_dump(), "training": {"seq_len": 1024, "finetuning": finetuning,
+                                                "mixed_precision": "amp"},
+        "parallelism": {"dp": 2, "zero": 3, "framework": "deepspeed"}})))
+    buckets = [t for t in model_states(x, x.stages[0]).resident
+               if t.key == "temporaries/grad_buckets"]
+    assert [t.bytes for t in buckets] == [4096**2 * w for w in widths]
+
+
+def test_deepspeed_zero3_buckets_peft_s_expert_adapters_in_fp32() -> None:
+    """peft's ParamWrapper keeps the routed experts' factors as its own parameters, not an
+    nn.Linear's: torch_autocast leaves them fp32, a bucket of their own beside the bf16 one of
+    the attention's adapters."""
+    mixtral = Architecture(model_type="mixtral", hidden_size=1024, num_hidden_layers=2,
+                           num_attention_heads=8, num_key_value_heads=2, intermediate_size=2048,
+                           vocab_size=32000, num_local_experts=4, num_experts_per_tok=2)
+    def widths(targets: str) -> list[int]:
+        x = setup(resolve(parse_scenario({
+            "model": mixtral.model_dump(), "training": {
+                "seq_len": 1024, "finetuning": "lora", "lora_targets": targets,
+                "mixed_precision": "amp"},
+            "parallelism": {"dp": 2, "zero": 3, "framework": "deepspeed"}})))
+        return [t.bytes // 1024**2 for t in model_states(x, x.stages[0]).resident
+                if t.key == "temporaries/grad_buckets"]
+    assert widths("all_linear") == [2, 4]
+    assert widths("attention") == [2]
+
 def test_deepspeed_partition_counts_the_tensors_rank_0_touches_whole() -> None:
     """stage_1_and_2.py pads the flat parameters to a multiple of 2N and gives each rank an
     equal share; copy_grads_in_partition sizes its buffer by the tensors in the share, whole.
