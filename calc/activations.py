@@ -353,6 +353,13 @@ DEQUANT_FORWARD = Formula(
           "where its adapters keep it as it is), and the layer's input and the residual "
           "after attention where the norms do not keep them (n_s = 2, else 0)",
     note="traced op by op on 2-layer llama-3-8b-shaped QLoRA layers, amp and autocast")
+FROZEN_DOWN_OUTPUT = Formula(
+    "temporaries/layer_forward", "lambda T, h, c_o: T * h * c_o", id="act.frozen_down_output",
+    source=QLORA,
+    title="A LoRA down projection's frozen output while its adapter runs: peft's `result` "
+          "(bitsandbytes' 4-bit layer's clone of it, the original freed), c_o bytes wide",
+    note="traced: QLoRA under DeepSpeed's ZeRO-3 and autocast, alive as lora_A's fetch copies "
+         "the head out of a coalesced prefetch")
 NORM_FORWARD = Formula(
     "temporaries/layer_forward", "lambda T, h, r_c, z: T * h * (4 + r_c + z)",
     id="act.norm_forward", source=SRC,
@@ -1112,6 +1119,12 @@ def _norm(x: Setup, saved: list[Term], trainable: bool, times: int,
         terms.append(f_out(T, h, res))
     saved += terms * times
     return norm_width(x)
+
+
+def frozen_down_output(x: Setup) -> Term:
+    """The down projection's frozen output as its adapter runs (`FROZEN_DOWN_OUTPUT`), in
+    what the projection returns for the MLP's input (`projection_width`)."""
+    return FROZEN_DOWN_OUTPUT(x.T, x.h, projection_width(x, projection_width(x, norm_width(x))))
 
 
 def norm_width(x: Setup) -> int:

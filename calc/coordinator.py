@@ -126,6 +126,11 @@ class Live(NamedTuple):
     persistent: int  # never partitioned: whole on every GPU, all step
     router_before_norm: bool = False  # that wait ran before the layer's post-attention norm
     # (the last adapter's), not at the router after it
+    forward_copy: int = 0  # a dense last layer in forward, at its down projection: a wait
+    # copying a coalesced prefetch (the head's, with that projection's adapters) out of its
+    # flat buffer, at the widest member's copy; 0 where no wait there did
+    copy_in_adapter: bool = False  # that wait ran at the projection's adapter (QLoRA's lora_A
+    # under autocast, fetched on its own), after its frozen base layer
 
 
 def one_rank(layers: int) -> Live:
@@ -488,6 +493,7 @@ class _Replay:
         self.copied: set[tuple[int, tuple[Hashable, ...]]] = set()
         self.flat = 0  # elements of flat buffers whose parameters were copied out
         self.surge = 0  # the latest fetch's most on the GPU, before its waits or within them
+        self.copying = 0  # its most while a wait copied a coalesced prefetch out (0: none did)
         # the modules whose backward has fetched and not yet released (DeepSpeed's
         # __active_backward_submodules), and the frozen parameters a checkpoint's recompute
         # fetched while each was the latest: released with it (ds_recompute_parameters)
@@ -524,6 +530,7 @@ class _Replay:
         """`hook`: the forward's ("F") or the backward's ("B"); `backward`: during backward
         (a forward hook's there is a checkpointed layer's recomputation)."""
         tensors = set(mod.fetched)
+        self.copying = 0
         for k in tensors:
             self.users[k].add(id(mod))
         if hook == "B":
@@ -568,7 +575,9 @@ class _Replay:
     def _wait(self, k: Hashable) -> None:
         """A module needs `k`, prefetched in a coalesced all-gather: the first wait on the
         group copies every parameter of it out of the flat buffer (`AllGatherCoalescedHandle`,
-        torch.cat), which lives on until the last of them is waited for."""
+        torch.cat), which lives on until the last of them is waited for. The copies are made
+        in the group's order, each concatenated in the communication width and, where its own
+        differs, cast to it beside that concatenation (`copying`)."""
         group = self.group.pop(k, None)
         if group is None:
             return
@@ -578,6 +587,12 @@ class _Replay:
             for other in members:
                 self._land(other)
             self.flat += sum(self.m.comm[other] for other in members)
+            later = 0  # the members copied after the one at hand
+            for other in reversed(members):
+                size, comm = self.m.size[other], self.m.comm[other]
+                self.copying = max(self.copying,
+                                   self.memory - later + (comm if size != comm else 0))
+                later += size
         if not any(self.group.get(other) == group for other in members):
             self.flat -= sum(self.m.comm[other] for other in members)
 
@@ -672,8 +687,12 @@ def gathered(counts: ParamCounts, stage: Stage, checkpointed: tuple[bool, ...] |
     moe = {layer: (0, 0) for layer in m.layers if experts[id(layer)] is not None}
     top_routed = experts[id(top)]
     top_experts = frozenset(top_routed.own) if top_routed is not None else frozenset()
+    # a dense last layer's down projection, and its adapter's modules (peft's lora_A, lora_B)
+    top_down = None if top in moe else block.children[-1]
+    down_calls = {id(mod): mod.name in ("lora_A", "lora_B") for mod in top_down.calls()} \
+        if top_down is not None else {}
     opened: dict[int, bool] = {}  # a layer's backward: open until its first release
-    before_norm = False
+    before_norm = in_adapter = False
     for kind, mod, replay in played(m, ckpt, sizes):
         layer = inside.get(id(mod))
         if kind == "F" and mod is m.widest[-1] and top in moe and not replay.backward \
@@ -690,6 +709,9 @@ def gathered(counts: ParamCounts, stage: Stage, checkpointed: tuple[bool, ...] |
             if replay.memory >= at.get("forward_router", 0):  # (with the widest wait's)
                 at["forward_router"] = replay.memory
                 before_norm = mod is not router
+        elif kind == "F" and id(mod) in down_calls and not replay.backward \
+                and replay.copying > at.get("forward_copy", 0):
+            at["forward_copy"], in_adapter = replay.copying, down_calls[id(mod)]
         elif kind == "f" and mod is m.head:
             at["forward_head"] = replay.memory
         elif kind == "B" and mod is m.chain[-1]:  # the loss's backward runs next
@@ -726,7 +748,8 @@ def gathered(counts: ParamCounts, stage: Stage, checkpointed: tuple[bool, ...] |
                 own(at.get("backward_first", 0)), own(at.get("embedding", 0)),
                 tuple(own(moe.get(layer, (0, 0))[0]) for layer in m.layers),
                 tuple(own(moe.get(layer, (0, 0))[1]) for layer in m.layers),
-                own(at.get("forward_router", 0)), own(persistent), before_norm)
+                own(at.get("forward_router", 0)), own(persistent), before_norm,
+                own(at.get("forward_copy", 0)), in_adapter)
 
 
 def sub_group(ordered: tuple[int, ...], N: int, size: int = SUB_GROUP_SIZE) -> int:

@@ -542,6 +542,7 @@ COVERED: frozenset[tuple[str, str, str, str]] = frozenset({
     ('family', 'qwen2', 'finetuning', 'lora'),
     ('family', 'qwen2', 'finetuning', 'lora+dropout'),
     ('family', 'qwen2', 'finetuning', 'qlora'),
+    ('family', 'qwen2', 'finetuning', 'qlora+dropout'),
     ('family', 'qwen2', 'layout', 'ddp/none'),
     ('family', 'qwen2', 'layout', 'deepspeed-zero1+offload-optimizer/none'),
     ('family', 'qwen2', 'layout', 'deepspeed-zero1/none'),

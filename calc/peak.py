@@ -39,6 +39,7 @@ from .activations import (
     experts_combine,
     final_hidden,
     forward_mask,
+    frozen_down_output,
     head_activations,
     head_norm_backward,
     head_output_grads,
@@ -175,6 +176,12 @@ MOMENTS: dict[str, MomentKind] = {
         "with LoRA on the attention its last adapter), the experts' coalesced prefetch copied "
         "out beside its flat buffer (and then the post-attention norm's forward), or the "
         "experts' own fetch all-gathering beside a flat buffer its waits free",
+        (*_FORWARD, "layer_forward")),
+    "forward.prefetch_copy": MomentKind(
+        "DeepSpeed ZeRO-3: the last layer in forward at its down projection (or its adapter), "
+        "where a wait copies a coalesced prefetch (the head's, with the projection's adapter) "
+        "out of its flat buffer, the widest member's copy cast to its own width beside its "
+        "concatenation in the communication width",
         (*_FORWARD, "layer_forward")),
     "forward.fsdp_start": MomentKind(
         "FSDP2 as the forward starts: the root and the first layer gathered, each beside its "
@@ -1746,6 +1753,12 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
                                forward_extra, EP_COMBINE(x.routed, x.H, expert_width(x), x.T)))
     if ms.live is not None and ms.live.forward_router:
         moments.append(_router_zero3(x, ms, ly, states, ahead, forward_extra))
+    if ms.live is not None and ms.live.forward_copy:
+        # the layer has saved all it keeps but its down projection's adapter's (at lora_A: its
+        # input, the gating product the base keeps); there the frozen output is alive too
+        moments.append(_moment("forward.prefetch_copy", states, earlier,
+                               _live(x, ms, "forward_copy"), ahead, forward_extra,
+                               frozen_down_output(x) if ms.live.copy_in_adapter else None))
     flat = x.fsdp_collectives
     if ms.gathered_layer and ms.gathered_root and ms.live is None and x.pp == 1 and not units \
             and flat:
