@@ -48,7 +48,7 @@ FIRST_SEQ_LEN = 256
 # compared): the forward's last layer, its loss, the head's backward, the layers' backward from
 # the last to the first, the end of the backward, the optimizer step. A test keeps it complete.
 STEP_ORDER = ("forward.fsdp_start", "forward.experts_router", "forward.last_layer",
-              "forward.prefetch_copy",
+              "forward.prefetch_copy", "forward.final_norm",
               "forward.experts_combine", "forward.fsdp_prefetch", "forward.loss",
               "backward.loss_grad", "backward.head_weight", "backward.head_norm",
               "backward.offload_norm", "backward.offload_reduce", "backward.fsdp_prefetch",

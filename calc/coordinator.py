@@ -131,6 +131,8 @@ class Live(NamedTuple):
     # flat buffer, at the widest member's copy; 0 where no wait there did
     copy_in_adapter: bool = False  # that wait ran at the projection's adapter (QLoRA's lora_A
     # under autocast, fetched on its own), after its frozen base layer
+    forward_norm: int = 0  # the final norm in forward (what that copy left, until the head's
+    # fetch frees the buffer)
 
 
 def one_rank(layers: int) -> Live:
@@ -712,6 +714,8 @@ def gathered(counts: ParamCounts, stage: Stage, checkpointed: tuple[bool, ...] |
         elif kind == "F" and id(mod) in down_calls and not replay.backward \
                 and replay.copying > at.get("forward_copy", 0):
             at["forward_copy"], in_adapter = replay.copying, down_calls[id(mod)]
+        elif kind == "F" and mod is m.body.children[-1]:  # the final norm
+            at["forward_norm"] = replay.memory
         elif kind == "f" and mod is m.head:
             at["forward_head"] = replay.memory
         elif kind == "B" and mod is m.chain[-1]:  # the loss's backward runs next
@@ -749,7 +753,7 @@ def gathered(counts: ParamCounts, stage: Stage, checkpointed: tuple[bool, ...] |
                 tuple(own(moe.get(layer, (0, 0))[0]) for layer in m.layers),
                 tuple(own(moe.get(layer, (0, 0))[1]) for layer in m.layers),
                 own(at.get("forward_router", 0)), own(persistent), before_norm,
-                own(at.get("forward_copy", 0)), in_adapter)
+                own(at.get("forward_copy", 0)), in_adapter, own(at.get("forward_norm", 0)))
 
 
 def sub_group(ordered: tuple[int, ...], N: int, size: int = SUB_GROUP_SIZE) -> int:

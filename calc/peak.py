@@ -183,6 +183,11 @@ MOMENTS: dict[str, MomentKind] = {
         "out of its flat buffer, the widest member's copy cast to its own width beside its "
         "concatenation in the communication width",
         (*_FORWARD, "layer_forward")),
+    "forward.final_norm": MomentKind(
+        "DeepSpeed ZeRO-3: the final norm in forward, every layer's activations saved, what "
+        "the coordinator holds gathered (the head copied out of a coalesced prefetch in the "
+        "last layer, beside its flat buffer until the head's fetch)",
+        (*_FORWARD, "layer_forward")),
     "forward.fsdp_start": MomentKind(
         "FSDP2 as the forward starts: the root and the first layer gathered, each beside its "
         "all-gather output", ("states", "earlier_gradients", "gathered", "all_gather")),
@@ -544,6 +549,11 @@ OFFLOAD_REDUCE_CLONE = Formula(
           "gradient, less those already sent to the host (G_b elements); the widest such",
     note="traced: Mistral's width on one GPU under amp, the untied embedding's clone the step's "
          "peak (+5.2% counting its fp64 norm beside every gradient instead)")
+LAYER_OUTPUT = Formula(
+    "activations/residual", "lambda T, h, r: T * h * r", id="peak.layer_output",
+    source=TRACED_DEEPSPEED,
+    title="The last layer's output while the final norm runs, which keeps an fp32 copy of it, "
+          "not it")
 ROUTER_ALIVE = Formula(
     "activations/last_layer", "lambda A_d, A_l, A_m: A_d + A_l - A_m", id="peak.router_alive",
     source=TRACED_DEEPSPEED,
@@ -1759,6 +1769,9 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         moments.append(_moment("forward.prefetch_copy", states, earlier,
                                _live(x, ms, "forward_copy"), ahead, forward_extra,
                                frozen_down_output(x) if ms.live.copy_in_adapter else None))
+    if ms.live is not None and stage.head and not x.chunked_loss:
+        moments.append(_final_norm(x, stage, ms, ly, states, earlier, saved, forward_extra,
+                                   detail))
     flat = x.fsdp_collectives
     if ms.gathered_layer and ms.gathered_root and ms.live is None and x.pp == 1 and not units \
             and flat:
@@ -3058,6 +3071,22 @@ def _experts_fsdp(x: Setup, stage: Stage, ms: ModelStates, ly: Layers,
                                                  g_r), detail)
             candidates.append((written, late, MOE_LATE_ALIVE(A_d, A_l, moe.mlp_bytes), ring))
     return max(candidates, key=lambda c: sum(t.bytes for t in c if t is not None))
+
+
+def _final_norm(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, states: Part | None,
+                earlier: Part | Term | None, saved: Part, extra: Part | None,
+                detail: bool) -> Moment:
+    """Under DeepSpeed's ZeRO-3 the final norm's forward at its weight multiply
+    (`NORM_FORWARD`): every layer's activations saved and the norm's own (its fp32 input,
+    rsqrt), not yet the head's; the last layer's output beside them where the norm keeps an
+    fp32 copy of it. What the coordinator holds then: what a wait in the last layer copied out
+    of the head's coalesced prefetch stays, with its buffer, until the head's fetch (traced:
+    QLoRA in bf16 on a 70B width, the forward's peak)."""
+    head = [(t, -1) for t in _ends(x, stage, ly)[1] if t.formula in (HEAD_INPUT, HEAD_COPY)]
+    if x.n.residual != 4:
+        head.append((LAYER_OUTPUT(x.T, x.h, x.n.residual), 1))
+    return _moment("forward.final_norm", states, earlier, _live(x, ms, "forward_norm"),
+                   extended(saved, tuple(head), detail), extra, norm_forward(x))
 
 
 def _router_zero3(x: Setup, ms: ModelStates, ly: Layers, states: Part | None, saved: Part,

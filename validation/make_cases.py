@@ -2522,12 +2522,26 @@ case("test", L4["qwen2.5-7b"], 1, 1024, lora=16, qlora=True, lora_dropout=0.05, 
 case("test", inline("qwen2.5-72b", num_hidden_layers=2), 1, 1024, lora=16, lora_dropout=0.05,
      dp=4, zero=3, framework="deepspeed", tag="qwen2.5-72b-2L", notes=PC + "LoRA on a 72B "
      "width over four ranks")
-case("test", inline("llama-3.1-70b", num_hidden_layers=2), 1, 1024, mp="master", lora=16,
+case("dev", inline("llama-3.1-70b", num_hidden_layers=2), 1, 1024, mp="master", lora=16,
      qlora=True, dp=2, zero=3, framework="deepspeed", tag="llama-3.1-70b-2L",
-     notes=PC + "QLoRA in bf16 (no cast: the head copied beside its buffer)")
+     notes=PC + "QLoRA in bf16 (no cast: the head copied beside its buffer; held out at "
+     "-1.29%, then the final norm's moment read off it: dev)")
 case("test", inline("qwen2.5-32b", num_hidden_layers=2), 1, 1024, lora=16, qlora=True, dp=4,
      zero=3, framework="deepspeed", tag="qwen2.5-32b-2L", notes=PC + "QLoRA under amp on a 32B "
      "width over four ranks")
+
+# ... and the copy with its buffer alive through the final norm's forward, until the head's
+# fetch: without a cast (bf16 weights) the norm's moment is the forward's peak
+PN = "ZeRO-3, the head copied out in the top layer, alive through the final norm: "
+case("test", inline("qwen2.5-72b", num_hidden_layers=2), 1, 1024, mp="master", lora=16,
+     lora_dropout=0.05, dp=2, zero=3, framework="deepspeed", tag="qwen2.5-72b-2L",
+     notes=PN + "LoRA with dropout in bf16 on a 72B width")
+case("test", inline("llama-3.1-70b", num_hidden_layers=2), 1, 1024, mp="master", lora=16,
+     dp=4, zero=3, framework="deepspeed", tag="llama-3.1-70b-2L",
+     notes=PN + "LoRA in bf16 on a 70B width over four ranks")
+case("test", inline("qwen2.5-72b", num_hidden_layers=2), 1, 1024, mp="master", lora=16,
+     qlora=True, dp=4, zero=3, framework="deepspeed", tag="qwen2.5-72b-2L",
+     notes=PN + "QLoRA in bf16 on a 72B width over four ranks")
 
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
