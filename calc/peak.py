@@ -34,12 +34,12 @@ from .activations import (
     attention_backward,
     before_attention_core,
     decoder_layer,
+    down_adapter_forward,
     embedding_activations,
     expert_width,
     experts_combine,
     final_hidden,
     forward_mask,
-    frozen_down_output,
     head_activations,
     head_norm_backward,
     head_output_grads,
@@ -1764,11 +1764,13 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     if ms.live is not None and ms.live.forward_router:
         moments.append(_router_zero3(x, ms, ly, states, ahead, forward_extra))
     if ms.live is not None and ms.live.forward_copy:
-        # the layer has saved all it keeps but its down projection's adapter's (at lora_A: its
-        # input, the gating product the base keeps); there the frozen output is alive too
+        # the layer has saved all it keeps (at the down projection's base, its adapter's
+        # input too, not made yet)
+        top = x.counts.dense_layer
+        assert top is not None  # (a dense last layer: the replay records none on an MoE one)
         moments.append(_moment("forward.prefetch_copy", states, earlier,
                                _live(x, ms, "forward_copy"), ahead, forward_extra,
-                               frozen_down_output(x) if ms.live.copy_in_adapter else None))
+                               down_adapter_forward(x, top, ms.live.copy_in_adapter)))
     if ms.live is not None and stage.head and not x.chunked_loss:
         moments.append(_final_norm(x, stage, ms, ly, states, earlier, saved, forward_extra,
                                    detail))

@@ -138,6 +138,10 @@ _LEGEND: tuple[tuple[str, str, str], ...] = (
      "negative: that copy, counted among the saved, not made yet)"),
     ("u_d", "u_d", "1 with a LoRA adapter on the down projection, else 0"),
     ("u_g", "u_g", "1 with a LoRA adapter on the gate or up projection, else 0"),
+    ("k_d", "k_d", "bytes an element of what an adapter saves of its input and its dropout's "
+     "mask, not made yet (0 once the adapter has run)"),
+    ("u_x", "u_x", "1 where a QLoRA down projection's input is kept as it is by nothing (its "
+     "adapter keeps a copy), else 0"),
     ("q_x", "q_x", "bytes of peft's copy of an adapter's input in the adapter's dtype (0 where "
      "none is made)"),
     ("c_a", "c_a", "bytes of autocast's cast of lora_A's input where it is wider than the "

@@ -6,7 +6,12 @@ import pytest
 from traced import traced_case  # tests/ is on sys.path (rootdir conftest)
 
 from calc import estimate
-from calc.activations import DEQUANT_RECOMPUTE, decoder_layer, ring_attention_backward
+from calc.activations import (
+    DEQUANT_RECOMPUTE,
+    decoder_layer,
+    down_adapter_forward,
+    ring_attention_backward,
+)
 from calc.architecture import Architecture
 from calc.megatron import megatron_layer
 from calc.peak import layers
@@ -625,3 +630,19 @@ def test_ring_attention_s_backward_is_counted_over_every_head_s_keys_and_values(
     r = estimate(scenario)
     assert r.peak_moment == "backward.first_layer_late"
     assert r.peak_bytes == pytest.approx(traced["peak_bytes"], rel=0.015)
+
+
+@pytest.mark.parametrize(("dropout", "adapter", "by_hand"), [
+    (0.0, True, 4 * 1024 * 4096),  # the frozen output (fp32, as its input) alone
+    (0.1, True, 4 * 1024 * 4096 + 4 * 1024 * 14336),  # and the gating product, kept by none
+    (0.1, False, -1 * 1024 * 14336),  # before the base layer: the product in place of the
+    # adapter's fp32 copy, the dropout's one-byte mask not made yet
+])
+def test_qlora_s_down_projection_at_its_adapter(dropout, adapter, by_hand) -> None:
+    """QLoRA under DeepSpeed's ZeRO-3 and amp: bitsandbytes' 4-bit layer saves none of its
+    input, lora_A keeps the dropout's output (or, without dropout, the input itself)."""
+    x = Setup(resolve(parse_scenario({
+        "model": "llama-3.1-8b", "parallelism": {"dp": 2, "zero": 3, "framework": "deepspeed"},
+        "training": {"seq_len": 1024, "finetuning": "qlora", "lora_dropout": dropout,
+                     "mixed_precision": "amp"}})))
+    assert down_adapter_forward(x, x.counts.dense_layer, adapter).bytes == by_hand

@@ -2516,9 +2516,10 @@ case("test", L4["llama-3.1-8b"], 1, 1024, lora=16, qlora=True, dp=2, zero=3,
      "down weight in the group, the wait at its base layer")
 case("test", L4["llama-3.1-8b"], 1, 1024, lora=16, lora_dropout=0.05, dp=2, zero=3,
      framework="deepspeed", tag="llama-3.1-8b-4L", notes=PC + "LoRA with dropout under amp")
-case("test", L4["qwen2.5-7b"], 1, 1024, lora=16, qlora=True, lora_dropout=0.05, dp=2, zero=3,
+case("dev", L4["qwen2.5-7b"], 1, 1024, lora=16, qlora=True, lora_dropout=0.05, dp=2, zero=3,
      framework="deepspeed", tag="qwen2.5-7b-4L", notes=PC + "QLoRA with dropout under amp, "
-     "the wait at lora_A")
+     "the wait at lora_A (held out at -0.88%, then the projection's input read off it, alive "
+     "beside the dropout's output that lora_A keeps: dev)")
 case("test", inline("qwen2.5-72b", num_hidden_layers=2), 1, 1024, lora=16, lora_dropout=0.05,
      dp=4, zero=3, framework="deepspeed", tag="qwen2.5-72b-2L", notes=PC + "LoRA on a 72B "
      "width over four ranks")
@@ -2542,6 +2543,26 @@ case("test", inline("llama-3.1-70b", num_hidden_layers=2), 1, 1024, mp="master",
 case("test", inline("qwen2.5-72b", num_hidden_layers=2), 1, 1024, mp="master", lora=16,
      qlora=True, dp=4, zero=3, framework="deepspeed", tag="qwen2.5-72b-2L",
      notes=PN + "QLoRA in bf16 on a 72B width over four ranks")
+
+# ... with lora_dropout, QLoRA's down projection's input (the gating product) is alive beside
+# the dropout's output lora_A keeps, which bitsandbytes' layer does not save
+PD = "ZeRO-3, the head copied out at the down projection, QLoRA with dropout: "
+case("test", inline("llama-3.1-70b", num_hidden_layers=2), 1, 1024, lora=16, qlora=True,
+     lora_dropout=0.05, dp=2, zero=3, framework="deepspeed", tag="llama-3.1-70b-2L",
+     notes=PD + "a 70B width under amp")
+case("test", inline("qwen2.5-32b", num_hidden_layers=2), 1, 768, lora=16, qlora=True,
+     lora_dropout=0.1, dp=4, zero=3, framework="deepspeed", tag="qwen2.5-32b-2L",
+     notes=PD + "a 32B width over four ranks")
+case("dev", L4["llama-3.1-8b"], 1, 1024, lora=16, qlora=True, lora_dropout=0.05, dp=4, zero=3,
+     framework="deepspeed", tag="llama-3.1-8b-4L", notes=PD + "the packed down weight in the "
+     "group: the wait at its base layer, before the dropout (held out at +0.96%, then the "
+     "adapter's copy and mask not made yet read off it: dev)")
+case("test", L4["mistral-7b"], 1, 1024, lora=16, qlora=True, lora_dropout=0.1, dp=2, zero=3,
+     framework="deepspeed", tag="mistral-7b-4L", notes=PD + "the wait at the base layer, "
+     "Mistral's width")
+case("test", inline("llama-3.1-70b", num_hidden_layers=2), 1, 768, lora=16, qlora=True,
+     lora_dropout=0.1, dp=4, zero=3, framework="deepspeed", tag="llama-3.1-70b-2L",
+     notes=PD + "a 70B width over four ranks, the wait at lora_A")
 
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
