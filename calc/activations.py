@@ -355,17 +355,19 @@ DEQUANT_FORWARD = Formula(
     note="traced op by op on 2-layer llama-3-8b-shaped QLoRA layers, amp and autocast")
 DOWN_ADAPTER_FORWARD = Formula(
     "temporaries/layer_forward",
-    "lambda T, h, c_o, f, w, u_x, k_d: T * h * c_o + u_x * T * f * (w - k_d)",
+    "lambda T, h, c_o, f, w, u_x, q_c, k_d: T * h * c_o + T * f * (u_x * w + q_c - k_d)",
     id="act.down_adapter_forward", source=QLORA,
     title="A LoRA down projection's forward at its adapter: its frozen output (peft's "
           "`result`; bitsandbytes' 4-bit layer's clone of it, the original freed), c_o bytes "
-          "wide, and its input, w bytes wide, where nothing keeps it as it is (u_x = 1: "
-          "bitsandbytes' layer saves none, and the adapter keeps its dropout's output); before "
-          "its base layer runs, no output (c_o = 0), and the adapter's copy and the dropout's "
-          "mask (k_d bytes an element) among the layer's saved tensors are not made yet",
-    note="traced: QLoRA under DeepSpeed's ZeRO-3, alive as a wait copies the head out of a "
-         "coalesced prefetch (with dropout: -0.88% without the input at lora_A, +0.96% with "
-         "it and the adapter's copy at the base layer)")
+          "wide, peft's cast of its input to the adapter's dtype (q_c) and the input itself, w "
+          "bytes wide, where nothing keeps it as it is (u_x = 1: bitsandbytes' layer saves "
+          "none, and the adapter keeps its dropout's output); before its base layer runs none "
+          "of these but that input, and the adapter's copy and the dropout's mask among the "
+          "layer's saved tensors not made yet (k_d bytes an element)",
+    note="traced: LoRA and QLoRA under DeepSpeed's ZeRO-3, alive as a wait copies the head "
+         "out of a coalesced prefetch (QLoRA with dropout: -0.88% without the input at "
+         "lora_A, +0.96% with it and the adapter's copy at the base layer; LoRA with dropout "
+         "at lora_B: -0.41% without peft's fp32 cast)")
 NORM_FORWARD = Formula(
     "temporaries/layer_forward", "lambda T, h, r_c, z: T * h * (4 + r_c + z)",
     id="act.norm_forward", source=SRC,
@@ -1129,15 +1131,19 @@ def _norm(x: Setup, saved: list[Term], trainable: bool, times: int,
 
 def down_adapter_forward(x: Setup, layer: LayerParams, adapter: bool) -> Term:
     """The dense `layer`'s down projection in forward where its adapter is about to run
-    (`adapter`), or before its base layer has (`DOWN_ADAPTER_FORWARD`): its input counts where
-    the layer's saved tensors do not hold it as it is (QLoRA with lora_dropout), in place of
-    the adapter's copy and mask before they are made."""
+    (`adapter`: lora_A or lora_B), or before its base layer has (`DOWN_ADAPTER_FORWARD`): its
+    input counts where the layer's saved tensors do not hold it as it is (QLoRA with
+    lora_dropout), in place of the adapter's copy and mask before they are made."""
     down = [lin for lin in layer.linears if lin.group == "mlp"][-1]
     w = projection_width(x, norm_width(x))  # the gating product's
-    loose = x.qlora and adapted(down, x.lora_targets) and _adapter_copies(x, x.lora_dropout, w)
-    made = 0 if adapter else lora_a_kept(x, w, x.lora_dropout) + int(bool(x.lora_dropout))
-    return DOWN_ADAPTER_FORWARD(x.T, x.h, projection_width(x, w) if adapter else 0,
-                                down.in_features // x.tp, w, int(loose), made)
+    copies = adapted(down, x.lora_targets) and _adapter_copies(x, x.lora_dropout, w)
+    if adapter:
+        return DOWN_ADAPTER_FORWARD(x.T, x.h, projection_width(x, w), down.in_features // x.tp,
+                                    w, int(x.qlora and copies),
+                                    peft_input(x, w, x.lora_dropout).copy, 0)
+    made = lora_a_kept(x, w, x.lora_dropout) + int(bool(x.lora_dropout)) if copies else 0
+    return DOWN_ADAPTER_FORWARD(x.T, x.h, 0, down.in_features // x.tp, w,
+                                int(x.qlora and copies), 0, made)
 
 
 def norm_width(x: Setup) -> int:

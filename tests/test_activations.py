@@ -632,17 +632,22 @@ def test_ring_attention_s_backward_is_counted_over_every_head_s_keys_and_values(
     assert r.peak_bytes == pytest.approx(traced["peak_bytes"], rel=0.015)
 
 
-@pytest.mark.parametrize(("dropout", "adapter", "by_hand"), [
-    (0.0, True, 4 * 1024 * 4096),  # the frozen output (fp32, as its input) alone
-    (0.1, True, 4 * 1024 * 4096 + 4 * 1024 * 14336),  # and the gating product, kept by none
-    (0.1, False, -1 * 1024 * 14336),  # before the base layer: the product in place of the
-    # adapter's fp32 copy, the dropout's one-byte mask not made yet
+@pytest.mark.parametrize(("finetuning", "dropout", "adapter", "by_hand"), [
+    ("qlora", 0.0, True, 4 * 1024 * 4096),  # the frozen output (fp32, as its input) alone
+    ("qlora", 0.1, True, 4 * 1024 * 4096 + 4 * 1024 * 14336),  # and the gating product,
+    # which nothing keeps as it is
+    ("qlora", 0.1, False, -1 * 1024 * 14336),  # before the base layer: the product in place
+    # of the adapter's fp32 copy, the dropout's one-byte mask not made yet
+    ("lora", 0.1, True, 2 * 1024 * 4096 + 4 * 1024 * 14336),  # the bf16 output, peft's fp32
+    # cast of the product (which the base layer keeps)
+    ("lora", 0.1, False, -(4 + 1) * 1024 * 14336),  # the cast's dropped copy and its mask
 ])
-def test_qlora_s_down_projection_at_its_adapter(dropout, adapter, by_hand) -> None:
-    """QLoRA under DeepSpeed's ZeRO-3 and amp: bitsandbytes' 4-bit layer saves none of its
-    input, lora_A keeps the dropout's output (or, without dropout, the input itself)."""
+def test_a_down_projection_at_its_adapter(finetuning, dropout, adapter, by_hand) -> None:
+    """LoRA under DeepSpeed's ZeRO-3 and amp, its frozen linear keeping its input as given:
+    bitsandbytes' 4-bit layer (QLoRA) saves none of its input and casts nothing, lora_A keeps
+    the dropout's output (or, without dropout, the input itself)."""
     x = Setup(resolve(parse_scenario({
         "model": "llama-3.1-8b", "parallelism": {"dp": 2, "zero": 3, "framework": "deepspeed"},
-        "training": {"seq_len": 1024, "finetuning": "qlora", "lora_dropout": dropout,
+        "training": {"seq_len": 1024, "finetuning": finetuning, "lora_dropout": dropout,
                      "mixed_precision": "amp"}})))
     assert down_adapter_forward(x, x.counts.dense_layer, adapter).bytes == by_hand

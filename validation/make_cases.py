@@ -2514,8 +2514,10 @@ PC = "ZeRO-3, the head's coalesced prefetch copied out at the top layer's down p
 case("test", L4["llama-3.1-8b"], 1, 1024, lora=16, qlora=True, dp=2, zero=3,
      framework="deepspeed", tag="llama-3.1-8b-4L", notes=PC + "QLoRA under amp, the packed "
      "down weight in the group, the wait at its base layer")
-case("test", L4["llama-3.1-8b"], 1, 1024, lora=16, lora_dropout=0.05, dp=2, zero=3,
-     framework="deepspeed", tag="llama-3.1-8b-4L", notes=PC + "LoRA with dropout under amp")
+case("dev", L4["llama-3.1-8b"], 1, 1024, lora=16, lora_dropout=0.05, dp=2, zero=3,
+     framework="deepspeed", tag="llama-3.1-8b-4L", notes=PC + "LoRA with dropout under amp "
+     "(held out at -0.41%, then peft's fp32 cast of the projection's input, alive at lora_B, "
+     "read off it: dev)")
 case("dev", L4["qwen2.5-7b"], 1, 1024, lora=16, qlora=True, lora_dropout=0.05, dp=2, zero=3,
      framework="deepspeed", tag="qwen2.5-7b-4L", notes=PC + "QLoRA with dropout under amp, "
      "the wait at lora_A (held out at -0.88%, then the projection's input read off it, alive "
@@ -2563,6 +2565,14 @@ case("test", L4["mistral-7b"], 1, 1024, lora=16, qlora=True, lora_dropout=0.1, d
 case("test", inline("llama-3.1-70b", num_hidden_layers=2), 1, 768, lora=16, qlora=True,
      lora_dropout=0.1, dp=4, zero=3, framework="deepspeed", tag="llama-3.1-70b-2L",
      notes=PD + "a 70B width over four ranks, the wait at lora_A")
+
+# ... and LoRA under amp with dropout, the wait at lora_B: peft's fp32 cast of the gating
+# product is alive beside the dropout's output of it
+PL = "ZeRO-3, the head copied out at the down projection's lora_B, LoRA with dropout: "
+case("test", inline("qwen2.5-32b", num_hidden_layers=2), 1, 1024, lora=16, lora_dropout=0.05,
+     dp=2, zero=3, framework="deepspeed", tag="qwen2.5-32b-2L", notes=PL + "a 32B width")
+case("test", inline("llama-3.1-70b", num_hidden_layers=2), 1, 768, lora=16, lora_dropout=0.1,
+     dp=2, zero=3, framework="deepspeed", tag="llama-3.1-70b-2L", notes=PL + "a 70B width")
 
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
