@@ -154,6 +154,9 @@ class Module:
     # base layer and dropout), the output of the sibling called before it ("previous"), or
     # that input and every earlier sibling's output ("all": a residual stream's modules)
     reads: str = "all"
+    # its backward unpacks a tensor its forward saved: bitsandbytes' 4-bit layer keeps its
+    # weight out of autograd's saved tensors, so a frozen one unpacks none
+    unpacks: bool = True
     every: tuple[Hashable, ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -215,22 +218,25 @@ def _layer_backward(layer: Module, checkpointed: bool, grads: Grads
                     ) -> list[tuple[str, Module]]:
     """A layer's backward; checkpointed, its recomputation runs after the fetch of the first
     module whose backward needs a saved tensor, up to that module's own forward (early stop:
-    the modules above it are not released)."""
+    the modules above it are not released). Where that module is a frozen 4-bit layer, which
+    unpacks nothing, its backward runs whole first, and the op before it (a gated MLP's
+    product, an activation) needs the recomputation: up to the forward of the module called
+    just before it."""
     events = _backward(layer, grads)
     if not checkpointed:
         return events
     first = next(i for i, (kind, m) in enumerate(events)
                  if kind == "B" and _with_params(m) and (m.leaf or not m.children))
     target = events[first][1]
+    calls = [m for kind, m in _forward(layer) if kind == "F"]
+    if not target.unpacks:  # (its release, then the module called before it in forward)
+        first = events.index(("b", target))
+        target = calls[calls.index(target) - 1]
     redo: list[tuple[str, Module]] = []
-    for child in layer.children:
-        for kind, m in _forward(child):
-            redo.append((kind, m))
-            if kind == "F" and m is target:
-                break
-        else:
-            continue
-        break
+    for kind, m in _forward(layer)[1:]:  # (not the layer's own fetch: it already holds it)
+        redo.append((kind, m))
+        if kind == "F" and m is target:
+            break
     return events[:first + 1] + redo + events[first + 1:]
 
 
@@ -332,7 +338,8 @@ def _decoder_layer(layer: LayerParams, i: int, traits: Traits, numel: dict[Hasha
         own, reads = weights(j), READS.get(layer.linears[j].name, "all")
         adapter = factors(j)
         if not adapter:
-            return Module(name, own, reads=reads)
+            return Module(name, own, reads=reads,
+                          unpacks=not (packed and quantised(layer.linears[j])))
         if by_parameter(layer.linears[j]):  # peft's ParamWrapper: A and B are its own, and
             viewed.update(adapter)  # the fold's product B A saves both for their gradients
             return Module(name, own + adapter, reads=reads)
@@ -538,7 +545,11 @@ class _Replay:
         if hook == "B":
             self.active[id(mod)] = set()
         elif backward and self.m.trainable is not None and self.active:
-            self.active[next(reversed(self.active))] |= tensors - self.m.trainable
+            latest = next(reversed(self.active))  # (which holds them too: ds_active_sub_modules)
+            frozen = tensors - self.m.trainable
+            self.active[latest] |= frozen
+            for k in frozen:
+                self.users[k].add(latest)
         # fetch_sub_module all-gathers what is not yet gathered or in flight first, then waits
         # for the rest: a flat buffer the waits free is still alive beside the new all-gather
         demand = [k for k in tensors if self.status[k] == 0]
@@ -626,7 +637,7 @@ class _Replay:
         seen, walked = self.walks[mod.leaf]
         # the modules walked: from the next fetch on, until the walk has passed `reuse`
         end = bisect.bisect_left(walked, walked[self.step] + self.reuse, lo=self.step)
-        for k in tensors:
+        for k in tensors | forced:
             self.users[k].discard(id(mod))
         for k in tensors | forced:
             if self.status[k] != 2 or self.users[k]:

@@ -31,6 +31,7 @@ CASES = (
     "qwen3-30b-a3b-4L-v32k_b1_s1024_master_flash_lora16_deepspeed-zero3x2",
     "llama-3.1-8b-4L_b1_s2048_master_flash_acfull_qlora16_deepspeed-zero3x4",
     "llama-3.1-8b-4L_b2_s1024_amp_flash_qlora16_deepspeed-zero3x2",
+    "qwen3-8b-4L_b1_s2048_amp_flash_acfull_qlora8attn_deepspeed-zero3x2",
 )
 
 
