@@ -49,8 +49,9 @@ FIRST_SEQ_LEN = 256
 # the last to the first, the end of the backward, the optimizer step. A test keeps it complete.
 STEP_ORDER = ("forward.fsdp_start", "forward.experts_router", "forward.last_layer",
               "forward.prefetch_copy", "forward.final_norm",
-              "forward.experts_combine", "forward.fsdp_prefetch", "forward.loss",
-              "backward.loss_grad", "backward.head_weight", "backward.head_norm",
+              "forward.experts_combine", "forward.fsdp_prefetch", "forward.head_matmul",
+              "forward.loss",
+              "backward.loss_grad", "backward.head_matmul", "backward.head_weight", "backward.head_norm",
               "backward.offload_norm", "backward.offload_reduce", "backward.fsdp_prefetch",
               "backward.last_layer", "backward.offload_layer_norm",
               "backward.layer_reduce", "backward.experts_fsdp", "backward.below_top",

@@ -461,3 +461,22 @@ def test_the_head_s_copy_and_its_buffer_stay_through_the_final_norm() -> None:
     r = estimate(scenario).as_dict()
     assert r["peak_moment"] == "forward.final_norm"
     assert r["peak_bytes"] == pytest.approx(traced["peak_bytes"], rel=0.002)
+
+
+def test_zero3_s_linear_casts_the_head_s_fp32_weight_at_its_matmul() -> None:
+    """Under torch_autocast DeepSpeed's ZeRO-3 linear casts the head's fp32 weight to bf16
+    inside its function, for the forward's matmul and again for the backward's, caching it
+    nowhere: V H c beside the logits (or their gradient) and the input's cast (or its
+    gradient). With a 70B width and 1K tokens that outweighs the loss (traced: -6.50% with the
+    loss's moments alone)."""
+    from calc.logits import head_matmul
+    scenario, traced = traced_case("llama-3.1-70b-2L_b1_s1024_amp_flash_qlora16attn_deepspeed-zero3x2")
+    x = Setup(resolve(parse_scenario(scenario)))
+    T, V, H = 1024, 128256, 8192
+    assert head_matmul(x, False).bytes == V * H * 2 + T * V * 2 + T * H * 2  # (fp32 input)
+    assert head_matmul(x, True).bytes == V * H * 2 + T * V * 2 + T * H * 2
+    r = estimate(scenario).as_dict()
+    assert r["peak_moment"] == "forward.head_matmul"
+    assert r["peak_bytes"] == pytest.approx(traced["peak_bytes"], rel=0.002)
+    master = _setup("llama-3.2-1b", dp=2)  # bf16 weights: no cast
+    assert head_matmul(master, False) is None

@@ -2574,6 +2574,25 @@ case("test", inline("qwen2.5-32b", num_hidden_layers=2), 1, 1024, lora=16, lora_
 case("test", inline("llama-3.1-70b", num_hidden_layers=2), 1, 768, lora=16, lora_dropout=0.1,
      dp=2, zero=3, framework="deepspeed", tag="llama-3.1-70b-2L", notes=PL + "a 70B width")
 
+# DeepSpeed ZeRO-3 under torch_autocast: the head's fp32 weight cast to bf16 inside
+# LinearFunctionForZeroStage3 for its matmul, cached nowhere, beside the logits in forward and
+# their gradient in backward (random run 752/7, QLoRA on a 405B width's attention, -10.56%
+# with the loss's moments alone; read off it)
+HM = "ZeRO-3 under amp, the head's weight cast at its matmul: "
+case("test", inline("llama-3.1-70b", num_hidden_layers=2), 1, 1024, lora=16, qlora=True,
+     targets="attention", dp=2, zero=3, framework="deepspeed", tag="llama-3.1-70b-2L",
+     notes=HM + "QLoRA on the attention, a 70B width")
+case("test", inline("qwen2.5-32b", num_hidden_layers=2), 1, 512, lora=16, targets="attention",
+     dp=4, zero=3, framework="deepspeed", tag="qwen2.5-32b-2L",
+     notes=HM + "LoRA on the attention, a 32B width over four ranks")
+case("dev", L4["llama-3.1-8b"], 1, 512, dp=4, zero=3, framework="deepspeed",
+     tag="llama-3.1-8b-4L", notes=HM + "full training, 512 tokens (held out at -11.39%: its "
+     "peak the head's weight gradient, made in bf16 and cast to fp32, read off it: dev)")
+case("test", inline("qwen2.5-72b", num_hidden_layers=2), 1, 1024, dp=4, zero=3,
+     framework="deepspeed", tag="qwen2.5-72b-2L", notes=HM + "full training on a 72B width")
+case("test", L4["llama-3.1-8b"], 1, 512, lora=16, targets="attention", dp=2, zero=3,
+     framework="deepspeed", tag="llama-3.1-8b-4L", notes=HM + "LoRA on the attention")
+
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
     assert len(ids) == len(set(ids)), "duplicate ids"
