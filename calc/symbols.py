@@ -197,6 +197,8 @@ _LEGEND: tuple[tuple[str, str, str], ...] = (
      "attention's softmax, all its backward freed before it)"),
     ("A_h", "A_\\text{head}", "what the head saved for its backward: its input and autocast's "
      "copy of its weight"),
+    ("g_a", "g_a", "bytes of a reduced gradient partition's cast to DeepSpeed's fp32 accumulation "
+     "dtype, where its bucket travelled in autocast's (nn.Linear weights), else 0"),
     ("g_c", "g_c", "bytes of the head's weight gradient cast to the weight's dtype under "
      "autocast (ToCopyBackward), else 0"),
     ("A_d", "A_\\text{below}", "the saved activations of the stage's layers below its first MoE "

@@ -129,3 +129,24 @@ def test_stage_1_norms_the_widest_piece_of_rank_0_s_share(case: str) -> None:
     r = estimate(scenario).as_dict()
     assert r["peak_moment"] == "backward.offload_embedding_norm"
     assert r["peak_bytes"] == pytest.approx(traced["peak_bytes"], rel=0.001)
+
+
+def test_zero3_offload_s_first_reduce_at_the_up_projection_under_amp() -> None:
+    """ZeRO-Offload at stage 3 under amp on one rank: the down projection's gradient, over the
+    reduce bucket, is reduced as the up projection's arrives. Its bucket travelled in bf16, so
+    the reduced partition is cast to the fp32 accumulation dtype beside its copy on the GPU and
+    the fp64 norm (16 bytes an element); the MLP's backward has freed the down projection's
+    input and the product's two factors, the activated gate's gradient waiting (traced: a
+    Mistral width, -2.71% with one fp32 copy and every activation)."""
+    from calc.peak import OFFLOAD_AT_UP, OFFLOAD_REDUCE
+    scenario, traced = traced_case(
+        "mistral-7b-4L-v1k_b1_s2048_amp_flash_deepspeed-zero3x1_offload-optimizer")
+    x = Setup(resolve(parse_scenario(scenario)))
+    peak = max(stage_peak(x, x.stages[0], True).moments, key=lambda m: m.bytes)
+    assert peak.name == "backward.offload_reduce"
+    terms = {t.formula: t for p in peak.parts if p is not None
+             for t, _ in getattr(p, "items", ((p, 1),))}
+    down = 4096 * 14336
+    assert terms[OFFLOAD_REDUCE].bytes == down * (4 + 4 + 8)
+    assert terms[OFFLOAD_AT_UP].bytes == 2048 * 4096 * (4 + 4) - 2 * 2048 * 14336 * 2
+    assert estimate(scenario).peak_bytes == pytest.approx(traced["peak_bytes"], rel=0.002)
