@@ -501,16 +501,19 @@ OFFLOAD_REDUCE = Formula(
           "where the bucket travelled in autocast's dtype, beside the reduced partition cast to "
           "the fp32 accumulation dtype (g_a = 4, __avg_scatter_grads)",
     note="traced: a random run on one rank under amp, -2.2% without the cast")
-OFFLOAD_AT_UP = Formula(
-    "temporaries/layer_backward", "lambda T, f, c, h, z, r: T * h * (z + r) - 2 * T * f * c",
-    id="peak.offload_at_up", source=TRACED_DEEPSPEED,
-    title="The top layer at its up projection's weight gradient, where ZeRO-Offload at stage 3 "
-          "reduces the down projection's: the down projection's input and the gating product's "
-          "two saved factors freed, the activated gate's gradient waiting, beside the up "
-          "projection's input gradient (z: the norm's output width) and the layer's incoming "
-          "gradient (r)",
+OFFLOAD_AT_REDUCE = Formula(
+    "temporaries/layer_backward",
+    "lambda A_r, u, T, f, c, h, z, r: A_r + u * (T * h * (z + r) - 2 * T * f * c)",
+    id="peak.offload_at_reduce", source=TRACED_DEEPSPEED,
+    title="The top layer where ZeRO-Offload at stage 3 reduces in its MLP's backward: its "
+          "recomputed activations where it is checkpointed (A_r, else 0: among the saved "
+          "ones); at the up projection's weight gradient (u = 1) the down projection's input "
+          "and the gating product's two saved factors freed, the activated gate's gradient "
+          "waiting, beside the up projection's input gradient (z: the norm's output width) and "
+          "the layer's incoming gradient (r)",
     note="traced: a random run on one rank under amp (+0.57% with the layer's activations "
-         "whole); the traced cases under master weights read +0.21 .. +1.81% so")
+         "whole at the up projection); the traced cases under master weights read +0.21 .. "
+         "+1.81% so; checkpointed over four ranks, -4.1% without the recomputed layer")
 OFFLOAD_HEAD_NORM = Formula(
     "temporaries/offload_reduce", "lambda R_h, P_ll, g, M_h: (R_h + P_ll) * g + 8 * M_h",
     id="peak.offload_head_norm", source=TRACED_DEEPSPEED,
@@ -1945,19 +1948,22 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     if layer_norm is not None and mix is None:
         moments.append(_moment("backward.offload_layer_norm", states, earlier, body, layer_norm,
                                bucket))
-    offload_reduce = _offload_first_reduce(x, stage, ms)
-    if offload_reduce is not None and mix is None:
-        waiting, partition_norm, in_bucket, trigger = offload_reduce
+    reduces = _offload_first_reduce(x, stage, ms) if mix is None else []
+    at_reduce: list[Moment] = []
+    for waiting, partition_norm, ran, trigger in reduces:
         gathered_top = top_gathered
-        if x.N > 1 and gathered_top is not None:  # (the bucket's projections ran their
+        if x.N > 1 and gathered_top is not None and ran:  # (the projections that ran their
             # backward: their gathered weights released)
-            gathered_top = extended(gathered_top, ((DS_GATHERED(in_bucket, x.n.weight), -1),),
+            gathered_top = extended(gathered_top, ((DS_GATHERED(ran, x.n.weight), -1),),
                                     detail)
         top = x.counts.dense_layer
         assert top is not None  # (`_offload_first_reduce`: a dense top layer)
-        moments.append(_moment("backward.offload_reduce", states, earlier, gathered_top, body,
-                               waiting, partition_norm, schedule_kept,
-                               _reduced_at_up(x, top, trigger)))
+        at_reduce.append(_moment("backward.offload_reduce", states, earlier, gathered_top, body,
+                                 waiting, partition_norm, schedule_kept,
+                                 _at_reduce(x, top, trigger, alive - widest.recomputed_shared
+                                            if top_ckpt else 0)))
+    if at_reduce:
+        moments.append(max(at_reduce, key=lambda m: m.bytes))
     prefetch = _prefetch_cast(x, ms, ly)
     if prefetch is not None and mix is None:
         moments.append(_moment("backward.fsdp_prefetch", states, earlier,
@@ -2712,36 +2718,47 @@ def _released_at_softmax(x: Setup, ms: ModelStates, act: LayerActivations, ckpt:
 
 
 def _offload_first_reduce(x: Setup, stage: Stage, ms: ModelStates
-                          ) -> tuple[Term, Term, int, Linear] | None:
-    """ZeRO-Offload at stage 3, the top (dense) layer's first reduce (stage3.py): its
-    gradients enter the reduce bucket in backward order (the last projection's first) until
-    the next one would overflow it; then the bucket is reduced, its partition copied back to
-    the GPU and normed in fp64 (`OFFLOAD_REDUCE`), beside the bucket's gradients and the next
-    one, waiting whole (`DS_PENDING`); over several ranks the bucket's projections have run
-    their backward, their gathered weights released; and the projection whose gradient
-    overflows it. Full training; None elsewhere (an MoE top layer: `_experts_zero3`)."""
+                          ) -> list[tuple[Term, Term, int, Linear]]:
+    """ZeRO-Offload at stage 3, the reduces of the top (dense) layer's backward (stage3.py):
+    gradients enter the reduce bucket in backward order (an untied head's first, then the
+    layer's last projection's) until the next one would overflow it; then the bucket is
+    reduced, its partition copied back to the GPU and normed in fp64 (`OFFLOAD_REDUCE`),
+    beside the bucket's gradients and the next one, waiting whole (`DS_PENDING`), and that one
+    starts the bucket again. Each reduce with the layer's elements whose backward ran before
+    it (over several ranks their gathered weights released) and the projection whose gradient
+    overflows it; those at the down and the up projection, where the layer's activations are
+    modelled (`_at_reduce`; later ones, with more of the MLP freed, are not). Full
+    training; none elsewhere (an MoE top layer: `_experts_zero3`)."""
     layer = x.counts.dense_layer
     if not (x.deepspeed and x.z == 3 and x.offload_optimizer and ms.live is not None
             and layer is not None and stage.unit is None and not x.lora) or stage.moe_layers:
-        return None  # (LoRA's adapters: small gradients, not traced for it)
-    bucket, held = x.zero_sizes.reduce_bucket, 0
-    for lin in reversed(layer.linears):
+        return []  # (LoRA's adapters: small gradients, not traced for it)
+    # an untied head's gradient enters the bucket first (a tied one waits for the embedding's)
+    held = x.counts.lm_head if stage.head and x.counts.lm_head else 0
+    bucket, ran = x.zero_sizes.reduce_bucket, 0
+    reduces = []
+    for lin in list(reversed(layer.linears))[:2]:
         numel = lin.local_counts(x.tp, x.ep)[0]
         if held and held + numel > bucket:
-            return (DS_PENDING(held + numel, x.n.grad),
-                    OFFLOAD_REDUCE(-(-held // x.N), x.n.grad, 4 if x.n.autocast else 0), held,
-                    lin)
+            reduces.append((DS_PENDING(held + numel, x.n.grad),
+                            OFFLOAD_REDUCE(-(-held // x.N), x.n.grad, 4 if x.n.autocast else 0),
+                            ran, lin))
+            held = 0
         held += numel
-    return None
+        ran += numel
+    return reduces
 
 
-def _reduced_at_up(x: Setup, layer: LayerParams, lin: Linear) -> Term | None:
-    """The top layer's activations where ZeRO-Offload's first reduce runs at a gated MLP's up
-    projection (`OFFLOAD_AT_UP`); None where it runs elsewhere (counted whole there)."""
-    if len(layer.mlp_inputs) != 2 or lin is not layer.mlp_inputs[-1]:
+def _at_reduce(x: Setup, layer: LayerParams, lin: Linear, A_r: int) -> Term | None:
+    """The top layer where ZeRO-Offload's reduce runs at `lin`'s gradient
+    (`OFFLOAD_AT_REDUCE`): `A_r`, its recomputed activations (0 where not checkpointed), and
+    at a gated MLP's up projection what its backward has freed and made; None where neither."""
+    up = len(layer.mlp_inputs) == 2 and lin is layer.mlp_inputs[-1]
+    if not (up or A_r):
         return None
     f = lin.local_counts(x.tp, x.ep)[0] // x.h
-    return OFFLOAD_AT_UP(x.T, f, x.n.compute, x.h, norm_width(x), x.n.residual)
+    return OFFLOAD_AT_REDUCE(A_r, int(up), x.T, f, x.n.compute, x.h, norm_width(x),
+                             x.n.residual)
 
 
 def _prefetch_cast(x: Setup, ms: ModelStates, ly: Layers) -> Term | None:
