@@ -932,6 +932,7 @@ COVERED: frozenset[tuple[str, str, str, str]] = frozenset({
     ('loss', 'chunked', 'batches', 'padded'),
     ('loss', 'chunked', 'batches', 'unpadded'),
     ('loss', 'chunked', 'data_parallel', 'deepspeed-zero3'),
+    ('loss', 'chunked', 'data_parallel', 'deepspeed-zero3+offload-optimizer'),
     ('loss', 'chunked', 'data_parallel', 'single'),
     ('loss', 'chunked', 'data_parallel', 'zero2'),
     ('loss', 'chunked', 'data_parallel', 'zero3'),

@@ -2619,6 +2619,17 @@ case("test", L4["mistral-7b"], 1, 2048, ac="full", dp=1, zero=3, framework="deep
      optimizer_offload=True, tag="mistral-7b-4L", notes=OH + "amp, checkpointed, one rank, "
      "a 32K vocabulary")
 
+# Liger's fused loss under DeepSpeed's ZeRO-3 and amp: its linear caches no cast, but two
+# casts of the head's fp32 weight are alive at once in a chunk, as under autocast's cache
+# (random run 756/9, -16.65% with none; read off it)
+CZ = "ZeRO-3 under amp, the fused chunked loss's weight casts: "
+case("test", "qwen3-0.6b", 1, 2048, loss="chunked", dp=2, zero=3, framework="deepspeed",
+     notes=CZ + "Qwen3 0.6B, tied")
+case("test", "llama-3.2-1b", 2, 1024, ac="full", loss="chunked", dp=4, zero=3,
+     framework="deepspeed", notes=CZ + "Llama 3.2 1B, checkpointed")
+case("test", "qwen2.5-1.5b", 1, 2048, loss="chunked", dp=2, zero=3, framework="deepspeed",
+     optimizer_offload=True, notes=CZ + "Qwen2.5 1.5B, ZeRO-Offload")
+
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
     assert len(ids) == len(set(ids)), "duplicate ids"
