@@ -216,6 +216,8 @@ _LEGEND: tuple[tuple[str, str, str], ...] = (
     ("R_h", "R_\\text{head}", "the output head's unit on one GPU (lm_head)"),
     ("U_n", "U_\\text{next}", "the next unit backward gathers (the layer below, or the "
      "embedding)"),
+    ("L_a", "L_a", "layers above the highest checkpointed one, not checkpointed, their "
+     "backward done"),
     ("P_ll", "P_\\text{layer,last}", "the trainable part of a layer's last projection (its "
      "backward's first weight gradient)"),
     ("L_l", "P_\\text{layer,linear}", "one layer's linear weights on one GPU (QLoRA's 4-bit part)"),
