@@ -1942,10 +1942,10 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
                         for gathered, transient in variants), key=lambda m: m.bytes))
     if recompute is not None and not top_ckpt:
         # the highest checkpointed layer recomputes below the top ones, their backward done
-        above = len(ly.flags) - 1 - max(i for i, c in enumerate(ly.flags) if c)
+        plain = len(ly.flags) - 1 - max(i for i, c in enumerate(ly.flags) if c)
         moments.append(_moment("backward.recomputed_layer", states,
                                earlier or _first_written(x, ms, fl, accumulating, widest,
-                                                         above),
+                                                         plain),
                                _top_gathered(x, stage, ms, ly, backward_gathered, accumulating, detail),
                                _below_recomputed(ly, body, detail), recompute, bucket,
                                schedule_kept))
