@@ -639,7 +639,6 @@ class _Replay:
         end = bisect.bisect_left(walked, walked[self.step] + self.reuse, lo=self.step)
         for k in tensors | forced:
             self.users[k].discard(id(mod))
-        for k in tensors | forced:
             if self.status[k] != 2 or self.users[k]:
                 continue
             if k not in forced:

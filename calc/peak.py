@@ -1960,14 +1960,14 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
                                bucket))
     reduces = _offload_first_reduce(x, stage, ms) if mix is None else []
     at_reduce: list[Moment] = []
+    top = x.counts.dense_layer  # (`_offload_first_reduce`: a dense top layer, where any)
     for waiting, partition_norm, ran, trigger in reduces:
+        assert top is not None
         gathered_top = top_gathered
         if x.N > 1 and gathered_top is not None and ran:  # (the projections that ran their
             # backward: their gathered weights released)
             gathered_top = extended(gathered_top, ((DS_GATHERED(ran, x.n.weight), -1),),
                                     detail)
-        top = x.counts.dense_layer
-        assert top is not None  # (`_offload_first_reduce`: a dense top layer)
         at_reduce.append(_moment("backward.offload_reduce", states, earlier, gathered_top, body,
                                  waiting, partition_norm, schedule_kept,
                                  _at_reduce(x, top, trigger, alive - widest.recomputed_shared
