@@ -153,10 +153,29 @@ async function showPlan(scenario, mine) {
 }
 
 // ---- export: the scenario as a framework's configuration ----
-export async function showExport(scenario, mine) {
-  const format = $("calc-export-format").value;
+let formatChosen = false; // the reader picked a format: kept, even where it cannot run the scenario
+
+// The format the page opened with, or the first that can run the scenario where that one
+// cannot (a DeepSpeed scenario: DeepSpeed's, not Accelerate's FSDP), until the reader picks one.
+async function exportFor(scenario, format) {
   const answer = await ask("export", { scenario, format });
-  if (!isLatest(mine) || format !== $("calc-export-format").value) return;
+  if (answer.ok || formatChosen) return [format, answer];
+  for (const other of Object.keys(DATA.export.formats)) {
+    if (other === format) continue;
+    const tried = await ask("export", { scenario, format: other });
+    if (tried.ok) return [other, tried];
+  }
+  return [format, answer];
+}
+
+export async function showExport(scenario, mine) {
+  const asked = $("calc-export-format").value;
+  const [format, answer] = await exportFor(scenario, asked);
+  if (!isLatest(mine) || asked !== $("calc-export-format").value) return;
+  if (format !== asked) {
+    if (formatChosen) return; // (picked while the others were tried: that one's answer follows)
+    $("calc-export-format").value = format;
+  }
   const pre = $("calc-export-text");
   pre.dataset.format = format;
   if (answer.ok) {
@@ -173,6 +192,7 @@ export async function showExport(scenario, mine) {
 // `current()`: the scenario the results are for, or null while none is (a link calc refused).
 export function watchExport(current) {
   $("calc-export-format").addEventListener("change", () => {
+    formatChosen = true;
     const scenario = current();
     if (live.worker && scenario) showExport(scenario, live.seq).catch(failed);
   });

@@ -408,3 +408,18 @@ def test_rl_bad_prompt_count_is_named_beside_the_input(calculator: Calculator) -
         rl_memory(RL, prompts=0, samples_per_prompt=8, prompt_len=1024, response_len=7168)
     assert got == {"ok": False, "field": "prompts", "message": exc.value.message}
     assert shown_error(calculator.page, "t-rl-prompts") == exc.value.message
+
+
+def test_export_follows_the_scenario_until_a_format_is_picked(calculator: Calculator) -> None:
+    """The page opens on Accelerate's FSDP; a DeepSpeed scenario, which it cannot run, is
+    written for DeepSpeed instead, as calc writes it."""
+    scenario = {"model": "qwen2.5-0.5b", "training": {"mixed_precision": "master"},
+                "parallelism": {"dp": 4, "zero": 3, "framework": "deepspeed"}}
+    calculator.open(scenario)
+    calculator.wait_report_for(dumped(scenario))
+    page = calculator.page
+    page.wait_for_function(
+        "() => document.getElementById('calc-export-text').dataset.state === 'live'",
+        timeout=LIVE_TIMEOUT_MS)
+    assert page.input_value("#calc-export-format") == "deepspeed"
+    assert page.text_content("#calc-export-text") == export(scenario, "deepspeed").text
