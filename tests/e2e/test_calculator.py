@@ -258,6 +258,26 @@ def test_calculator_fits_a_phone_width(browser: Any, base_url: str) -> None:
         context.close()
 
 
+
+def test_recommendations_wrap_deepspeed_s_setting_names_at_a_phone_width(
+        browser: Any, base_url: str) -> None:
+    """A recommendation naming DeepSpeed's zero_optimization sizes (stage3_max_reuse_distance,
+    one unbreakable word) wraps beside its Apply button at 390 px."""
+    context = browser.new_context(viewport={"width": 390, "height": 900})
+    try:
+        page = context.new_page()
+        page.goto(f"{base_url}calculator/#s={encode(DEEPSPEED_QLORA)}")
+        page.wait_for_selector(".calc-recs li:has-text(\"stage3_max_reuse_distance\") button",
+                               timeout=LIVE_TIMEOUT_MS)
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    finally:
+        context.close()
+
+
+DEEPSPEED_QLORA = {"model": "qwen2.5-32b", "training": {
+    "seq_len": 1024, "finetuning": "qlora", "lora_rank": 16, "mixed_precision": "amp"},
+    "parallelism": {"dp": 4, "zero": 3, "framework": "deepspeed"}}
+
 # Every part of the setup line at once: tp, pp, cp, LoRA, offload; 70B is beyond the traced models.
 LONG_SETUP = {"model": "llama-3.1-70b", "gpu": "a100-40gb",
               "training": {"finetuning": "lora", "activation_checkpointing": "selective", "seq_len": 32768},
