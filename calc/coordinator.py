@@ -412,10 +412,13 @@ def _decoder_layer(layer: LayerParams, i: int, traits: Traits, numel: dict[Hasha
 
 def _model(counts: ParamCounts, stage: Stage, lora: Lora | None = None,
            threshold: int | None = None, packed: int = 0, widths: Widths | None = None,
-           autocast: bool = False) -> _Model:
+           autocast: bool = False, fused_head: bool = False) -> _Model:
     """`threshold`: stage3_param_persistence_threshold (`default_sizes`' when None);
     `packed`, `autocast`: as `_decoder_layer`'s; `widths`: where the tensors' widths differ
-    (else each tensor's size is its elements)."""
+    (else each tensor's size is its elements); `fused_head`: a fused loss (Liger's) reads the
+    head's weight in the causal LM's own forward, not through lm_head's: an external
+    parameter of that module (ZeROOrderedDict), fetched as its forward starts and released
+    with it, at the end of the step's backward."""
     arch = counts.arch
     if threshold is None:
         threshold = default_sizes(arch.hidden_size).persistence_threshold
@@ -438,11 +441,12 @@ def _model(counts: ParamCounts, stage: Stage, lora: Lora | None = None,
     if counts.lm_head:
         kinds["head"] = "linear"
     numel.setdefault("embedding", counts.embedding)
-    head = Module("lm_head", (head_key,) if stage.head else ())
+    head = Module("lm_head", (head_key,) if stage.head and not fused_head else ())
     norm = Module("norm", (_tensor("final_norm", counts.final_norm, numel, keep, threshold),))
     rotary = Module("rotary_emb", reads="input")  # of the positions: no gradient
     body = Module("model", children=(embedding, rotary, *layers, norm))
-    chain = [Module("", children=(body, head))]
+    external = (head_key,) if stage.head and fused_head else ()
+    chain = [Module("", external, children=(body, head))]
     if lora is not None:  # PeftModelForCausalLM and its LoraModel around the causal LM
         chain[:0] = [Module("peft", children=(Module("base_model", children=(chain[0],)),))]
         chain.insert(1, chain[0].children[0])
@@ -677,16 +681,17 @@ def played(m: _Model, checkpointed: tuple[bool, ...], sizes: Sizes | None = None
 @lru_cache(maxsize=256)
 def gathered(counts: ParamCounts, stage: Stage, checkpointed: tuple[bool, ...] | None = None,
              lora: Lora | None = None, sizes: Sizes | None = None, packed: int = 0,
-             widths: Widths | None = None, autocast: bool = False) -> Live:
+             widths: Widths | None = None, autocast: bool = False,
+             fused_head: bool = False) -> Live:
     """The coordinator's gathered elements at each moment of a micro-batch's forward and
     backward, for a stage of whole tensors (no tp, no ep). `checkpointed`: which of the
     stage's layers recompute in backward (none when None); `sizes`: DeepSpeed's (calc's
     export's when None); `packed`: QLoRA's 4-bit weights per element of the dtype they are
     stored in (bnb_4bit_quant_storage); `widths`: where tensors differ in width, the moments
     are bytes counted as elements of the stored parameters' width (`Widths.weight`);
-    `autocast`: the forward runs under torch.autocast."""
+    `autocast`: the forward runs under torch.autocast; `fused_head`: as `_model`'s."""
     m = _model(counts, stage, lora, sizes.persistence_threshold if sizes else None, packed,
-               widths, autocast)
+               widths, autocast, fused_head)
     ckpt = checkpointed if checkpointed is not None else (False,) * len(m.layers)
     top, first = m.layers[-1], m.layers[0]
     inside = {id(mod): layer for layer in m.layers for mod in layer.calls()}

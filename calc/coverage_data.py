@@ -1092,6 +1092,7 @@ COVERED: frozenset[tuple[str, str, str, str]] = frozenset({
     ('mixed_precision', 'master', 'data_parallel', 'deepspeed-zero3:one-rank'),
     ('mixed_precision', 'master', 'data_parallel', 'deepspeed-zero3:one-rank+offload-optimizer'),
     ('mixed_precision', 'master', 'data_parallel', 'single'),
+    ('mixed_precision', 'master', 'loss', 'chunked'),
     ('mixed_precision', 'master', 'loss', 'standard'),
     ('mixed_precision', 'master', 'model_parallel', 'none'),
     ('mixed_precision', 'master', 'optimizer', 'adamw:foreach'),

@@ -529,7 +529,7 @@ def coordinated(x: Setup, stage: Stage) -> coordinator.Live | None:
         return coordinator.one_rank(stage.layers)
     lora, packed = replayed(x)
     return coordinator.gathered(x.counts, stage, x.checkpointed(stage), lora, x.zero_sizes,
-                                packed, replay_widths(x), x.n.autocast)
+                                packed, replay_widths(x), x.n.autocast, x.chunked_loss)
 
 
 def replayed(x: Setup) -> tuple[coordinator.Lora | None, int]:

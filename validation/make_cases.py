@@ -2642,6 +2642,19 @@ case("test", L4V["qwen2.5-7b"], 3, 2048, ac="full", every=2, tag="qwen2.5-7b-4L-
 case("test", L4V["qwen2.5-7b"], 3, 2048, mp="pure", ac="full", every=2, tp=2, sp=True,
      tag="qwen2.5-7b-4L-v1k", notes=AW + "TP2 with sequence parallelism")
 
+# Liger's fused loss under DeepSpeed's ZeRO-3 reads the head's weight in the causal LM's own
+# forward: an external parameter of that module, gathered as the step starts and held to the
+# end of its backward (random run 768/8, -9.44% with it gathered at lm_head's call; read off
+# it)
+FH = "ZeRO-3 with the fused chunked loss, the head gathered all step: "
+case("test", L4["llama-3.1-8b"], 1, 1024, loss="chunked", dp=2, zero=3, framework="deepspeed",
+     tag="llama-3.1-8b-4L", notes=FH + "amp, untied")
+case("test", L4["mistral-7b"], 1, 2048, mp="master", loss="chunked", dp=4, zero=3,
+     tag="mistral-7b-4L", notes=FH + "master weights, four ranks")
+case("test", L4["qwen2.5-7b"], 1, 1024, ac="full", loss="chunked", dp=2, zero=3,
+     framework="deepspeed", optimizer_offload=True, tag="qwen2.5-7b-4L",
+     notes=FH + "amp, checkpointed, ZeRO-Offload")
+
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
     assert len(ids) == len(set(ids)), "duplicate ids"
