@@ -1137,13 +1137,11 @@ def down_adapter_forward(x: Setup, layer: LayerParams, adapter: bool) -> Term:
     down = [lin for lin in layer.linears if lin.group == "mlp"][-1]
     w = projection_width(x, norm_width(x))  # the gating product's
     copies = adapted(down, x.lora_targets) and _adapter_copies(x, x.lora_dropout, w)
-    if adapter:
-        return DOWN_ADAPTER_FORWARD(x.T, x.h, projection_width(x, w), down.in_features // x.tp,
-                                    w, int(x.qlora and copies),
-                                    peft_input(x, w, x.lora_dropout).copy, 0)
     made = lora_a_kept(x, w, x.lora_dropout) + int(bool(x.lora_dropout)) if copies else 0
-    return DOWN_ADAPTER_FORWARD(x.T, x.h, 0, down.in_features // x.tp, w,
-                                int(x.qlora and copies), 0, made)
+    return DOWN_ADAPTER_FORWARD(x.T, x.h, projection_width(x, w) if adapter else 0,
+                                down.in_features // x.tp, w, int(x.qlora and copies),
+                                peft_input(x, w, x.lora_dropout).copy if adapter else 0,
+                                0 if adapter else made)
 
 
 def norm_width(x: Setup) -> int:

@@ -105,7 +105,7 @@ def head_matmul(x: Setup, backward: bool) -> Term | None:
     and freed after it: DeepSpeed's ZeRO-3 linear under torch_autocast over fp32 weights (else
     the cast is autocast's cached copy, kept with the head's saved tensors, or none)."""
     n = x.n
-    if not (x.frozen_linear_inputs and n.autocast) or n.weight == n.compute or x.chunked_loss:
+    if not (x.frozen_linear_inputs and n.casts_weights) or x.chunked_loss:
         return None
     c = n.compute
     return HEAD_MATMUL(x.T, x.vocab, x.H, c, c if backward or norm_width(x) != c else 0)
@@ -123,7 +123,7 @@ def logits_memory(x: Setup) -> tuple[Term, Term]:
         # frozen one (LoRA) is cast per use, one cast alive at a time. DeepSpeed's ZeRO-3
         # caches none, but two of its casts are alive at once as well (traced: a random run,
         # -16.7% without them)
-        u_w = 0 if not (n.autocast and n.weight != n.compute) else 1 if x.lora else 2
+        u_w = 0 if not n.casts_weights else 1 if x.lora else 2
         # no weight gradient, or an fp32 one filled in place by addmm(out_dtype=fp32) from
         # 16-bit logits; else mm(...).float(): the product and its fp32 copy
         m_w = 0 if w == 0 or (w == 4 and c < 4) else c + 4

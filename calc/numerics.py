@@ -62,6 +62,12 @@ class Numerics:
         """Autocast caches a copy of each fp32 LoRA adapter, unless FSDP2 gathers them low."""
         return self.autocast and not self.fsdp_mixed
 
+    @property
+    def casts_weights(self) -> bool:
+        """Autocast casts fp32 weights for its matmuls: into its cache (`weight_copies`), or
+        inside DeepSpeed's ZeRO-3 linear, which caches none."""
+        return self.autocast and self.weight != self.compute
+
 
 @lru_cache(maxsize=64)
 def numerics(precision: str, mixed_precision: str, fsdp: bool, clone: bool = False,

@@ -1958,9 +1958,9 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
     if layer_norm is not None and mix is None:
         moments.append(_moment("backward.offload_layer_norm", states, earlier, body, layer_norm,
                                bucket))
-    reduces = _offload_first_reduce(x, stage, ms) if mix is None else []
+    reduces = _offload_reduces(x, stage, ms) if mix is None else []
     at_reduce: list[Moment] = []
-    top = x.counts.dense_layer  # (`_offload_first_reduce`: a dense top layer, where any)
+    top = x.counts.dense_layer  # (`_offload_reduces`: a dense top layer, where any)
     for waiting, partition_norm, ran, trigger in reduces:
         assert top is not None
         gathered_top = top_gathered
@@ -2211,7 +2211,7 @@ def _head_weight_grad(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: F
     n = x.n
     # autocast cast the weight (its cached copy, or inside DeepSpeed's ZeRO-3 linear): the
     # gradient comes in the compute dtype and is cast to the weight's
-    cast = n.grad if n.weight_copies or head_matmul(x, True) is not None else 0
+    cast = n.grad if n.casts_weights else 0
     head = sum(t.bytes for t in ly.ends if t.formula in (HEAD_INPUT, HEAD_COPY))
     return HEAD_WEIGHT_GRAD(x.T, x.h, x.vocab, n.compute, cast, head, norm_width(x))
 
@@ -2732,7 +2732,7 @@ def _released_at_softmax(x: Setup, ms: ModelStates, act: LayerActivations, ckpt:
                        x.n.weight)
 
 
-def _offload_first_reduce(x: Setup, stage: Stage, ms: ModelStates
+def _offload_reduces(x: Setup, stage: Stage, ms: ModelStates
                           ) -> list[tuple[Term, Term, int, Linear]]:
     """ZeRO-Offload at stage 3, the reduces of the top (dense) layer's backward (stage3.py):
     gradients enter the reduce bucket in backward order (an untied head's first, then the
