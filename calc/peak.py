@@ -2509,10 +2509,11 @@ def _below_top(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, accumulating
 
 def _stage2_units(x: Setup, ms: ModelStates) -> tuple[int, ...] | None:
     """`_layer_units` for FSDP2 at stage 2 (`UNSHARDED_GRADS`), nothing prefetched: every
-    layer is gathered from its forward to its own post-backward; else None."""
+    layer is gathered from its forward to its own post-backward, on one rank too (random run
+    761/8: the top's reduce beside the layers below, gathered, -5.21% without it); else None."""
     grads = ms.gathered_grads
     if (grads is None or grads.formula is not UNSHARDED_GRADS or ms.live is not None
-            or x.pp > 1 or not x.fsdp_collectives):
+            or x.pp > 1):
         return None
     return (0, *(int(v) for v in grads.values))
 

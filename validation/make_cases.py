@@ -2655,6 +2655,17 @@ case("test", L4["qwen2.5-7b"], 1, 1024, ac="full", loss="chunked", dp=2, zero=3,
      framework="deepspeed", optimizer_offload=True, tag="qwen2.5-7b-4L",
      notes=FH + "amp, checkpointed, ZeRO-Offload")
 
+# FSDP2 at stage 2 on one rank: the top layer's post-backward reduces beside every layer below
+# it still gathered (reshard_after_forward=False) and their activations, and nothing is
+# prefetched in its place (random run 761/8, an 8B width under autocast, -5.21% without it;
+# read off it)
+S2 = "FSDP2 at stage 2 on one rank, the top layer's reduce beside the layers below gathered: "
+case("test", L4V["qwen2.5-7b"], 1, 2048, mp="autocast", dp=1, zero=2, tag="qwen2.5-7b-4L-v1k",
+     notes=S2 + "autocast")
+case("test", L4["mistral-7b"], 1, 1024, mp="pure", dp=1, zero=2, tag="mistral-7b-4L",
+     notes=S2 + "bf16")
+case("test", "llama-3.2-1b", 2, 1024, attn="eager", dp=1, zero=2, notes=S2 + "amp, eager")
+
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
     assert len(ids) == len(set(ids)), "duplicate ids"
