@@ -2666,6 +2666,21 @@ case("test", L4["mistral-7b"], 1, 1024, mp="pure", dp=1, zero=2, tag="mistral-7b
      notes=S2 + "bf16")
 case("test", "llama-3.2-1b", 2, 1024, attn="eager", dp=1, zero=2, notes=S2 + "amp, eager")
 
+# FSDP2 under every Nth layer checkpointed, the top one too: the widest backward below the top
+# is the highest recomputed layer under a plain one (its MLP's and its late moments: the
+# layers above written, every one below alive), not the plain layer below the top (random run
+# 769/2, five layers, every second, -3.48% without it; read off it)
+EV = "FSDP2, every Nth layer checkpointed, the top too, a recomputed layer below a plain one: "
+L5V = {m: inline(m, num_hidden_layers=5, vocab_size=1024) for m in ("llama-3.1-8b",
+                                                                    "mistral-7b")}
+L7V = inline("qwen2.5-7b", num_hidden_layers=7, vocab_size=1024)
+case("test", L5V["llama-3.1-8b"], 2, 1024, ac="full", every=2, dp=4,
+     tag="llama-3.1-8b-5L-v1k", notes=EV + "amp, four ranks")
+case("test", L5V["mistral-7b"], 2, 2048, mp="pure", ac="full", every=2, dp=2,
+     tag="mistral-7b-5L-v1k", notes=EV + "bf16, two ranks")
+case("test", L7V, 1, 2048, mp="autocast", ac="full", every=3, dp=2, tag="qwen2.5-7b-7L-v1k",
+     notes=EV + "autocast, every third of seven layers")
+
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
     assert len(ids) == len(set(ids)), "duplicate ids"
