@@ -427,11 +427,6 @@ LATE_TRANSIENT = Formula(
     id="peak.late_transient", source=TRACED_PEAK,
     title="A layer's backward past its MLP: the norm's four T h fp32 temporaries beside the "
           "incoming gradient")
-BELOW_TOP = Formula(
-    "activations/last_layer", "lambda A_s, A_t, A_k: A_s - A_t - A_k", id="peak.below_top",
-    source=TRACED_FSDP,
-    title="The activations saved below the layer under the top: all but the top layer's "
-          "(A_t) and that layer's own (A_k, counted apart)")
 # (one term, not the saved activations less a negative one: no category of a report's
 # breakdown goes below zero)
 SAVED_BELOW = Formula(
