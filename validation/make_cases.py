@@ -2681,6 +2681,19 @@ case("test", L5V["mistral-7b"], 2, 2048, mp="pure", ac="full", every=2, dp=2,
 case("test", L7V, 1, 2048, mp="autocast", ac="full", every=3, dp=2, tag="qwen2.5-7b-7L-v1k",
      notes=EV + "autocast, every third of seven layers")
 
+# FSDP2 over checkpointed eager layers: a recomputed layer's softmax backward holds its
+# recomputed activations less the MLP's, which its backward freed, beside the unsharded
+# gradients of everything after the attention core; the recomputed forward's moment, earlier,
+# holds none of those gradients (random run 762/3, FSDP2 x CP2, +2.78% with the two moments
+# taken together; read off it)
+SB = "FSDP2 over checkpointed eager layers, a recomputed layer's softmax backward: "
+case("test", L4V["qwen2.5-7b"], 3, 512, attn="eager", ac="full", dp=2, tag="qwen2.5-7b-4L-v1k", notes=SB + "amp")
+case("test", L4V["llama-3.1-8b"], 2, 512, mp="autocast", attn="eager", ac="full", dp=4, tag="llama-3.1-8b-4L-v1k", notes=SB + "autocast")
+case("test", L4V["mistral-7b"], 4, 512, mp="pure", attn="eager", ac="full", dp=2, cp=2, tag="mistral-7b-4L-v1k", notes=SB + "bf16, CP2")
+case("test", L4V["qwen3-8b"], 2, 1024, attn="eager", ac="full", cp=2, tag="qwen3-8b-4L-v1k", notes=SB + "amp, CP2")
+case("test", L4V["qwen2.5-7b"], 2, 1024, mp="autocast", attn="eager", ac="full", dp=2, cp=2, tag="qwen2.5-7b-4L-v1k", notes=SB + "autocast, CP2")
+case("test", L4V["llama-3.1-8b"], 4, 256, mp="pure", attn="eager", ac="full", dp=2, tag="llama-3.1-8b-4L-v1k", notes=SB + "bf16")
+
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
     assert len(ids) == len(set(ids)), "duplicate ids"
