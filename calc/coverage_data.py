@@ -1349,6 +1349,7 @@ COVERED: frozenset[tuple[str, str, str, str]] = frozenset({
     ('precision', 'fp16', 'data_parallel', 'zero3'),
     ('precision', 'fp16', 'loss', 'chunked'),
     ('precision', 'fp16', 'loss', 'standard'),
+    ('precision', 'fp16', 'model_parallel', 'ep'),
     ('precision', 'fp16', 'model_parallel', 'none'),
     ('precision', 'fp16', 'model_parallel', 'pp:1f1b'),
     ('precision', 'fp16', 'model_parallel', 'pp:zero_bubble'),

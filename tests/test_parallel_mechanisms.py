@@ -1091,6 +1091,19 @@ def test_a_recomputed_layers_softmax_backward_is_not_beside_its_recomputed_forwa
     assert estimate(scenario).peak_bytes == pytest.approx(traced["peak_bytes"], rel=0.002)
 
 
+def test_fsdp2_expert_units_reduce_at_the_top_moe_layer_beside_every_activation() -> None:
+    """FSDP2's expert units reduce layer by layer: on a one-rank expert mesh the top MoE
+    layer's reduce-scatter input, output and divided copy sit beside every layer's activations,
+    only the head's unit written (-1.84% at the first MoE layer's, `validated`)."""
+    scenario, traced = traced_case("mixtral-8x7b-4L_b2_s2048_pure_eager_ep2_fsdp2")
+    r = estimate(scenario)
+    assert r.peak.name == "backward.experts_reduce"
+    x = _setup(scenario)
+    head = -(-model_states(x, x.stages[0]).local.head_trainable // x.N) * x.n.grad
+    assert r.peak.breakdown["gradients/weights"] == head
+    assert r.peak_bytes == pytest.approx(traced["peak_bytes"], rel=0.002)
+
+
 @pytest.mark.parametrize("extra", [{"tp": 2}, {"pp": 2}])
 def test_zero_on_one_data_parallel_rank_of_a_mesh_is_no_wrapper(extra: dict) -> None:
     """torchtitan shards only a dimension with ranks: zero 3 beside tp or pp on one

@@ -2694,6 +2694,24 @@ case("test", L4V["qwen3-8b"], 2, 1024, attn="eager", ac="full", cp=2, tag="qwen3
 case("test", L4V["qwen2.5-7b"], 2, 1024, mp="autocast", attn="eager", ac="full", dp=2, cp=2, tag="qwen2.5-7b-4L-v1k", notes=SB + "autocast, CP2")
 case("test", L4V["llama-3.1-8b"], 4, 256, mp="pure", attn="eager", ac="full", dp=2, tag="llama-3.1-8b-4L-v1k", notes=SB + "bf16")
 
+# FSDP2's expert units reduce layer by layer: at the top MoE layer's every layer below is
+# alive and only the head's own unit is written; on a one-rank expert mesh (ep = dp x cp) its
+# reduce-scatter input, output and the divided copy sit beside them (random run 775/5,
+# Qwen3-MoE in fp16 beside eager attention's scores, -2.22% at the first MoE layer's; read
+# off it)
+ER = "FSDP2 expert units, the top MoE layer's reduce beside every activation: "
+MIXTRAL_4L = inline("mixtral-8x7b", num_hidden_layers=4, vocab_size=32000)
+case("test", QWEN3MOE, 2, 2048, mp="pure", attn="eager", dp=2, ep=2, tag="qwen3-30b-a3b-4L-v32k",
+     notes=ER + "bf16, eager, a one-rank expert mesh")
+case("test", QWEN3MOE, 1, 4096, mp="pure", prec="fp16", attn="eager", dp=2, ep=2,
+     tag="qwen3-30b-a3b-4L-v32k", notes=ER + "fp16, eager, a one-rank expert mesh")
+case("test", MIXTRAL_4L, 2, 2048, mp="pure", attn="eager", dp=2, ep=2, tag="mixtral-8x7b-4L",
+     notes=ER + "bf16, eager, a one-rank expert mesh")
+case("test", DSV3_3L, 2, 2048, mp="pure", attn="eager", dp=4, ep=2, tag="deepseek-v3-3L-e32-v32k",
+     notes=ER + "bf16, eager, a two-rank expert mesh")
+case("test", QWEN3MOE, 2, 2048, mp="pure", attn="eager", dp=4, ep=2, tag="qwen3-30b-a3b-4L-v32k",
+     notes=ER + "bf16, eager, a two-rank expert mesh")
+
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
     assert len(ids) == len(set(ids)), "duplicate ids"
