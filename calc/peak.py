@@ -3355,7 +3355,7 @@ def _experts_reduce(x: Setup, stage: Stage, ms: ModelStates, states: Part | None
         top_written = GRADIENTS_WRITTEN(grads.bytes, 0, grads.bytes // n.grad - head, n.grad)
     # the next unit gathered: the dense layer below the first MoE layer, or the embedding; the
     # layer below the top's own unit
-    U_n = symbols["P_dl"] if below else embedding
+    U_n = int(symbols["P_dl"]) if below else embedding
     grads_in = MOE_GRADS_IN(x.T, x.h, n.residual, n.compute)
 
     def at(U_n: int, A_d: int, written: Term) -> Moment:
