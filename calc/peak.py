@@ -263,6 +263,11 @@ MOMENTS: dict[str, MomentKind] = {
         "the next one prefetched, only the top's gradients written and its reduce-scatter in "
         "flight",
         ("states", "gradients_written", "backward_gathered", "first_layer", "layer_backward")),
+    "backward.experts_softmax": MomentKind(
+        "the first MoE layer's eager softmax backward: every gradient after its attention "
+        "core written, its MLP's activations freed, the layers above it done",
+        ("states", "gradients_written", "other_micro_batches", "saved_layers",
+         "layer_backward")),
     "backward.experts": MomentKind(
         "the first MoE layer's expert backward: its gate/up weight gradient for every local "
         "expert in one tensor, the layers above it done",
@@ -2064,6 +2069,11 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         if combine is not None:
             moments.append(_moment("backward.experts_combine", states, combine[0], others,
                                    combine[1], combine[2]))
+        experts_softmax = _experts_softmax(x, stage, ms, ly, accumulating)
+        if experts_softmax is not None:
+            written_above, saved_below, softmax_moment = experts_softmax
+            moments.append(_moment("backward.experts_softmax", states, written_above, others,
+                                   saved_below, softmax_moment))
     offload_experts = _experts_offload(x, stage, ms, ly) if mix is None and times == 1 \
         else None
     if offload_experts is not None:
@@ -3070,6 +3080,32 @@ def _experts_backward(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, accum
     f = arch.expert_intermediate_size // x.tp
     alive = EXPERTS_ALIVE(A_d, A_l, moe.mlp_bytes, x.routed, x.H, x_e)
     return written, alive, EXPERTS_BACKWARD(gate_up, n.grad, x.routed, f, x.H, x_e)
+
+
+def _experts_softmax(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, accumulating: bool
+                     ) -> tuple[Term, Term, Term] | None:
+    """The first MoE layer's eager softmax backward where it is wider than the MLP's on its own
+    (`LayerActivations.softmax_backward`, net of what the MLP's backward freed): every
+    gradient after its attention core written, the layers above done, those below alive. A
+    MoE layer's gradients outweigh its activations, so the first MoE layer's moment is the
+    widest of them (random run 778/6, DeepSeek-V3's dense first layer below two MoE ones on
+    one GPU: -1.95% at its experts' moment). The step's first backward, full training on one
+    rank's own gradients, the layer not checkpointed."""
+    moe = next((act for kind, act, _ in ly.kinds if kind == "moe"), None)
+    if (moe is None or moe.softmax_backward is None or accumulating or x.lora or x.megatron
+            or not accumulated(ms.gradients) or ms.gathered_layer is not None
+            or ms.gathered_model is not None):
+        return None
+    below, _ = _below_first_moe(x, stage, ly)
+    if ly.flags[below]:
+        return None
+    kinds = {kind: act for kind, act, _ in ly.kinds}
+    above = sum(_kept(ly, ly.flags[i], kinds[ly.kind_of[i]])
+                for i in range(below + 1, len(ly.kind_of)))
+    m_l = _unwritten_at_softmax(x) + below * ms.local.term.symbols["P_dl"]
+    written = GRADIENTS_WRITTEN(ms.gradients.bytes, _embedding_unwritten(x, stage), m_l,
+                                x.n.grad)
+    return written, SAVED_BELOW(ly.body.bytes, above), moe.softmax_backward
 
 
 def _experts_offload(x: Setup, stage: Stage, ms: ModelStates, ly: Layers

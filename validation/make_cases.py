@@ -2712,6 +2712,20 @@ case("test", DSV3_3L, 2, 2048, mp="pure", attn="eager", dp=4, ep=2, tag="deepsee
 case("test", QWEN3MOE, 2, 2048, mp="pure", attn="eager", dp=4, ep=2, tag="qwen3-30b-a3b-4L-v32k",
      notes=ER + "bf16, eager, a two-rank expert mesh")
 
+# One GPU, the first MoE layer's eager softmax backward: every gradient after its attention
+# core written, the layers above done; a MoE layer's gradients outweigh its activations, so
+# the first MoE layer's is the widest (random run 778/6, DeepSeek-V3's dense first layer below
+# two MoE ones, -1.95% at its experts' moment; read off it)
+ES = "One GPU, the first MoE layer's eager softmax backward beside the gradients above: "
+case("test", DSV3_3L, 1, 3072, attn="eager", tag="deepseek-v3-3L-e32-v32k",
+     notes=ES + "DeepSeek-V3, amp")
+case("test", QWEN3MOE, 1, 2048, mp="pure", attn="eager", tag="qwen3-30b-a3b-4L-v32k",
+     notes=ES + "Qwen3-MoE, bf16")
+case("test", MIXTRAL_4L, 1, 1024, mp="pure", attn="eager", tag="mixtral-8x7b-4L",
+     notes=ES + "Mixtral, bf16")
+case("test", DSV3_3L, 2, 1024, mp="pure", attn="eager", tag="deepseek-v3-3L-e32-v32k",
+     notes=ES + "DeepSeek-V3, bf16")
+
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
     assert len(ids) == len(set(ids)), "duplicate ids"
