@@ -495,7 +495,8 @@ EXPERTS_ALIVE = Formula(
     "activations/last_layer", "lambda A_d, A_l, A_m, t_m, H, x_e: A_d + A_l - A_m + t_m * H * x_e",
     id="peak.experts_alive", source=TRACED_PEAK,
     title="At an MoE layer's expert backward: the layers below it, its own activations but "
-          "the MLP's, and the gathered rows the gate/up weight gradient reads")
+          "the MLP's (A_m: not a shared expert computed before the routed ones, Qwen2-MoE's, "
+          "whose backward comes after), and the gathered rows the gate/up weight gradient reads")
 MOE_LATE_ALIVE = Formula(
     "activations/last_layer", "lambda A_d, A_l, A_m: A_d + A_l - A_m", id="peak.moe_late_alive",
     source=TRACED_PEAK,
@@ -645,8 +646,9 @@ FIRST_LAYER_INPUT = Formula(
 EXPERTS_REDUCED_ALIVE = Formula(
     "activations/last_layer", "lambda A_d, x_l, A_l, A_m, x_c: A_d + x_l + A_l - A_m - x_c",
     id="peak.experts_reduced_alive", source=EXPERT_UNITS,
-    title="At the first MoE layer's expert reduce: the layers below it and its own activations "
-          "but the MLP's",
+    title="At a MoE layer's expert reduce: the layers below it and its own activations but "
+          "the MLP's (A_m: not a shared expert computed before the routed ones, Qwen2-MoE's, "
+          "whose backward comes after)",
     note="checkpointed: its kept input and its recomputed activations (x_c: what both count); "
          "else x_l = x_c = 0")
 EXPERT_REDUCE = Formula(
@@ -3078,7 +3080,7 @@ def _experts_backward(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, accum
         written = GRADIENTS_WRITTEN(ms.gradients.bytes, m_e, m_l, n.grad)
     x_e = expert_width(x)
     f = arch.expert_intermediate_size // x.tp
-    alive = EXPERTS_ALIVE(A_d, A_l, moe.mlp_bytes, x.routed, x.H, x_e)
+    alive = EXPERTS_ALIVE(A_d, A_l, moe.experts_freed, x.routed, x.H, x_e)
     return written, alive, EXPERTS_BACKWARD(gate_up, n.grad, x.routed, f, x.H, x_e)
 
 
@@ -3211,7 +3213,7 @@ def _experts_fsdp(x: Setup, stage: Stage, ms: ModelStates, ly: Layers,
             assert held is not None
             gathered = extended(held, tuple((t, 1) for t in (grads, ms.root_grads)
                                             if t is not None), detail)
-        alive = EXPERTS_ALIVE(A_d, A_l, moe.mlp_bytes, x.routed, x.H, x_e)
+        alive = EXPERTS_ALIVE(A_d, A_l, moe.experts_freed, x.routed, x.H, x_e)
         transient = EXPERTS_BACKWARD(gate_up, g_u, x.routed,
                                      x.arch.expert_intermediate_size // x.tp, x.H, x_e)
         candidates.append((written, gathered, alive, transient))
@@ -3312,7 +3314,7 @@ def _experts_zero3(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, states: 
             if best is None or frozen.bytes > best.bytes:
                 best = frozen
             continue
-        alive = EXPERTS_ALIVE(ly.body.bytes - above, A_l, moe.mlp_bytes, x.routed, x.H, x_e)
+        alive = EXPERTS_ALIVE(ly.body.bytes - above, A_l, moe.experts_freed, x.routed, x.H, x_e)
         done = part_of(DS_GATHERED(ms.live.backward_moe_done[i], n.weight))
         for moment in (_moment("backward.experts_partitioned", states, live, others, pending,
                                alive, transient),
@@ -3399,9 +3401,9 @@ def _experts_reduce(x: Setup, stage: Stage, ms: ModelStates, states: Part | None
                                local.per_layer_experts_down, g_u)
         if ly.checkpointed:
             alive = EXPERTS_REDUCED_ALIVE(A_d, moe.checkpoint_input.bytes, ly.recomputed(moe),
-                                          moe.mlp_bytes, moe.recomputed_shared)
+                                          moe.experts_freed, moe.recomputed_shared)
         else:
-            alive = EXPERTS_REDUCED_ALIVE(A_d, 0, ly.alive(moe), moe.mlp_bytes, 0)
+            alive = EXPERTS_REDUCED_ALIVE(A_d, 0, ly.alive(moe), moe.experts_freed, 0)
         return _moment("backward.experts_reduce", states, written, reduce, others, alive,
                        grads_in)
 
