@@ -712,7 +712,7 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
         if arch.traits.sinks:
             saved.append(SINK_SOFTMAX(x.b, a, x.s, mask_width(x), sink_cast(x)))
         else:
-            width = 4 if arch.traits.softmax_upcast or n.autocast else c
+            width = 4 if arch.traits.softmax_upcast or n.autocast_ops else c
             probabilities = c if width != c or arch.attention_dropout else 0
             saved.append(SOFTMAX(x.b, a, x.s, width, probabilities))
         if arch.attn_logit_softcapping:
@@ -1038,7 +1038,7 @@ def softmax_copy(x: Setup) -> int:
     """Bytes an element of eager attention's fp32 copy of its 16-bit softmax input, beside the
     output until the kernel returns: none where the scores are fp32 (the mask's width), the
     softmax stays in their dtype or takes them as they are (`half_to_float`)."""
-    if _scores_width(x) == 4 or not (x.arch.traits.softmax_upcast or x.n.autocast) \
+    if _scores_width(x) == 4 or not (x.arch.traits.softmax_upcast or x.n.autocast_ops) \
             or half_to_float(x):
         return 0
     return 4
@@ -1125,7 +1125,7 @@ def _norm(x: Setup, saved: list[Term], trainable: bool, times: int,
     f_input, f_stats, f_copy, f_rsqrt, f_out_fp32, f_out = formulas
     if x.arch.traits.norm_upcast == "native":  # nn.LayerNorm; autocast runs it in fp32
         # its input: the residual itself, or under autocast the fp32 copy autocast made of it
-        saved += [f_input(T, h, 4 if n.autocast else res), f_stats(T)] * times
+        saved += [f_input(T, h, 4 if n.autocast_ops else res), f_stats(T)] * times
         return norm_width(x)
     # RMSNorm with an fp32 upcast (Llama-style and Gemma-style): its fp32 input (the fp32
     # residual itself, or a copy of a low-precision one) and rsqrt(variance)
@@ -1161,7 +1161,7 @@ def norm_width(x: Setup) -> int:
     n, res = x.n, x.n.residual
     kind = x.arch.traits.norm_upcast
     if kind == "native":
-        return 4 if n.autocast else res
+        return 4 if n.autocast_ops else res
     return res if kind == "gemma" else (4 if res == 4 else n.compute)
 
 
@@ -1311,7 +1311,7 @@ def _mlp_core(x: Setup, saved: list[Term], tokens: int, f: int, down_input: bool
         saved.append(MLP_GATED(4 if down_input else 3, tokens, f, c))
     elif ACTIVATIONS[x.arch.hidden_act] == "native":
         saved.append(MLP_NATIVE(tokens, f, c, int(down_input)))
-    elif x.n.autocast:
+    elif x.n.autocast_ops:
         saved.append(MLP_GELU_AMP(tokens, f, c, int(down_input)))
     else:
         saved.append(MLP_GELU(tokens, f, c, int(down_input)))
@@ -1332,7 +1332,7 @@ def routing_width(x: Setup) -> int:
     cast of a linear's inputs (DeepSeek-V3), which autocast overrides (traced: the weighted
     outputs in the compute dtype under autocast and under FSDP2's amp, which runs it too)."""
     traits = x.arch.traits
-    if not traits.routing_fp32 or (traits.router_fp32 and (x.n.autocast or x.n.fsdp_mixed)):
+    if not traits.routing_fp32 or (traits.router_fp32 and x.n.autocast_ops):
         return expert_width(x)
     return 4
 

@@ -419,6 +419,7 @@ COVERED: frozenset[tuple[str, str, str, str]] = frozenset({
     ('family', 'gpt2', 'layout', 'single/none'),
     ('family', 'gpt2', 'layout', 'zero1/none'),
     ('family', 'gpt2', 'layout', 'zero2/none'),
+    ('family', 'gpt2', 'layout', 'zero3/none'),
     ('family', 'gpt_oss', 'attention', 'eager'),
     ('family', 'gpt_oss', 'finetuning', 'full'),
     ('family', 'gpt_oss', 'finetuning', 'lora'),

@@ -2740,6 +2740,15 @@ case("test", Q57, 1, 2048, attn="eager", ac="full", dp=2, ep=2, tag="qwen2-57b-a
 case("test", Q15MOE, 2, 2048, mp="pure", tag="qwen1.5-moe-a2.7b-4L", notes=QS + "one GPU, bf16")
 case("test", Q57, 1, 4096, mp="pure", tag="qwen2-57b-a14b-2L", notes=QS + "one GPU, bf16")
 
+# FSDP2's mixed precision runs the forward under autocast too (Accelerate wraps it): its fp32
+# ops compute in fp32 beside the bf16 parameters: LayerNorm's kept input, eager attention's
+# softmax, GPT-2's gelu_new's pow (random run 784/4, GPT-2 medium under FSDP2's amp, -11.24%
+# with them in bf16; read off it)
+FA = "FSDP2's amp under autocast, its fp32 ops in fp32: "
+case("test", "gpt2-medium", 2, 1024, attn="eager", dp=2, notes=FA + "GPT-2 medium, eager, FSDP2")
+case("test", "gpt2-xl", 1, 1024, dp=4, notes=FA + "GPT-2 XL, SDPA, FSDP2 x 4")
+case("test", "gpt2", 4, 1024, attn="eager", dp=2, zero=2, notes=FA + "GPT-2, eager, stage 2")
+
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
     assert len(ids) == len(set(ids)), "duplicate ids"
