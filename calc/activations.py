@@ -905,7 +905,8 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
                              checkpointed_forward=checkpointed_fwd, before_recompute=before,
                              softmax_forward=at_softmax, mlp_backward=mlp_bwd,
                              mlp_copies=mlp_copies, recompute_forward=recompute_fwd,
-                             softmax_backward=at_softmax_bwd, shared_after_experts=shared_after_experts)
+                             softmax_backward=at_softmax_bwd,
+                             shared_after_experts=shared_after_experts)
 
 
 class PeftInput(NamedTuple):

@@ -2478,16 +2478,15 @@ def _below_top_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers,
             or len(ly.kinds) > 1:
         return None
     states = _with_buffers(x, stage, ms, detail)
+    # at stage 2 every layer below gathered, the one above's gradients unsharded
+    unsharded = None if stage2 is None else \
+        LATE_GATHERED(0, stage2[1], ms.local.per_layer_mlp, *stage2[3:])
     best: Moment | None = None
     for at in _widest_candidates(ly.flags):
         above = range(at + 1, layers)
-        gathered = late[1]
-        if stage2 is not None:  # every layer below gathered, the one above's gradients unsharded
-            _, P_lt, _, g_u, g_r = stage2
-            unsharded = LATE_GATHERED(0, P_lt, ms.local.per_layer_mlp, g_u, g_r)
-            gathered = extended(_stage2_held(x, ms, ly, detail, len(above)),
-                                tuple((t, 1) for t in (unsharded, ms.root_grads) if t is not None),
-                                detail)
+        gathered = late[1] if unsharded is None else extended(
+            _stage2_held(x, ms, ly, detail, len(above)),
+            tuple((t, 1) for t in (unsharded, ms.root_grads) if t is not None), detail)
         below = SAVED_BELOW(ly.body.bytes, sum(_kept(ly, ly.flags[i]) for i in range(at, layers)))
         # (the layer's own at the late moment's transient: the norm's, or eager's softmax's)
         own = _late_own(ly, ly.flags[at], softmax=late[3].formula is not LATE_TRANSIENT)
@@ -3044,6 +3043,16 @@ def _with_below(first: Term, below: tuple[Term, ...], detail: bool) -> Term | Pa
     return part(((first, 1), *((term, 1) for term in below)), detail) if below else first
 
 
+def _moe_own_gradients(x: Setup, ms: ModelStates, ly: Layers) -> LayerActivations | None:
+    """The stage's MoE layer kind where full training writes one rank's own gradients (no
+    FSDP gathering, not Megatron-LM's buffers), else None."""
+    moe = next((act for kind, act, _ in ly.kinds if kind == "moe"), None)
+    if (moe is None or x.lora or x.megatron or not accumulated(ms.gradients)
+            or ms.gathered_layer is not None or ms.gathered_model is not None):
+        return None
+    return moe
+
+
 def _experts_backward(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, accumulating: bool
                       ) -> tuple[Term, Term, Term] | None:
     """An MoE layer's expert backward (transformers' grouped_mm, traced on Mixtral, Qwen3-MoE
@@ -3054,9 +3063,8 @@ def _experts_backward(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, accum
     stage's last MoE layer's, the first the backward reaches, every layer below it alive, its
     new gate/up gradient beside the one it is added to. Full training on one rank's own
     gradients (no FSDP gathering)."""
-    moe = next((act for kind, act, _ in ly.kinds if kind == "moe"), None)
-    if (moe is None or x.lora or x.megatron or not accumulated(ms.gradients)
-            or ms.gathered_layer is not None or ms.gathered_model is not None):
+    moe = _moe_own_gradients(x, ms, ly)
+    if moe is None:
         return None
     arch = x.arch
     layer = x.counts.moe_layer
@@ -3093,10 +3101,8 @@ def _experts_softmax(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, accumu
     widest of them (random run 778/6, DeepSeek-V3's dense first layer below two MoE ones on
     one GPU: -1.95% at its experts' moment). The step's first backward, full training on one
     rank's own gradients, the layer not checkpointed."""
-    moe = next((act for kind, act, _ in ly.kinds if kind == "moe"), None)
-    if (moe is None or moe.softmax_backward is None or accumulating or x.lora or x.megatron
-            or not accumulated(ms.gradients) or ms.gathered_layer is not None
-            or ms.gathered_model is not None):
+    moe = _moe_own_gradients(x, ms, ly)
+    if moe is None or moe.softmax_backward is None or accumulating:
         return None
     below, _ = _below_first_moe(x, stage, ly)
     if ly.flags[below]:
