@@ -1215,9 +1215,10 @@ def _adapter_copies(x: Setup, dropout: float, width: int = 0) -> bool:
     autocast, so x reaches lora_A as it is, and autocast casts it there, per adapter, where it
     is wider than the compute dtype (an fp32 norm's output over an fp32 base)."""
     n = x.n
-    if x.frozen_linear_inputs and x.qlora:  # lora_A, DeepSpeed's ZeRO-3 linear, keeps x as
-        # given, autocast casting it inside: a copy only where the dropout makes one
-        return bool(dropout)
+    if x.frozen_linear_inputs:  # lora_A, DeepSpeed's ZeRO-3 linear, keeps x as given,
+        # autocast casting it inside: a copy only where the dropout makes one, or where peft
+        # casts x to the adapter's dtype (bitsandbytes' QLoRA layer casts nothing)
+        return bool(dropout) or (not x.qlora and (width or n.compute) != n.adapter)
     if x.qlora and n.autocast and not dropout:
         return width not in (0, n.compute)
     return bool(dropout) or not (n.fsdp_mixed or n.compute == n.adapter)
@@ -1282,8 +1283,8 @@ def lora_a_kept(x: Setup, given: int, dropout: float) -> int:
     autocast cast, in the adapter's compute dtype; DeepSpeed's ZeRO-3 linear keeps the
     dropout's output as it is given, autocast casting it inside (traced: LoRA and QLoRA under
     torch_autocast, the dropout's output in fp32)."""
-    if dropout and x.frozen_linear_inputs:
-        return peft_input(x, given, dropout).dropped
+    if x.frozen_linear_inputs:
+        return peft_input(x, given, dropout).dropped if dropout else x.n.adapter
     return x.n.adapter_compute
 
 

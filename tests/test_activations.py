@@ -411,7 +411,8 @@ def test_qlora_s_4bit_projections_keep_no_input_under_deepspeed_zero3() -> None:
 
 def test_lora_a_keeps_the_dropout_s_output_as_given_under_deepspeed_zero3() -> None:
     """lora_A is DeepSpeed's ZeRO-3 linear too: it keeps the dropout's output (fp32 under
-    torch_autocast), not autocast's bf16 cast of it (traced: -9.0% on a Mistral width)."""
+    torch_autocast), not autocast's bf16 cast of it (traced: -9.0% on a Mistral width); without
+    dropout, peft's cast of x to the fp32 adapters (held out: +2.44% with a bf16 cast)."""
     from calc.activations import lora_a_kept
     zero3 = _scenario_setup({"model": "llama-3.2-1b",
                              "parallelism": {"dp": 2, "zero": 3, "framework": "deepspeed"},
@@ -421,7 +422,7 @@ def test_lora_a_keeps_the_dropout_s_output_as_given_under_deepspeed_zero3() -> N
                             "training": {"finetuning": "lora", "lora_dropout": 0.1,
                                          "mixed_precision": "amp"}})
     assert lora_a_kept(zero3, 4, 0.1) == 4
-    assert lora_a_kept(zero3, 4, 0.0) == zero3.n.adapter_compute == 2
+    assert lora_a_kept(zero3, 2, 0.0) == zero3.n.adapter == 4
     assert lora_a_kept(fsdp, 4, 0.1) == fsdp.n.adapter_compute
 
 

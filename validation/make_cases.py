@@ -2749,6 +2749,21 @@ case("test", "gpt2-medium", 2, 1024, attn="eager", dp=2, notes=FA + "GPT-2 mediu
 case("test", "gpt2-xl", 1, 1024, dp=4, notes=FA + "GPT-2 XL, SDPA, FSDP2 x 4")
 case("test", "gpt2", 4, 1024, attn="eager", dp=2, zero=2, notes=FA + "GPT-2, eager, stage 2")
 
+# LoRA's lora_A as DeepSpeed ZeRO-3's linear keeps x as given, autocast casting inside: no
+# copy of its own where x already has the adapter's dtype (an fp32 norm's output over fp32
+# weights); where peft casts x up to the fp32 adapters (SDPA's bf16 output), that fp32 copy
+# (random run 768/6, LoRA on q and v under amp, +2.72% with a bf16 copy per adapter; read off
+# it)
+LZ = "LoRA under DeepSpeed ZeRO-3 and torch_autocast, lora_A keeping x as given: "
+case("test", L4["llama-3.1-8b"], 2, 1024, lora=16, targets="query_value", dp=2, zero=3,
+     framework="deepspeed", tag="llama-3.1-8b-4L", notes=LZ + "amp, q and v")
+case("test", L4["mistral-7b"], 1, 2048, lora=16, dp=4, zero=3, framework="deepspeed",
+     tag="mistral-7b-4L", notes=LZ + "amp, every linear (o_proj's and down's inputs cast up)")
+case("test", "llama-3.2-1b", 2, 2048, lora=16, targets="attention", dp=2, zero=3,
+     framework="deepspeed", notes=LZ + "amp, the attention (o_proj's input cast up)")
+case("test", L4["qwen2.5-7b"], 2, 2048, lora=16, targets="attention", dp=2, zero=3,
+     framework="deepspeed", tag="qwen2.5-7b-4L", notes=LZ + "amp, the attention")
+
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
     assert len(ids) == len(set(ids)), "duplicate ids"
