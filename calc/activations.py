@@ -567,6 +567,9 @@ class LayerActivations(NamedTuple):
     # the part of `mlp_bytes` a MoE layer's routed experts' backward leaves alive: a shared
     # expert computed before them (Qwen2-MoE), whose backward runs after theirs
     shared_after_experts: int = 0
+    # the part of `saved` the input norm keeps (its fp32 input, its statistics, its normalised
+    # tensor): all the layer holds at its input norm's backward, the last of its backward
+    input_norm: int = 0
 
     @property
     def experts_freed(self) -> int:
@@ -590,7 +593,7 @@ def layer_activations(saved: tuple[Term, ...], forward: Term, backward: Term,
                       mlp_backward: Term | None = None, mlp_copies: int = 0,
                       recompute_forward: Term | None = None,
                       softmax_backward: Term | None = None,
-                      shared_after_experts: int = 0) -> LayerActivations:
+                      shared_after_experts: int = 0, input_norm: int = 0) -> LayerActivations:
     # autocast caches the casts of leaf weights that train; a frozen base's casts are made
     # per op and saved, so a checkpointed layer drops them
     copies = tuple(t for t in saved if t.key == "activations/weight_copies"
@@ -610,7 +613,7 @@ def layer_activations(saved: tuple[Term, ...], forward: Term, backward: Term,
                             mlp_backward if backward.formula is ATTENTION_BACKWARD_LAYER else None,
                             recompute_forward, mlp_copies,
                             None if backward.formula is ATTENTION_BACKWARD_LAYER
-                            else softmax_backward, shared_after_experts)
+                            else softmax_backward, shared_after_experts, input_norm)
 
 
 def received_kept(kept: Term) -> tuple[Term, ...]:
@@ -649,6 +652,8 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
     times = 1 if frozen_input else 2
     z_width = _norm(x, saved, trainable, times)
     pre_norms = len(saved)
+    # (two norms' terms alike, the input norm's first; a frozen input keeps none of its own)
+    input_norm = sum(t.bytes for t in saved) // 2 if times == 2 else 0
     if x.arch.traits.norms_per_layer == 4:  # post-attention / post-feedforward norms
         saved += [POST_NORM(T, x.h, 2 if trainable else 1)] * 2
     norms = len(saved)
@@ -898,7 +903,8 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
                                  x.lora, overlap, last_input, kept,
                                  (after, copies_after, kept_after, saved_after, values),
                                  checkpointed_fwd, before, at_softmax, mlp_bwd, mlp_copies,
-                                 shared_after_experts=shared_after_experts)
+                                 shared_after_experts=shared_after_experts,
+                                 input_norm=input_norm)
     return layer_activations(tuple(saved), fwd, bwd, CHECKPOINT_INPUT(T, x.h, r), x.lora,
                              last_input=last_input,
                              after_softmax=(after, copies_after, 0, 0, values),
@@ -906,7 +912,7 @@ def decoder_layer(x: Setup, layer: LayerParams, frozen_input: bool = False,
                              softmax_forward=at_softmax, mlp_backward=mlp_bwd,
                              mlp_copies=mlp_copies, recompute_forward=recompute_fwd,
                              softmax_backward=at_softmax_bwd,
-                             shared_after_experts=shared_after_experts)
+                             shared_after_experts=shared_after_experts, input_norm=input_norm)
 
 
 class PeftInput(NamedTuple):

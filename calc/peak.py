@@ -441,6 +441,15 @@ LATE_TRANSIENT = Formula(
     id="peak.late_transient", source=TRACED_PEAK,
     title="A layer's backward past its MLP: the norm's four T h fp32 temporaries beside the "
           "incoming gradient")
+INPUT_NORM_TRANSIENT = Formula(
+    "temporaries/layer_backward", "lambda T, h, r, c: T * h * 16 + T * h * max(r, c)",
+    id="peak.input_norm_transient", source=TRACED_FSDP,
+    title="A layer's backward at its input norm, past its attention's: the norm's four T h "
+          "fp32 temporaries beside the incoming gradient, every gradient of the layer computed "
+          "(under FSDP unsharded), every activation of it but the norm's freed",
+    note="traced: a Mistral width at 512 tokens under FSDP2 x 2, the second layer's input "
+         "norm 54 MiB over its post-attention norm's moment (its attention's weight "
+         "gradients outweigh what its attention saved)")
 # (one term, not the saved activations less a negative one: no category of a report's
 # breakdown goes below zero)
 SAVED_BELOW = Formula(
@@ -2307,9 +2316,10 @@ def _weights_written(x: Setup, ms: ModelStates, fl: Flight) -> bool:
 
 def _written(x: Setup, stage: Stage, ms: ModelStates, accumulating: bool, late: bool = False,
              own: bool = False, softmax: bool = False,
-             unwritten: tuple[int, ...] | None = None) -> Term | None:
+             unwritten: tuple[int, ...] | None = None, input_norm: bool = False) -> Term | None:
     """Gradients at the first layer's backward (`late`: past its MLP; `softmax`: at its eager
-    attention's softmax, past its output projection too). Under pipelining FSDP2
+    attention's softmax, past its output projection too; `input_norm`: at its input norm's,
+    past its attention). Under pipelining FSDP2
     writes its sharded gradients only after the last micro-batch's backward (torch's stage
     turns gradient sync off for every backward): none. Unless `accumulating` into gradients an
     earlier backward wrote, an untied embedding's gradient is not written yet, nor the first
@@ -2343,7 +2353,7 @@ def _written(x: Setup, stage: Stage, ms: ModelStates, accumulating: bool, late: 
         m_l = sum(-(-p // x.N) for p in unwritten) if unwritten is not None else \
             (2 if second else 1) * -(-local.per_layer_trainable // x.N)
     else:
-        m_l = _unwritten_at_softmax(x) if softmax else \
+        m_l = 0 if input_norm else _unwritten_at_softmax(x) if softmax else \
             local.per_layer_trainable - (local.per_layer_mlp if late else local.per_layer_last)
     if not m_e and not m_l:
         return grads
@@ -2369,14 +2379,18 @@ def _regathered(ms: ModelStates, grads: Term, detail: bool) -> Part:
                     detail)
 
 
-def _late_own(ly: Layers, ckpt: int | bool, softmax: bool = False) -> Term:
+def _late_own(ly: Layers, ckpt: int | bool, softmax: bool = False,
+              input_norm: bool = False) -> Term:
     """The widest layer's own activations past its MLP's backward (`FIRST_LAYER_LATE`), or
-    at its eager attention's `softmax`, later; `ckpt`: recomputed."""
+    at its eager attention's `softmax`, later, or at its `input_norm`'s, last (all but what
+    that norm keeps freed); `ckpt`: recomputed."""
     act = ly.widest
     # the MLP's activations, and autocast's copies of its weights where they are the layer's
     # own (not the step's cache's)
     freed = ly.freed_by_softmax(act, bool(ckpt)) if softmax else \
         act.mlp_bytes + (act.mlp_copies if ly.owns_copies(act, bool(ckpt)) else 0)
+    if input_norm:
+        freed = (ly.recomputed(act) if ckpt else ly.alive(act)) - ly.received - act.input_norm
     if ckpt:
         return FIRST_LAYER_LATE(act.checkpoint_input.bytes - ly.received, ly.recomputed(act),
                                 freed, act.recomputed_shared)
@@ -2478,9 +2492,13 @@ def _below_top_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers,
             or len(ly.kinds) > 1:
         return None
     states = _with_buffers(x, stage, ms, detail)
+    # the first layer's widest late moment: past its MLP, at its softmax or at its input norm
+    softmax = late[3].formula not in (LATE_TRANSIENT, INPUT_NORM_TRANSIENT)
+    input_norm = late[3].formula is INPUT_NORM_TRANSIENT
     # at stage 2 every layer below gathered, the one above's gradients unsharded
-    unsharded = None if stage2 is None else \
-        LATE_GATHERED(0, stage2[1], ms.local.per_layer_mlp, *stage2[3:])
+    unsharded = None if stage2 is None else LATE_GATHERED(
+        0, stage2[1], ms.local.per_layer_trainable if input_norm else ms.local.per_layer_mlp,
+        *stage2[3:])
     best: Moment | None = None
     for at in _widest_candidates(ly.flags):
         above = range(at + 1, layers)
@@ -2488,8 +2506,8 @@ def _below_top_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers,
             _stage2_held(x, ms, ly, detail, len(above)),
             tuple((t, 1) for t in (unsharded, ms.root_grads) if t is not None), detail)
         below = SAVED_BELOW(ly.body.bytes, sum(_kept(ly, ly.flags[i]) for i in range(at, layers)))
-        # (the layer's own at the late moment's transient: the norm's, or eager's softmax's)
-        own = _late_own(ly, ly.flags[at], softmax=late[3].formula is not LATE_TRANSIENT)
+        # (the layer's own at the late moment's transient: a norm's, or eager's softmax's)
+        own = _late_own(ly, ly.flags[at], softmax, input_norm)
         moment = _moment("backward.below_top_late", states,
                          _top_shard_written(x, stage, ms, accumulating, len(above)), gathered,
                          part(((below, 1), (own, 1)), detail), late[3])
@@ -2936,6 +2954,9 @@ def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt:
         P_lm = _layer_trainable_at(x, ms, ly, running)[1]
         P_lt = _layer_trainable_at(x, ms, ly, min(running + 1, len(ly.kind_of) - 1))[0]
         unsharded = LATE_GATHERED(prefetched, P_lt, P_lm, g_u, g_r)
+        # at the input norm every gradient of the running layer is unsharded
+        everything = LATE_GATHERED(prefetched, P_lt, _layer_trainable_at(x, ms, ly, running)[0],
+                                   g_u, g_r)
         # not written yet: the running layer's sharded gradients and the first's below it
         # (the second layer's moment, or where the first's activations are counted beside
         # it); on two layers the top's post-backward has written its shard by the first
@@ -2944,17 +2965,17 @@ def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt:
         written: Term | Part | None = _written(x, stage, ms, accumulating, unwritten=tuple(
             _layer_trainable_at(x, ms, ly, i)[0] for i in range(n_u)))
         if ms.gathered_model is not None and x.pp == 1:  # (resharded after its backward)
-            gathered = _resharded_below(x, ms, unsharded)
+            gathered, at_input = (_resharded_below(x, ms, t) for t in (unsharded, everything))
         else:
             own_layer = _gathered_at(x, ms, ly, running) if ms.gathered_layer is not None \
                 else None
-            gathered = part_of(own_layer, ms.gathered_root, ms.gathered_model, unsharded,
-                               ms.root_grads)
+            gathered, at_input = (part_of(own_layer, ms.gathered_root, ms.gathered_model, t,
+                                          ms.root_grads) for t in (unsharded, everything))
     else:
         if accumulating or not accumulated(grads):
             return None
-        gathered = None
-    # the wider of two moments: the norm after the attention running its fp32 backward, and
+        gathered = at_input = None
+    # the widest of three moments: the norm after the attention running its fp32 backward;
     # later the softmax's, the norm's and the output projection's saved tensors freed, its
     # gradient written
     candidates = []
@@ -2963,18 +2984,24 @@ def _first_layer_late(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt:
     # them layer by layer
     ring = eager if eager is not None and x.cp > 1 and not x.eager and fsdp \
         and ms.gathered_layer is not None and ms.gathered_model is None else None
-    for softmax, transient in ((False, LATE_TRANSIENT(x.T, x.h, n.residual, n.compute) if norm
-                                else None), (True, eager)):
+    # and last the input norm's fp32 backward, the attention's gradients computed and its
+    # activations freed: the wider where its weights outweigh what it saves (short sequences)
+    for softmax, input_norm, transient in (
+            (False, False, LATE_TRANSIENT(x.T, x.h, n.residual, n.compute) if norm else None),
+            (True, False, eager),
+            (False, True, INPUT_NORM_TRANSIENT(x.T, x.h, n.residual, n.compute) if norm
+             and ly.widest.input_norm else None)):
         if transient is None:
             continue
-        at = gathered
+        at = at_input if fsdp and input_norm else gathered
         if not fsdp:
-            written = _written(x, stage, ms, accumulating, late=True, softmax=softmax)
+            written = _written(x, stage, ms, accumulating, late=True, softmax=softmax,
+                               input_norm=input_norm)
         elif transient is ring and ring is not None:
             after_core = _layer_trainable_at(x, ms, ly, running)[0] - _unwritten_at_softmax(x)
             at = part_of(own_layer, ms.gathered_root, LATE_GATHERED(
                 prefetched, P_lt, after_core, g_u, g_r), ms.root_grads)
-        candidates.append((written, at, _late_own(ly, ckpt, softmax), transient))
+        candidates.append((written, at, _late_own(ly, ckpt, softmax, input_norm), transient))
     written, gathered, own, transient = max(candidates, key=lambda moment: sum(
         term.bytes for term in moment if term is not None))
     return (written, gathered, _with_below(own, below, True), transient)
