@@ -3058,10 +3058,11 @@ def _layer_below_counted(stage: Stage, ms: ModelStates) -> bool:
 def _layer_below(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt: int
                  ) -> Term | None:
     """Under FSDP's layer-by-layer prefetch the first-layer moments are the second layer's
-    (`LAYER_BELOW`): what the first keeps beside it."""
+    (`LAYER_BELOW`): what the first keeps beside it, at its own width (DeepSeek-V3's dense
+    first layer below MoE ones keeps its own activations, not a MoE layer's)."""
     if not _layer_below_counted(stage, ms):  # (two: the first layer's moments are its own,
         return None  # the layer above it the top one)
-    act = ly.widest
+    act = {kind: act for kind, act, _ in ly.kinds}[ly.kind_of[0]]
     return LAYER_BELOW((act.checkpoint_input.bytes if ckpt else ly.alive(act)) - ly.received)
 
 

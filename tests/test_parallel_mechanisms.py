@@ -1164,6 +1164,20 @@ def test_a_layers_input_norm_backward_holds_its_attentions_gradients(case: str) 
     assert estimate(scenario).peak_bytes == pytest.approx(traced["peak_bytes"], rel=0.002)
 
 
+def test_the_layer_below_the_second_is_counted_at_its_own_width() -> None:
+    """FSDP's first-layer moments are the second layer's, the first's activations beside it:
+    DeepSeek-V3's dense first layer keeps its own, not a MoE layer's (+0.80% under CP2 with
+    the MoE layer's counted)."""
+    scenario, traced = traced_case("deepseek-v3-3L-e32-v32k_b1_s2048_amp_flash_fsdp2_cp2")
+    x = _setup(scenario)
+    ly = layers(x, x.stages[0], True)
+    dense = next(act for kind, act, _ in ly.kinds if kind == "dense")
+    late = {m.name: m for m in stage_peak(x, x.stages[0], True).moments}
+    assert late["backward.first_layer_late"].breakdown["activations/layer_below"] == \
+        ly.alive(dense) - ly.received
+    assert estimate(scenario).peak_bytes == pytest.approx(traced["peak_bytes"], rel=0.002)
+
+
 @pytest.mark.parametrize("extra", [{"tp": 2}, {"pp": 2}])
 def test_zero_on_one_data_parallel_rank_of_a_mesh_is_no_wrapper(extra: dict) -> None:
     """torchtitan shards only a dimension with ranks: zero 3 beside tp or pp on one
