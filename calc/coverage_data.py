@@ -1065,6 +1065,7 @@ COVERED: frozenset[tuple[str, str, str, str]] = frozenset({
     ('mixed_precision', 'autocast', 'model_parallel', 'none'),
     ('mixed_precision', 'autocast', 'model_parallel', 'pp:1f1b'),
     ('mixed_precision', 'autocast', 'model_parallel', 'pp:dualpipev'),
+    ('mixed_precision', 'autocast', 'model_parallel', 'pp:zbv'),
     ('mixed_precision', 'autocast', 'model_parallel', 'pp:zero_bubble'),
     ('mixed_precision', 'autocast', 'model_parallel', 'tp'),
     ('mixed_precision', 'autocast', 'model_parallel', 'tp+pp:1f1b'),

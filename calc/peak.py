@@ -1473,12 +1473,13 @@ def _split_softmax(x: Setup, act: LayerActivations) -> Term:
     return SPLIT_ATTENTION_BACKWARD(eager.bytes, x.b, x.a, x.s, probs[0].values[4])
 
 
-def _first_output_grads(x: Setup, stage: Stage, first: LayerActivations
-                        ) -> tuple[tuple[Term, int], ...]:
+def _first_output_grads(x: Setup, stage: Stage, first: LayerActivations,
+                        split_softmax: bool = False) -> tuple[tuple[Term, int], ...]:
     """The output gradients a split backward has kept of the unit's first layer by that
-    layer's widest backward moment: at its eager softmax's, those after the attention core
-    (`output_grads_at_softmax`); at its MLP's, the MLP's, in its transient."""
-    if first.backward_transient.formula is not ATTENTION_BACKWARD_LAYER:
+    layer's widest backward moment: at its eager softmax's (the layer's widest, or
+    `split_softmax`: the input pass's, whose probabilities stay), those after the attention
+    core (`output_grads_at_softmax`); at its MLP's, the MLP's, in its transient."""
+    if first.backward_transient.formula is not ATTENTION_BACKWARD_LAYER and not split_softmax:
         return ()
     unit, counts = stage.unit or stage, x.counts
     layer = counts.dense_layer if unit.dense_layers else counts.moe_layer
@@ -1797,8 +1798,11 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
                                     freed_1, new_1)
         else:
             first_bwd = LAYER_BACKWARD(first_act.backward_transient.bytes, 0, freed_1, new_1)
+    split_softmax = False  # the split input pass's widest first-layer moment is its softmax's
     if fl.split:  # the input pass frees nothing: at an eager softmax the probabilities stay
-        first_bwd = max(first_bwd, _split_softmax(x, first_act), key=lambda t: t.bytes)
+        at_softmax_split = _split_softmax(x, first_act)
+        split_softmax = at_softmax_split.bytes > first_bwd.bytes
+        first_bwd = max(first_bwd, at_softmax_split, key=lambda t: t.bytes)
     moments = []
     if loss:
         moments.append(_moment("forward.loss", states, earlier, head_fwd, saved, loss_extra,
@@ -1916,7 +1920,7 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
         # those after the attention core; those of the layers above it beside them
         above = _output_grads(x, stage, first_own=False)
         others_first: Part | None = extended(saved_after, (*above, *_first_output_grads(
-            x, stage, first_act)), detail)
+            x, stage, first_act, split_softmax)), detail)
         weight_pass = _weight_pass(x, stage, ly, accumulating, mix, own > 1)
         done = _beside(saved_after if ckpt else others, tuple(weight_pass), detail) \
             if weight_pass else others
@@ -2030,7 +2034,7 @@ def _stage_moments(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, fl: Flig
             # stays)
             firsts.append((*own_first, _with_below(first_own, layer_below[1:], detail)))
         moments.append(max((_moment("backward.first_layer", states, w, g,
-                                    others_first if fl.split and mix is None else others, f,
+                                    others_first if fl.split else others, f,
                                     first_bwd, bucket)
                             for w, g, f in firsts), key=lambda m: m.bytes))
         norm = input_norm_backward(x) if fl.split else None

@@ -2776,6 +2776,24 @@ case("test", L4["mistral-7b"], 2, 256, dp=2, zero=2, tag="mistral-7b-4L",
 case("test", L4["qwen3-8b"], 1, 512, mp="pure", ac="full", dp=2, tag="qwen3-8b-4L",
      notes=IN + "FSDP2, checkpointed")
 
+# A rank of chunks' split input pass at its first layer's moments: the layer's own output
+# gradients are those its backward has kept so far (the MLP's in its transient; at an eager
+# softmax, whose probabilities the input pass keeps, those after the attention core), not the
+# whole layer's, as on a rank of one stage (random runs 774/9, ZBV under autocast, +2.27%, and
+# 652/13, +3.35%; read off them)
+ZF = "ZBV's input pass at a chunk's first layer, its own output gradients so far: "
+case("test", Q15, 1, 2048, mp="autocast", gas=4, pp=2, sched="zbv", tag="qwen2.5-1.5b-4L-v1k",
+     notes=ZF + "flash, autocast, a layer a chunk")
+case("test", L4V1, 2, 1024, mp="autocast", gas=4, pp=2, sched="zbv", tag="llama-3.2-1b-4L-v1k",
+     notes=ZF + "flash, autocast, a layer a chunk")
+case("test", L4V["qwen2.5-7b"], 1, 1536, attn="eager", gas=4, pp=2, sched="zbv",
+     tag="qwen2.5-7b-4L-v1k", notes=ZF + "eager, amp, a layer a chunk")
+case("test", "qwen2.5-0.5b", 2, 2048, mp="autocast", gas=4, pp=2, sched="zbv",
+     notes=ZF + "flash, autocast, six layers a chunk")
+case("test", inline("qwen2.5-1.5b", num_hidden_layers=4, vocab_size=1024,
+                    tie_word_embeddings=False), 2, 1024, mp="autocast", gas=4, pp=2,
+     sched="zbv", tag="qwen2.5-1.5b-4L-v1k-untied", notes=ZF + "flash, autocast, untied")
+
 if __name__ == "__main__":
     ids = [c["id"] for c in CASES]
     assert len(ids) == len(set(ids)), "duplicate ids"
