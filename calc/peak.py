@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import NamedTuple
 
 from .activations import (
@@ -2559,7 +2560,8 @@ def _below_top(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, accumulating
     return best
 
 
-def _widest_candidates(flags: tuple[bool, ...]) -> list[int]:
+@lru_cache(maxsize=256)
+def _widest_candidates(flags: tuple[bool, ...]) -> tuple[int, ...]:
     """The layers between the first and the top (by `flags`: checkpointed or not) whose
     backward may be the widest below the top. A layer's moment differs from the one a
     checkpointing period below it by what the period keeps less its shards, the same down
@@ -2571,7 +2573,7 @@ def _widest_candidates(flags: tuple[bool, ...]) -> list[int]:
     for i in range(1, len(flags) - 1):
         low, high = ends.get(flags[i - 1:i + 2], (i, i))
         ends[flags[i - 1:i + 2]] = (min(low, i), max(high, i))
-    return sorted({i for pair in ends.values() for i in pair}, reverse=True)
+    return tuple(sorted({i for pair in ends.values() for i in pair}, reverse=True))
 
 
 def _stage2_units(x: Setup, ms: ModelStates) -> tuple[int, ...] | None:
@@ -3015,7 +3017,7 @@ def _narrower_at(x: Setup, ly: Layers, i: int) -> LayerParams | None:
     """The stage's `i`th layer where it is narrower than the widest the stage's states count:
     a dense one beside MoE layers (DeepSeek-V3's first); None where it is the widest."""
     dense = x.counts.dense_layer
-    if ly.kind_of[i] == "moe" or all(kind != "moe" for kind in ly.kind_of) or dense is None:
+    if ly.kind_of[i] == "moe" or "moe" not in ly.kind_of or dense is None:
         return None
     return dense
 

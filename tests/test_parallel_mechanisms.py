@@ -1064,8 +1064,8 @@ def test_fsdp2_under_every_nth_checkpointed_layer_peaks_at_a_recomputed_layer_be
     """Every second of five layers checkpointed, the top too: the widest backward below the
     top is the third layer's, recomputed below a plain one, the two above written (random run
     769/2, -3.48% at the plain layer below the top; this held-out case -3.18%)."""
-    assert _widest_candidates((True, False, True, False, True)) == [3, 2, 1]
-    assert _widest_candidates((True,) * 6) == [4, 1]
+    assert _widest_candidates((True, False, True, False, True)) == (3, 2, 1)
+    assert _widest_candidates((True,) * 6) == (4, 1)
     scenario, traced = traced_case("llama-3.1-8b-5L-v1k_b2_s1024_amp_flash_acfull-every2_fsdp4")
     x = _setup(scenario)
     late = {m.name: m for m in stage_peak(x, x.stages[0], True).moments}["backward.below_top_late"]
