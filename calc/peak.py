@@ -2390,12 +2390,13 @@ def _late_own(ly: Layers, ckpt: int | bool, softmax: bool = False,
     at its eager attention's `softmax`, later, or at its `input_norm`'s, last (all but what
     that norm keeps freed); `ckpt`: recomputed."""
     act = ly.widest
-    # the MLP's activations, and autocast's copies of its weights where they are the layer's
-    # own (not the step's cache's)
-    freed = ly.freed_by_softmax(act, bool(ckpt)) if softmax else \
-        act.mlp_bytes + (act.mlp_copies if ly.owns_copies(act, bool(ckpt)) else 0)
     if input_norm:
         freed = (ly.recomputed(act) if ckpt else ly.alive(act)) - ly.received - act.input_norm
+    elif softmax:
+        freed = ly.freed_by_softmax(act, bool(ckpt))
+    else:  # the MLP's activations, and autocast's copies of its weights where they are the
+        # layer's own (not the step's cache's)
+        freed = act.mlp_bytes + (act.mlp_copies if ly.owns_copies(act, bool(ckpt)) else 0)
     if ckpt:
         return FIRST_LAYER_LATE(act.checkpoint_input.bytes - ly.received, ly.recomputed(act),
                                 freed, act.recomputed_shared)
