@@ -3069,7 +3069,7 @@ def _layer_below(x: Setup, stage: Stage, ms: ModelStates, ly: Layers, ckpt: int
     first layer below MoE ones keeps its own activations, not a MoE layer's)."""
     if not _layer_below_counted(stage, ms):  # (two: the first layer's moments are its own,
         return None  # the layer above it the top one)
-    act = {kind: act for kind, act, _ in ly.kinds}[ly.kind_of[0]]
+    act = ly.first
     return LAYER_BELOW((act.checkpoint_input.bytes if ckpt else ly.alive(act)) - ly.received)
 
 
